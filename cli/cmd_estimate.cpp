@@ -1,0 +1,30 @@
+// partune estimate JOB.yaml [--json] [--set key=value ...]
+#include <iostream>
+
+#include "commands.hpp"
+#include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "report.hpp"
+
+namespace partune::cli {
+
+void register_estimate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("estimate", "Analytical estimate of one training step of a job");
+  struct Options {
+    std::string job;
+    std::vector<std::string> overrides;
+    bool json = false;
+  };
+  auto opt = std::make_shared<Options>();
+  cmd->add_option("job", opt->job, "job file (YAML)")->required();
+  cmd->add_option("--set", opt->overrides, "override a job key, e.g. --set tensor_parallel_degree=4");
+  cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->callback([opt] {
+    const Job job = load_job(opt->job, opt->overrides);
+    const Estimate e = estimate(job);
+    if (opt->json) std::cout << estimate_json(job, e).dump(2) << "\n";
+    else std::cout << estimate_text(job, e);
+  });
+}
+
+}  // namespace partune::cli

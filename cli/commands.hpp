@@ -1,0 +1,17 @@
+#pragma once
+// Each sub-command registers itself on the app: flags, then a callback that loads
+// scenarios, calls one library function and prints.
+#include <CLI/CLI.hpp>
+
+namespace partune::cli {
+
+void register_estimate(CLI::App& app);
+void register_reproduce(CLI::App& app);
+void register_bench(CLI::App& app);
+
+// Thrown by a command to end with this exit status after it printed its message.
+struct Exit {
+  int code;
+};
+
+}  // namespace partune::cli

@@ -1,0 +1,188 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include "partune/costmodel/units.hpp"
+
+namespace partune::cli {
+
+namespace {
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / units::GiB); }
+
+std::string seconds(double s) {
+  if (s >= 1.0) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+std::string share(double part, double whole) {
+  return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * part / whole) : "";
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+  return {{"stage", m.stage},
+          {"parameters_bytes", m.parameters},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_states_bytes", m.optimizer_states},
+          {"gathered_parameters_bytes", m.gathered_parameters},
+          {"activations_bytes", m.activations},
+          {"activation_working_bytes", m.activation_working},
+          {"logits_bytes", m.logits},
+          {"communication_buffers_bytes", m.communication_buffers},
+          {"reserved_bytes", m.reserved},
+          {"host_offload_bytes", m.host_offload},
+          {"total_bytes", m.total()}};
+}
+
+}  // namespace
+
+std::string describe_job(const Job& job) {
+  const auto& pc = job.parallel;
+  std::string s = fmt::format("{}: {} ({:.1f}B parameters) on {} x {} ({} GPUs)\n", job.name,
+                              job.model.name, job.model.total_params() / 1e9, job.cluster.nodes,
+                              job.cluster.instance.name, job.world_size());
+  s += fmt::format("  parallel: pipeline {} x tensor {} x data {} (sharded {}), placement {}\n",
+                   pc.pipeline_parallel_degree, pc.tensor_parallel_degree, job.data_parallel_degree(),
+                   pc.sharded_data_parallel_degree, pc.placement_strategy);
+  s += fmt::format("  batch: {} sequences of {} tokens = {} micro-batches of {} x {} accumulation steps "
+                   "per data-parallel rank\n",
+                   job.training.global_batch, job.model.seq_len, pc.microbatches, job.microbatch_size(),
+                   job.training.gradient_accumulation);
+  s += fmt::format("  schedule {}{}, checkpointing {}, offload {}, optimizer sharding {}, "
+                   "FlashAttention {}, sharded collective {}, {} {}\n",
+                   pc.pipeline == PipelineSchedule::simple ? "GPipe" : "1F1B",
+                   pc.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", pc.virtual_stages) : "",
+                   to_string(pc.activation_checkpointing), pc.offload_activations ? "on" : "off",
+                   pc.shard_optimizer_state ? "on" : "off", pc.flash_attention ? "on" : "off",
+                   to_string(pc.sharded_collective), to_string(job.training.precision),
+                   to_string(job.training.optimizer));
+  return s;
+}
+
+std::string estimate_text(const Job& job, const Estimate& e) {
+  const StepBreakdown& b = e.breakdown;
+  std::string s = describe_job(job);
+  s += "\n";
+  s += fmt::format("step time            {}\n", seconds(e.step_time));
+  s += fmt::format("throughput           {:.2f} samples/s, {:.0f} tokens/s\n", e.samples_per_s, e.tokens_per_s);
+  s += fmt::format("model TFLOPs/GPU     {:.1f}   (72·B·s·l·h²·(1+s/6h+V/12lh) per step, no recompute)\n",
+                   e.tflops_per_gpu);
+  s += fmt::format("hardware TFLOPs/GPU  {:.1f}   (recompute counted: 96·… with full checkpointing)\n",
+                   e.hw_tflops_per_gpu);
+  s += fmt::format("MFU                  {:.1f}%  of {:.0f} TFLOP/s {} peak\n", 100 * e.mfu,
+                   job.cluster.instance.gpu.peak_flops(job.training.precision) / 1e12,
+                   to_string(job.training.precision));
+  s += "\nstep time breakdown (critical stage)          time   share\n";
+  auto row = [&](const char* name, double t, const std::string& extra = "") {
+    s += fmt::format("  {:<36} {:>12} {}{}\n", name, seconds(t), share(t, e.step_time), extra);
+  };
+  row("compute (forward + backward)", b.compute,
+      b.recompute > 0 ? fmt::format("  incl. recompute {}", seconds(b.recompute)) : "");
+  row("tensor-parallel communication", b.tensor_parallel_comm);
+  row("pipeline bubble", b.pipeline_bubble);
+  row("pipeline send/recv (exposed)", b.pipeline_p2p);
+  row("data-parallel gradients (exposed)", b.data_parallel_exposed,
+      b.data_parallel_comm > 0 ? fmt::format("  of {} total", seconds(b.data_parallel_comm)) : "");
+  row("sharded all-gather/reduce-scatter (exposed)", b.sharded_exposed,
+      b.sharded_comm > 0 ? fmt::format("  of {} total", seconds(b.sharded_comm)) : "");
+  row("activation offload (exposed)", b.offload_exposed,
+      b.offload_traffic > 0 ? fmt::format("  of {} total", seconds(b.offload_traffic)) : "");
+  row("optimizer step", b.optimizer);
+
+  const MemoryBreakdown& m = e.memory;
+  s += fmt::format("\nmemory per GPU (largest: pipeline stage {})\n", m.stage);
+  auto mrow = [&](const char* name, double bytes) {
+    if (bytes > 0) s += fmt::format("  {:<36} {:>12}\n", name, gib(bytes));
+  };
+  mrow("parameters", m.parameters);
+  mrow("gradients", m.gradients);
+  mrow("optimizer states", m.optimizer_states);
+  mrow("gathered parameters (sharded DP)", m.gathered_parameters);
+  mrow("stored activations", m.activations);
+  mrow("activation working set", m.activation_working);
+  mrow("logits and loss", m.logits);
+  mrow("communication buffers", m.communication_buffers);
+  mrow("reserved (context, allocator)", m.reserved);
+  s += fmt::format("  {:<36} {:>12} of {}\n", "total", gib(m.total()), gib(e.memory_capacity));
+  if (m.host_offload > 0) s += fmt::format("  {:<36} {:>12}\n", "offloaded to host (per GPU)", gib(m.host_offload));
+  if (e.fits) {
+    s += fmt::format("fits: yes, headroom {} on the largest GPU\n", gib(e.memory_capacity - m.total()));
+  } else {
+    s += fmt::format("DOES NOT FIT: {}\n", e.not_fit_reason);
+  }
+  return s;
+}
+
+nlohmann::json estimate_json(const Job& job, const Estimate& e) {
+  const StepBreakdown& b = e.breakdown;
+  nlohmann::json j;
+  j["job"] = job.name;
+  j["model"] = job.model.name;
+  j["gpus"] = job.world_size();
+  j["step_time_s"] = e.step_time;
+  j["samples_per_s"] = e.samples_per_s;
+  j["tokens_per_s"] = e.tokens_per_s;
+  j["tflops_per_gpu"] = e.tflops_per_gpu;
+  j["hw_tflops_per_gpu"] = e.hw_tflops_per_gpu;
+  j["mfu"] = e.mfu;
+  j["model_flops_per_step"] = e.model_flops;
+  j["hardware_flops_per_step"] = e.hardware_flops;
+  j["peak_memory_bytes"] = e.memory.total();
+  j["memory_capacity_bytes"] = e.memory_capacity;
+  j["headroom_bytes"] = e.memory_capacity - e.memory.total();
+  j["fits"] = e.fits;
+  j["not_fit_reason"] = e.not_fit_reason;
+  j["breakdown"] = {{"compute_s", b.compute},
+                    {"recompute_s", b.recompute},
+                    {"tensor_parallel_comm_s", b.tensor_parallel_comm},
+                    {"pipeline_bubble_s", b.pipeline_bubble},
+                    {"pipeline_p2p_s", b.pipeline_p2p},
+                    {"data_parallel_comm_s", b.data_parallel_comm},
+                    {"data_parallel_exposed_s", b.data_parallel_exposed},
+                    {"sharded_comm_s", b.sharded_comm},
+                    {"sharded_exposed_s", b.sharded_exposed},
+                    {"offload_traffic_s", b.offload_traffic},
+                    {"offload_exposed_s", b.offload_exposed},
+                    {"optimizer_s", b.optimizer}};
+  j["memory"] = memory_json(e.memory);
+  return j;
+}
+
+std::string reproduce_text(const ReproduceResult& r) {
+  std::string s = fmt::format("{:<22} {:<30} {:<18} {:>10} {:>10} {:>8}  {}\n", "table", "row", "metric",
+                              "published", "predicted", "error", "direction");
+  for (const RowResult& row : r.rows) {
+    std::string dir;
+    if (!row.before.empty()) dir = fmt::format("{} vs {}", row.direction_ok ? "ok   " : "WRONG", row.before);
+    if (row.metric == Metric::speedup) dir = row.direction_ok ? "ok" : "WRONG";
+    if (!row.fits) dir += " (predicted: does not fit)";
+    s += fmt::format("{:<22} {:<30} {:<18} {:>10.2f} {:>10.2f} {:>+7.1f}%  {}\n", row.table, row.row,
+                     to_string(row.metric), row.published, row.predicted, row.error_pct, dir);
+  }
+  s += fmt::format("\nMAPE over all {} rows: {:.1f}%   over TFLOPs rows: {:.1f}%   directions right: {}/{}\n",
+                   r.rows.size(), r.mape_pct, r.mape_tflops_pct, r.pairs_right, r.pairs);
+  return s;
+}
+
+nlohmann::json reproduce_json(const ReproduceResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const RowResult& row : r.rows) {
+    rows.push_back({{"table", row.table},
+                    {"row", row.row},
+                    {"metric", to_string(row.metric)},
+                    {"unit", unit_of(row.metric)},
+                    {"published", row.published},
+                    {"predicted", row.predicted},
+                    {"error_pct", row.error_pct},
+                    {"before", row.before},
+                    {"direction_ok", row.direction_ok},
+                    {"fits", row.fits}});
+  }
+  return {{"rows", rows},
+          {"mape_pct", r.mape_pct},
+          {"mape_tflops_pct", r.mape_tflops_pct},
+          {"directions", {{"pairs", r.pairs}, {"right", r.pairs_right}}}};
+}
+
+}  // namespace partune::cli

@@ -1,0 +1,19 @@
+#pragma once
+// Presentation of results: readable text and JSON. No computation happens here.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/job.hpp"
+#include "partune/costmodel/table.hpp"
+
+namespace partune::cli {
+
+std::string describe_job(const Job& job);
+std::string estimate_text(const Job& job, const Estimate& e);
+nlohmann::json estimate_json(const Job& job, const Estimate& e);
+
+std::string reproduce_text(const ReproduceResult& r);
+nlohmann::json reproduce_json(const ReproduceResult& r);
+
+}  // namespace partune::cli

@@ -1,0 +1,50 @@
+#pragma once
+// The fast analytical estimator: step time of a job with its breakdown, throughput,
+// FLOP rates and memory. Pure arithmetic (no allocation on the fitting path), so the
+// autotuner can call it hundreds of thousands of times a second.
+#include <string>
+
+#include "partune/costmodel/job.hpp"
+#include "partune/costmodel/memory.hpp"
+
+namespace partune {
+
+// Where the time of one step goes, on the critical (slowest) pipeline stage. The
+// "exposed" parts are what is left on the critical path after overlap with compute;
+// step_time = compute + tensor_parallel_comm + pipeline_bubble + pipeline_p2p
+//           + data_parallel_exposed + sharded_exposed + offload_exposed + optimizer.
+struct StepBreakdown {
+  double compute = 0;                 // forward + backward kernels, all micro-batches
+  double recompute = 0;               // of which activation recompute
+  double tensor_parallel_comm = 0;    // all-reduces inside layers (not overlapped)
+  double pipeline_bubble = 0;         // fill and drain idle time
+  double pipeline_p2p = 0;            // exposed activation/gradient transfers
+  double data_parallel_comm = 0;      // gradient all-reduce (or RS+AG), total
+  double data_parallel_exposed = 0;
+  double sharded_comm = 0;            // sharded DP all-gathers + reduce-scatters, total
+  double sharded_exposed = 0;
+  double offload_traffic = 0;         // activation offload + reload over PCIe, total
+  double offload_exposed = 0;
+  double optimizer = 0;
+};
+
+struct Estimate {
+  double step_time = 0;          // s
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double model_flops = 0;        // per step, no recompute (the 72 formula)
+  double hardware_flops = 0;     // per step, recompute counted
+  double tflops_per_gpu = 0;     // model FLOPs / (step time * GPUs) / 1e12
+  double hw_tflops_per_gpu = 0;  // hardware FLOPs / (step time * GPUs) / 1e12
+  double mfu = 0;                // model FLOPs / (step time * GPUs * peak)
+  StepBreakdown breakdown;
+  MemoryBreakdown memory;        // the largest stage
+  double memory_capacity = 0;    // HBM of one GPU
+  bool fits = true;
+  std::string not_fit_reason;    // empty when it fits
+};
+
+// Assumes check_job(job) passed.
+Estimate estimate(const Job& job);
+
+}  // namespace partune

@@ -1,0 +1,40 @@
+#pragma once
+// FLOP counts (multiply-add = 2 FLOP) of a GPT-style decoder, per operation and per step.
+// For standard multi-head attention with a 4h FFN the per-step totals reduce exactly to
+// the Megatron-LM formulas (Korthikanti et al. 2022; Narayanan et al. SC'21, Eq. 3):
+//   model    F    = 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+//   hardware F_hw = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))   (full recompute counted)
+#include "partune/costmodel/job.hpp"
+#include "partune/costmodel/model.hpp"
+
+namespace partune {
+
+// Forward FLOPs of one transformer layer's parts for `tokens` = b*s tokens.
+struct LayerFlops {
+  double qkv = 0;        // input projection to queries, keys, values
+  double scores = 0;     // Q K^T
+  double context = 0;    // softmax(scores) V
+  double projection = 0; // attention output projection
+  double fc1 = 0;        // FFN up
+  double fc2 = 0;        // FFN down
+  double gemm() const { return qkv + projection + fc1 + fc2; }
+  double attention() const { return scores + context; }
+  double total() const { return gemm() + attention(); }
+};
+
+LayerFlops layer_forward_flops(const ModelSpec& m, double sequences);
+// LM head (logits) forward FLOPs for `sequences` sequences.
+double logits_forward_flops(const ModelSpec& m, double sequences);
+
+// Per optimizer step, whole model, global batch B: forward + backward (backward = 2x
+// forward), no recompute.
+double model_flops_per_step(const ModelSpec& m, double global_batch);
+// As above plus the forward work repeated by activation recompute: full checkpointing
+// recomputes every layer's forward (the 96 formula), selective only the attention core.
+double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt);
+
+// The closed forms, kept separate so tests compare the op-by-op sum against them.
+double megatron_model_flops(double B, double s, double l, double h, double V);
+double megatron_hardware_flops(double B, double s, double l, double h, double V);
+
+}  // namespace partune

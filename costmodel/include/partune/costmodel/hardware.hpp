@@ -1,0 +1,94 @@
+#pragma once
+// Hardware description: one GPU profile, one instance type (a node), one cluster.
+// Every field is SI (bytes, seconds, FLOP/s, bytes/s); the YAML catalog in
+// scenarios/clusters/ gives each number with its source.
+#include <string>
+
+namespace partune {
+
+enum class Precision { fp32, tf32, fp16, bf16 };
+const char* to_string(Precision p);
+// Bytes of one parameter/activation element stored in this precision.
+double bytes_per_element(Precision p);
+
+// How efficiently a GPU runs dense matrix products. A GEMM of shape m x n x k runs at
+//   peak * max_efficiency * g(m) * g(n) * g(k),  g(x) = 1 / (1 + (half_dim / x)^2)
+// floored by the memory roofline. half_dim is where one dimension alone costs ~half
+// the throughput; fitted to the shape sweeps in reference/microbench.md §1.3–1.4.
+struct GemmEfficiency {
+  double max_efficiency = 0.85;  // fraction of dense peak on large aligned shapes
+  double half_dim = 800.0;       // elements
+};
+
+// Attention kernels. FlashAttention is rated on the FLOPs it really does (causal
+// attention skips the masked half); standard attention is modelled as batched GEMMs plus
+// memory-bound passes over the s x s score matrix.
+struct AttentionProfile {
+  double flash_efficiency = 0.22;          // of dense peak, fwd+bwd, on causal FLOPs
+  double score_bmm_efficiency = 0.33;      // of dense peak, QK^T and AV at head_dim 128
+  double score_bytes_fwd = 12.0;           // HBM bytes moved per score element, forward
+  double score_bytes_bwd = 24.0;           // and backward
+};
+
+struct GpuProfile {
+  std::string name;
+  double peak_flops_fp32 = 0;   // FLOP/s, dense
+  double peak_flops_tf32 = 0;
+  double peak_flops_fp16 = 0;
+  double peak_flops_bf16 = 0;
+  double hbm_bytes = 0;         // capacity
+  double hbm_bw = 0;            // bytes/s, spec
+  double hbm_efficiency = 0.8;  // achieved fraction of hbm_bw by real element-wise kernels
+  double kernel_overhead = 4e-6;  // s per kernel launch (small-kernel floor)
+  double reserved_bytes = 0;    // CUDA context, communicator buffers, allocator slack
+  GemmEfficiency gemm;
+  AttentionProfile attention;
+
+  double peak_flops(Precision p) const;
+};
+
+// A link level of the two-level topology (NVSwitch inside a node, NICs between nodes).
+struct LinkLevel {
+  double bw = 0;          // bytes/s per direction (per GPU for NVSwitch, per NIC for NICs)
+  double latency = 0;     // s, one hop
+  double efficiency = 1;  // achieved fraction of bw for large transfers
+};
+
+// How one collective algorithm behaves on this instance type, beyond the link model.
+// Kept separate from the topology (ASTRA-sim's rule): the algorithm decides who talks
+// to whom; these numbers say how well that implementation drives the links.
+struct CollectiveProfile {
+  double net_efficiency = 1.0;   // multiplies the NIC efficiency for this algorithm
+  double compute_overlap = 1.0;  // fraction of its time that can hide under compute
+};
+
+struct InstanceType {
+  std::string name;
+  int gpus_per_node = 8;
+  GpuProfile gpu;
+  std::string intra_node_fabric = "nvswitch";
+  LinkLevel intra_node;      // per GPU
+  int nics_per_node = 1;
+  LinkLevel nic;             // per NIC
+  double pcie_bw = 0;        // bytes/s host<->device, per PCIe switch
+  int gpus_per_pcie_switch = 1;
+  int host_cores = 0;
+  double host_memory_bytes = 0;
+  CollectiveProfile ring;        // NCCL-style rings (GPU kernels)
+  CollectiveProfile tree;        // NCCL-style double binary tree
+  CollectiveProfile all_to_all;  // SMDDP-style all-to-all (CPU-driven on EFA)
+
+  // Achieved bytes/s out of one node onto the network, all NICs together.
+  double node_net_bw() const { return nics_per_node * nic.bw * nic.efficiency; }
+  int gpus_per_nic() const;
+};
+
+struct Cluster {
+  InstanceType instance;
+  int nodes = 1;
+  double oversubscription = 1.0;  // fabric over-subscription (1 = full bisection)
+
+  int gpu_count() const { return nodes * instance.gpus_per_node; }
+};
+
+}  // namespace partune

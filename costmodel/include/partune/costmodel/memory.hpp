@@ -1,0 +1,44 @@
+#pragma once
+// Memory per GPU under every parallel knob. Activation sizes follow Korthikanti et al.
+// 2022 ("Reducing Activation Recomputation in Large Transformer Models"), per layer and
+// micro-batch of b sequences with tensor parallel degree t and no sequence parallelism:
+//   s b h (10 + 24/t + 5 a s / (h t)) bytes   (16-bit activations)
+// FlashAttention never stores the a s^2 score matrices, so the last term goes.
+#include <string>
+
+#include "partune/costmodel/job.hpp"
+
+namespace partune {
+
+struct MemoryBreakdown {
+  double parameters = 0;       // resident parameter copies (training precision)
+  double gradients = 0;
+  double optimizer_states = 0; // fp32 master weights + moments
+  double gathered_parameters = 0;  // sharded DP: full layers materialised for compute
+  double activations = 0;      // stored for backward, all in-flight micro-batches
+  double activation_working = 0;   // one layer's full activations during recompute/backward
+  double logits = 0;           // LM-head output and loss buffers on the last stage
+  double communication_buffers = 0;
+  double reserved = 0;         // CUDA context, allocator slack
+  double host_offload = 0;     // host bytes for offloaded activations (not on the GPU)
+  int stage = 0;               // pipeline stage these numbers belong to
+
+  double total() const {
+    return parameters + gradients + optimizer_states + gathered_parameters + activations +
+           activation_working + logits + communication_buffers + reserved;
+  }
+};
+
+// Korthikanti per-layer activation bytes for b sequences (no checkpointing).
+double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
+                              bool flash_attention);
+
+// Micro-batches whose activations stage `stage` holds at once under the schedule.
+double in_flight_microbatches(const ParallelConfig& pc, int stage);
+
+// Memory of one pipeline stage's GPU.
+MemoryBreakdown stage_memory(const Job& job, int stage);
+// The stage with the largest footprint (the one that decides whether the job fits).
+MemoryBreakdown peak_memory(const Job& job);
+
+}  // namespace partune

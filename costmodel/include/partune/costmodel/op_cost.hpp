@@ -1,0 +1,49 @@
+#pragma once
+// Time of one kernel on one GPU: a roofline with shape-dependent GEMM efficiency.
+#include "partune/costmodel/hardware.hpp"
+#include "partune/costmodel/job.hpp"
+
+namespace partune {
+
+// Efficiency (fraction of dense peak) of an m x n x k GEMM on this GPU.
+double gemm_efficiency(const GpuProfile& gpu, double m, double n, double k);
+// Seconds for `batch` GEMMs of m x n x k: max(compute, memory) + launch overhead.
+double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k,
+                 double batch = 1.0);
+// Seconds for a kernel that streams `bytes` through HBM.
+double memory_bound_time(const GpuProfile& gpu, double bytes);
+
+// Forward and backward time of one transformer layer on one tensor-parallel rank for a
+// micro-batch, split into the parts the estimator and the per-rank programs need.
+struct LayerTime {
+  double gemm_fwd = 0;        // QKV, projection, FFN
+  double attention_fwd = 0;   // score + context (standard or flash)
+  double elementwise_fwd = 0; // norms, activation, dropout, residuals
+  double gemm_bwd = 0;
+  double attention_bwd = 0;
+  double elementwise_bwd = 0;
+
+  double forward() const { return gemm_fwd + attention_fwd + elementwise_fwd; }
+  double backward() const { return gemm_bwd + attention_bwd + elementwise_bwd; }
+  // Forward work repeated in backward under the checkpointing policy.
+  double recompute(Checkpointing c) const {
+    return c == Checkpointing::full ? forward()
+         : c == Checkpointing::selective ? attention_fwd : 0.0;
+  }
+};
+
+LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p,
+                     double sequences, int tensor_degree, bool flash_attention);
+
+// Embedding lookup (forward) and LM head + loss (forward and backward) for a micro-batch.
+struct HeadTime {
+  double embedding_fwd = 0, embedding_bwd = 0;
+  double logits_fwd = 0, logits_bwd = 0;
+};
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
+                   int tensor_degree);
+
+// Optimizer step over `params` local parameters (memory-bound).
+double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params);
+
+}  // namespace partune

@@ -1,0 +1,57 @@
+#pragma once
+// Rank <-> (data, pipeline, tensor) coordinates for a placement string, with SMP's rule:
+// the right-most letter varies fastest over global ranks. "cluster" = "DPT",
+// "spread" = "TPD".
+#include <array>
+#include <string>
+#include <vector>
+
+namespace partune {
+
+struct RankCoords {
+  int data = 0;      // rdp: index in the data-parallel dimension
+  int pipeline = 0;  // stage
+  int tensor = 0;    // rank in the tensor-parallel group
+  bool operator==(const RankCoords& o) const {
+    return data == o.data && pipeline == o.pipeline && tensor == o.tensor;
+  }
+};
+
+enum class Axis { data, pipeline, tensor };
+
+class Placement {
+ public:
+  // order: "DPT", a permutation of D,P,T, or "cluster"/"spread". Throws
+  // std::invalid_argument naming the bad string.
+  Placement(const std::string& order, int data_degree, int pipeline_degree, int tensor_degree);
+
+  int world_size() const { return degree_[0] * degree_[1] * degree_[2]; }
+  RankCoords coords(int rank) const;
+  int rank(const RankCoords& c) const;
+  // Ranks sharing every coordinate with `rank` except `axis`, ordered by that axis.
+  std::vector<int> group(int rank, Axis axis) const;
+  // Distance between consecutive members of an axis group, in global ranks.
+  int stride(Axis axis) const;
+  int degree(Axis axis) const;
+  const std::string& order() const { return order_; }
+
+  static std::string canonical(const std::string& strategy);  // "cluster" -> "DPT"
+
+ private:
+  std::string order_;                 // e.g. "DPT"
+  std::array<int, 3> degree_{};       // indexed by Axis
+  std::array<int, 3> stride_{};       // indexed by Axis
+};
+
+// How a communication group lies on the nodes: the ranks of one group spread over
+// `nodes` nodes with `per_node` of them on each (groups built from strides are uniform).
+struct GroupSpan {
+  int size = 1;
+  int nodes = 1;
+  int per_node = 1;
+};
+GroupSpan group_span(const Placement& p, Axis axis, int gpus_per_node);
+// A sharded-data-parallel group: `sdp` consecutive members of a data-parallel group.
+GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gpus_per_node);
+
+}  // namespace partune

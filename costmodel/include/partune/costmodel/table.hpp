@@ -1,0 +1,59 @@
+#pragma once
+// Published tables: each row a job with the value someone measured, and the comparison
+// of predictions against them (`partune reproduce`).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/job.hpp"
+
+namespace partune {
+
+// What a row's published number measures.
+enum class Metric { hw_tflops_per_gpu, tflops_per_gpu, samples_per_s, tokens_per_s, speedup };
+const char* to_string(Metric m);
+const char* unit_of(Metric m);
+
+struct TableRow {
+  std::string name;
+  Metric metric = Metric::hw_tflops_per_gpu;
+  double published = 0;
+  Job job;
+  bool has_baseline = false;  // metric == speedup: job's samples/s over baseline's
+  Job baseline;
+  std::string before;         // name of this row's "before" row (direction check)
+  std::string note;
+};
+
+struct Table {
+  std::string name;
+  std::string source;
+  std::string file;
+  std::vector<TableRow> rows;
+};
+
+// Loads a table file, or every *.yaml in a folder (sorted, so output is deterministic).
+std::vector<Table> load_tables(const std::vector<std::string>& paths);
+
+struct RowResult {
+  std::string table, row;
+  Metric metric;
+  double published = 0, predicted = 0, error_pct = 0;  // (predicted - published) / published
+  std::string before;   // pair partner, if any
+  bool direction_ok = true;  // sign of (row - before) agrees between prediction and paper
+  bool fits = true;
+};
+
+struct ReproduceResult {
+  std::vector<RowResult> rows;
+  double mape_pct = 0;            // over every row
+  double mape_tflops_pct = 0;     // over TFLOPs rows only
+  int pairs = 0, pairs_right = 0; // before/after direction checks
+};
+
+// `evaluate` predicts one job (the estimator now; the simulator when it exists).
+using JobEvaluator = std::function<Estimate(const Job&)>;
+ReproduceResult reproduce(const std::vector<Table>& tables, const JobEvaluator& evaluate);
+
+}  // namespace partune

@@ -1,0 +1,240 @@
+#include "partune/costmodel/estimator.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "partune/costmodel/collective.hpp"
+#include "partune/costmodel/flops.hpp"
+#include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/placement.hpp"
+#include "partune/costmodel/units.hpp"
+
+namespace partune {
+
+namespace {
+
+const CollectiveProfile& profile_of(const InstanceType& inst, CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::tree: return inst.tree;
+    case CollectiveAlgorithm::all_to_all: return inst.all_to_all;
+    default: return inst.ring;
+  }
+}
+
+// Communication that may run under `compute` seconds of kernels: the algorithm's
+// compute_overlap says what fraction of its time can hide (GPU-driven rings compete
+// with the compute kernels for SMs; CPU-driven transfers do not).
+double exposed(double comm, double overlap_fraction, double compute) {
+  return comm - std::min(compute, comm * overlap_fraction);
+}
+
+// One pipeline stage's work for one micro-batch.
+struct StageWork {
+  double forward = 0, backward = 0, recompute = 0;  // kernels
+  double total() const { return forward + backward + recompute; }
+};
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / units::GiB); }
+
+std::string not_fit_reason(const MemoryBreakdown& m, double capacity) {
+  struct Part { const char* name; double bytes; };
+  Part parts[] = {{"activations", m.activations + m.activation_working},
+                  {"optimizer states", m.optimizer_states},
+                  {"parameters", m.parameters + m.gathered_parameters},
+                  {"gradients", m.gradients},
+                  {"logits", m.logits}};
+  std::sort(std::begin(parts), std::end(parts), [](auto& a, auto& b) { return a.bytes > b.bytes; });
+  return fmt::format("stage {} needs {} of {} HBM; largest parts: {} {}, {} {}", m.stage,
+                     gib(m.total()), gib(capacity), parts[0].name, gib(parts[0].bytes),
+                     parts[1].name, gib(parts[1].bytes));
+}
+
+}  // namespace
+
+Estimate estimate(const Job& job) {
+  const ModelSpec& model = job.model;
+  const ParallelConfig& pc = job.parallel;
+  const InstanceType& inst = job.cluster.instance;
+  const GpuProfile& gpu = inst.gpu;
+  const Precision prec = job.training.precision;
+  const double oversub = job.cluster.oversubscription;
+
+  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
+  const int sdp = pc.sharded_data_parallel_degree, dp = job.data_parallel_degree();
+  const double m = pc.microbatches, v = pc.virtual_stages;
+  const double ga = job.training.gradient_accumulation;
+  const double b = job.microbatch_size();
+  const double layers = static_cast<double>(model.layers) / pp;
+  const double eb = bytes_per_element(prec);
+
+  const Placement placement(pc.placement_strategy, dp, pp, tp);
+  const int G = inst.gpus_per_node;
+  const GroupSpan tp_span = group_span(placement, Axis::tensor, G);
+  const GroupSpan pp_span = group_span(placement, Axis::pipeline, G);
+  const GroupSpan dp_span = group_span(placement, Axis::data, G);
+  const GroupSpan sdp_span = subgroup_span(placement, Axis::data, sdp, G);
+
+  // --- compute of one micro-batch on the first and last stage; the slower one paces
+  // the pipeline.
+  const LayerTime lt = layer_time(gpu, model, prec, b, tp, pc.flash_attention);
+  const HeadTime ht = head_time(gpu, model, prec, b, tp);
+  StageWork first, last;
+  first.forward = layers * lt.forward() + ht.embedding_fwd;
+  first.backward = layers * lt.backward() + ht.embedding_bwd;
+  first.recompute = layers * lt.recompute(pc.activation_checkpointing);
+  last = first;
+  if (pp > 1) {
+    last.forward = layers * lt.forward();
+    last.backward = layers * lt.backward();
+  }
+  last.forward += ht.logits_fwd;
+  last.backward += ht.logits_bwd;
+  const StageWork& stage = last.total() > first.total() ? last : first;
+
+  // --- tensor parallel: two all-reduces of the layer's activations forward, two
+  // backward, two more when the forward is recomputed; plus the vocab-parallel
+  // embedding's all-reduce. On the critical path (they sit between dependent GEMMs).
+  double tp_per_microbatch = 0;
+  if (tp > 1) {
+    const double act = b * model.seq_len * model.hidden * eb;
+    const double ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, act,
+                                      tp_span, inst, oversub).total();
+    const double per_layer = pc.activation_checkpointing == Checkpointing::full ? 6 : 4;
+    tp_per_microbatch = layers * per_layer * ar + 2 * ar;
+  }
+
+  // --- sharded data parallel: per layer, an all-gather of its weights before forward
+  // and again before backward, a reduce-scatter of its gradients after; prefetched one
+  // layer ahead so each hides under the neighbouring layer's compute.
+  double sharded_per_microbatch = 0, sharded_exposed_per_microbatch = 0;
+  if (sdp > 1) {
+    const double layer_bytes = model.layer_params() / tp * eb;
+    const CollectiveAlgorithm rs_algo = pc.sharded_collective == CollectiveAlgorithm::all_to_all
+                                            ? CollectiveAlgorithm::ring  // SMDDP has AllGather only
+                                            : pc.sharded_collective;
+    const double ag = collective_cost(CollectiveKind::all_gather, pc.sharded_collective, layer_bytes,
+                                      sdp_span, inst, oversub).total();
+    const double rs = collective_cost(CollectiveKind::reduce_scatter, rs_algo, layer_bytes,
+                                      sdp_span, inst, oversub).total();
+    const double ag_ov = profile_of(inst, pc.sharded_collective).compute_overlap;
+    const double rs_ov = profile_of(inst, rs_algo).compute_overlap;
+    const double fwd_layer = lt.forward();
+    const double bwd_layer = lt.backward() + lt.recompute(pc.activation_checkpointing);
+    sharded_per_microbatch = layers * (2 * ag + rs);
+    const double fwd_exposed = exposed(ag, ag_ov, fwd_layer);
+    const double bwd_exposed = (ag + rs) - std::min(bwd_layer, ag * ag_ov + rs * rs_ov);
+    // The first layer's gather has nothing to hide under.
+    sharded_exposed_per_microbatch = layers * (fwd_exposed + bwd_exposed) + ag;
+    // Embedding and head weights are gathered and reduced the same way.
+    const double head_bytes = (model.embedding_params() + model.head_params()) / tp * eb;
+    const double head_comm = 2 * collective_cost(CollectiveKind::all_gather, pc.sharded_collective,
+                                                 head_bytes, sdp_span, inst, oversub).total() +
+                             collective_cost(CollectiveKind::reduce_scatter, rs_algo, head_bytes,
+                                             sdp_span, inst, oversub).total();
+    sharded_per_microbatch += head_comm;
+    sharded_exposed_per_microbatch += exposed(head_comm, ag_ov, ht.logits_fwd + ht.logits_bwd);
+  }
+
+  // --- activation offload: checkpoints go to host during forward and come back ahead of
+  // backward, over the PCIe switch the GPU shares with its neighbours.
+  double offload_per_microbatch = 0, offload_exposed_per_microbatch = 0;
+  if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
+    const double ckpt = b * model.seq_len * model.hidden * eb * layers;  // layer inputs
+    const double pcie = inst.pcie_bw / std::max(1, inst.gpus_per_pcie_switch);
+    const double one_way = ckpt / pcie;
+    offload_per_microbatch = 2 * one_way;
+    offload_exposed_per_microbatch = std::max(0.0, one_way - stage.forward) +
+                                     std::max(0.0, one_way - stage.backward - stage.recompute);
+  }
+
+  // --- pipeline: (m + (p-1)/v) slots of one micro-batch's stage work per pass; each
+  // slot waits on a blocking activation (forward) and gradient (backward) transfer.
+  const double slot = stage.total() + tp_per_microbatch;
+  double p2p_per_pass = 0;
+  if (pp > 1) {
+    const double act = b * model.seq_len * model.hidden * eb / tp;  // scatter-gather over TP
+    GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
+    const double hop = collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, act,
+                                       pair, inst, oversub).total();
+    p2p_per_pass = 2.0 * (m * v + pp - 1) * hop;
+  }
+  const double bubble_per_pass = (pp - 1) / v * slot;
+
+  // --- data parallel gradient synchronisation (once per step), overlapped with the
+  // backward of the last micro-batch.
+  double dp_comm = 0, dp_exposed = 0;
+  const double stage_params = [&] {
+    double p = layers * model.layer_params();
+    if (pp == 1) p += model.embedding_params() + model.head_params();
+    else p += std::max(model.embedding_params(), model.head_params() +
+                       (model.tied_embeddings ? double(model.vocab) * model.hidden : 0.0));
+    return p / tp;
+  }();
+  if (sdp == 1 && dp > 1) {
+    const double grads = stage_params * eb;
+    const CollectiveAlgorithm algo = pc.data_parallel_collective;
+    if (pc.shard_optimizer_state) {
+      dp_comm = collective_cost(CollectiveKind::reduce_scatter, algo, grads, dp_span, inst, oversub).total() +
+                collective_cost(CollectiveKind::all_gather, algo, grads, dp_span, inst, oversub).total();
+    } else {
+      dp_comm = collective_cost(CollectiveKind::all_reduce, algo, grads, dp_span, inst, oversub).total();
+    }
+    dp_exposed = exposed(dp_comm, profile_of(inst, algo).compute_overlap, stage.backward);
+  } else if (sdp > 1 && dp > sdp) {
+    // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
+    const double grads = stage_params / sdp * eb;
+    GroupSpan replicas{dp / sdp, std::max(1, dp_span.nodes / std::max(1, sdp_span.nodes)), 1};
+    replicas.per_node = std::max(1, replicas.size / replicas.nodes);
+    dp_comm = collective_cost(CollectiveKind::all_reduce, pc.data_parallel_collective, grads,
+                              replicas, inst, oversub).total();
+    dp_exposed = dp_comm;
+  }
+
+  // --- optimizer step on the local shard.
+  double opt_params = stage_params;
+  if (sdp > 1) opt_params /= sdp;
+  else if (pc.shard_optimizer_state) opt_params /= dp;
+  const double opt = optimizer_time(gpu, job.training.optimizer, prec, opt_params);
+
+  Estimate e;
+  StepBreakdown& br = e.breakdown;
+  const double passes = ga, microbatches = m * ga;
+  br.compute = microbatches * stage.total();
+  br.recompute = microbatches * stage.recompute;
+  br.tensor_parallel_comm = microbatches * tp_per_microbatch;
+  br.pipeline_bubble = passes * bubble_per_pass;
+  br.pipeline_p2p = passes * p2p_per_pass;
+  br.sharded_comm = microbatches * sharded_per_microbatch;
+  br.sharded_exposed = microbatches * sharded_exposed_per_microbatch;
+  br.offload_traffic = microbatches * offload_per_microbatch;
+  br.offload_exposed = microbatches * offload_exposed_per_microbatch;
+  br.data_parallel_comm = dp_comm;
+  br.data_parallel_exposed = dp_exposed;
+  br.optimizer = opt;
+  e.step_time = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_p2p +
+                br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
+
+  const double B = job.training.global_batch, N = job.world_size();
+  e.samples_per_s = B / e.step_time;
+  e.tokens_per_s = e.samples_per_s * model.seq_len;
+  e.model_flops = model_flops_per_step(model, B);
+  e.hardware_flops = hardware_flops_per_step(model, B, pc.activation_checkpointing);
+  e.tflops_per_gpu = e.model_flops / (e.step_time * N) / units::tera;
+  e.hw_tflops_per_gpu = e.hardware_flops / (e.step_time * N) / units::tera;
+  e.mfu = e.model_flops / (e.step_time * N * gpu.peak_flops(prec));
+
+  e.memory = peak_memory(job);
+  e.memory_capacity = gpu.hbm_bytes;
+  if (e.memory.total() > gpu.hbm_bytes) {
+    e.fits = false;
+    e.not_fit_reason = not_fit_reason(e.memory, gpu.hbm_bytes);
+  } else if (e.memory.host_offload * G > inst.host_memory_bytes && inst.host_memory_bytes > 0) {
+    e.fits = false;
+    e.not_fit_reason = fmt::format("offloaded activations need {} of host memory per node, the node has {}",
+                                   gib(e.memory.host_offload * G), gib(inst.host_memory_bytes));
+  }
+  return e;
+}
+
+}  // namespace partune

@@ -1,0 +1,35 @@
+#include "partune/costmodel/hardware.hpp"
+
+#include <algorithm>
+
+namespace partune {
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::tf32: return "tf32";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+double bytes_per_element(Precision p) {
+  return (p == Precision::fp16 || p == Precision::bf16) ? 2.0 : 4.0;
+}
+
+double GpuProfile::peak_flops(Precision p) const {
+  switch (p) {
+    case Precision::fp32: return peak_flops_fp32;
+    case Precision::tf32: return peak_flops_tf32;
+    case Precision::fp16: return peak_flops_fp16;
+    case Precision::bf16: return peak_flops_bf16;
+  }
+  return peak_flops_fp32;
+}
+
+int InstanceType::gpus_per_nic() const {
+  return std::max(1, gpus_per_node / std::max(1, nics_per_node));
+}
+
+}  // namespace partune

@@ -1,0 +1,120 @@
+#include "partune/costmodel/job.hpp"
+
+#include <fmt/format.h>
+
+#include "partune/costmodel/placement.hpp"
+
+namespace partune {
+
+const char* to_string(Optimizer o) { return o == Optimizer::adam ? "adam" : "sgd"; }
+const char* to_string(PipelineSchedule s) {
+  return s == PipelineSchedule::simple ? "simple" : "interleaved";
+}
+const char* to_string(Checkpointing c) {
+  switch (c) {
+    case Checkpointing::none: return "none";
+    case Checkpointing::selective: return "selective";
+    case Checkpointing::full: return "full";
+  }
+  return "?";
+}
+const char* to_string(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::ring: return "ring";
+    case CollectiveAlgorithm::tree: return "tree";
+    case CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case CollectiveAlgorithm::all_to_all: return "all_to_all";
+  }
+  return "?";
+}
+
+int Job::data_parallel_degree() const {
+  const int mp = parallel.pipeline_parallel_degree * parallel.tensor_parallel_degree;
+  return mp > 0 ? world_size() / mp : 0;
+}
+
+int Job::microbatch_size() const {
+  const int per_step = data_parallel_degree() * parallel.microbatches *
+                       training.gradient_accumulation;
+  return per_step > 0 ? training.global_batch / per_step : 0;
+}
+
+int Job::effective_active_microbatches() const {
+  return parallel.active_microbatches > 0 ? parallel.active_microbatches
+                                          : parallel.pipeline_parallel_degree + 2;
+}
+
+JobViolation check_job(const Job& job) {
+  const auto& m = job.model;
+  const auto& pc = job.parallel;
+  const auto& tc = job.training;
+  const int world = job.world_size();
+  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
+  const int sdp = pc.sharded_data_parallel_degree;
+  auto bad = [](const char* key, std::string reason) { return JobViolation{key, std::move(reason)}; };
+
+  if (pp < 1) return bad("parallel.pipeline_parallel_degree", "must be >= 1");
+  if (tp < 1) return bad("parallel.tensor_parallel_degree", "must be >= 1");
+  if (sdp < 1) return bad("parallel.sharded_data_parallel_degree", "must be >= 1");
+  if (world % (pp * tp) != 0)
+    return bad("parallel", fmt::format("pipeline ({}) x tensor ({}) = {} does not divide the {} GPUs "
+                                       "of the cluster", pp, tp, pp * tp, world));
+  const int dp = job.data_parallel_degree();
+  if (tp > job.cluster.instance.gpus_per_node)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} is larger than a node ({} GPUs)", tp, job.cluster.instance.gpus_per_node));
+  if (dp % sdp != 0)
+    return bad("parallel.sharded_data_parallel_degree",
+               fmt::format("{} does not divide the data-parallel degree {} (= {} GPUs / (pp {} x tp {}))",
+                           sdp, dp, world, pp, tp));
+  if (m.heads % tp != 0)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide the model's {} attention heads", tp, m.heads));
+  if (m.kv_heads % tp != 0 && m.kv_heads >= tp)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide the model's {} key/value heads", tp, m.kv_heads));
+  if (m.ffn_hidden % tp != 0)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide ffn_hidden {}", tp, m.ffn_hidden));
+  if (pc.microbatches < 1) return bad("parallel.microbatches", "must be >= 1");
+  if (tc.gradient_accumulation < 1) return bad("training.gradient_accumulation", "must be >= 1");
+  if (tc.global_batch < 1) return bad("training.global_batch", "must be >= 1");
+  const long per_step = static_cast<long>(dp) * pc.microbatches * tc.gradient_accumulation;
+  if (tc.global_batch % per_step != 0)
+    return bad("training.global_batch",
+               fmt::format("{} is not divisible by data-parallel degree {} x microbatches {} x "
+                           "gradient_accumulation {} = {}", tc.global_batch, dp, pc.microbatches,
+                           tc.gradient_accumulation, per_step));
+  if (pc.virtual_stages < 1) return bad("parallel.virtual_stages", "must be >= 1");
+  if (pc.virtual_stages > 1 && pc.pipeline != PipelineSchedule::interleaved)
+    return bad("parallel.virtual_stages", "virtual stages need pipeline: interleaved");
+  if (pc.virtual_stages > 1 && pp == 1)
+    return bad("parallel.virtual_stages", "virtual stages need pipeline_parallel_degree > 1");
+  if (m.layers % (pp * pc.virtual_stages) != 0)
+    return bad("parallel.pipeline_parallel_degree",
+               fmt::format("the model's {} layers do not split into {} stages x {} virtual stages",
+                           m.layers, pp, pc.virtual_stages));
+  if (pc.virtual_stages > 1 && pc.microbatches % pp != 0)
+    return bad("parallel.microbatches",
+               fmt::format("interleaved 1F1B with virtual stages needs microbatches ({}) to be a "
+                           "multiple of pipeline_parallel_degree ({})", pc.microbatches, pp));
+  if (pc.active_microbatches < 0) return bad("parallel.active_microbatches", "must be >= 0");
+  if (pc.activation_loading_horizon < 1)
+    return bad("parallel.activation_loading_horizon", "must be >= 1");
+  if (pc.offload_activations && pc.activation_checkpointing == Checkpointing::none)
+    return bad("parallel.offload_activations",
+               "offloading moves checkpointed activations: turn on activation_checkpointing");
+  if (pc.flash_attention && (tc.precision == Precision::fp32 || tc.precision == Precision::tf32))
+    return bad("parallel.flash_attention", "FlashAttention needs fp16 or bf16 precision");
+  if (job.cluster.instance.gpu.peak_flops(tc.precision) <= 0)
+    return bad("training.precision", fmt::format("{} has no {} peak in its instance type",
+                                                 job.cluster.instance.gpu.name, to_string(tc.precision)));
+  try {
+    Placement(pc.placement_strategy, dp, pp, tp);
+  } catch (const std::exception& e) {
+    return bad("parallel.placement_strategy", e.what());
+  }
+  return {};
+}
+
+}  // namespace partune

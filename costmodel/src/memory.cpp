@@ -1,0 +1,126 @@
+#include "partune/costmodel/memory.hpp"
+
+#include <algorithm>
+
+namespace partune {
+
+namespace {
+
+// Bytes per parameter kept for training, by role. Mixed precision keeps 16-bit weights
+// and gradients plus fp32 master weights; Adam adds two fp32 moments, SGD one momentum.
+struct StateBytes {
+  double param, grad, optimizer;
+};
+StateBytes state_bytes(Precision p, Optimizer o) {
+  const bool mixed = p == Precision::fp16 || p == Precision::bf16;
+  const double moments = o == Optimizer::adam ? 8.0 : 4.0;
+  if (mixed) return {2.0, 2.0, 4.0 + moments};
+  return {4.0, 4.0, moments};
+}
+
+// Parameters held by one GPU of `stage` (its layers, plus embeddings on the first stage
+// and the head on the last; a tied embedding is kept on both ends, as Megatron does).
+double stage_params(const Job& job, int stage) {
+  const ModelSpec& m = job.model;
+  const int pp = job.parallel.pipeline_parallel_degree, tp = job.parallel.tensor_parallel_degree;
+  double p = (static_cast<double>(m.layers) / pp) * m.layer_params();
+  if (stage == 0) p += m.embedding_params();
+  if (stage == pp - 1) {
+    p += m.head_params();
+    if (pp > 1 && m.tied_embeddings) p += static_cast<double>(m.vocab) * m.hidden;
+  }
+  return p / tp;
+}
+
+}  // namespace
+
+double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
+                              bool flash_attention) {
+  const double s = m.seq_len, b = sequences, h = m.hidden, a = m.heads, t = tensor_degree;
+  const double score_term = flash_attention ? 0.0 : 5.0 * a * s / (h * t);
+  return s * b * h * (10.0 + 24.0 / t + score_term);
+}
+
+double in_flight_microbatches(const ParallelConfig& pc, int stage) {
+  const double p = pc.pipeline_parallel_degree, m = pc.microbatches, v = pc.virtual_stages;
+  double held;
+  if (pc.pipeline == PipelineSchedule::simple) {
+    held = m;  // GPipe: every forward runs before the first backward
+  } else if (v > 1) {
+    // Interleaved 1F1B warm-up: ((p - s - 1) * 2 + (v - 1) * p + 1) chunk micro-batches,
+    // each 1/v of the stage (Korthikanti et al.: p + (p - 1) / v on the first stage).
+    held = ((p - stage - 1) * 2 + (v - 1) * p + 1) / v;
+  } else {
+    held = p - stage;
+  }
+  const double active = pc.active_microbatches > 0 ? pc.active_microbatches : p + 2;
+  return std::max(1.0, std::min({held, m, active}));
+}
+
+MemoryBreakdown stage_memory(const Job& job, int stage) {
+  const ModelSpec& m = job.model;
+  const ParallelConfig& pc = job.parallel;
+  const InstanceType& inst = job.cluster.instance;
+  const int tp = pc.tensor_parallel_degree, sdp = pc.sharded_data_parallel_degree;
+  const int dp = job.data_parallel_degree();
+  const StateBytes sb = state_bytes(job.training.precision, job.training.optimizer);
+  const double act_bytes = bytes_per_element(job.training.precision) / 2.0;  // formulas assume 16-bit
+
+  MemoryBreakdown mb;
+  mb.stage = stage;
+  const double params = stage_params(job, stage);
+  mb.parameters = params * sb.param / sdp;
+  mb.gradients = params * sb.grad / sdp;
+  double opt_divisor = sdp;
+  if (sdp == 1 && pc.shard_optimizer_state) opt_divisor = dp;
+  mb.optimizer_states = params * sb.optimizer / opt_divisor;
+  if (sdp > 1) {
+    // Two layers' full weights (the one computing, the one prefetched) and one layer's
+    // full gradients before they are reduce-scattered.
+    mb.gathered_parameters = 3.0 * m.layer_params() / tp * sb.param;
+  }
+
+  const double b = job.microbatch_size();
+  const double layers = static_cast<double>(m.layers) / pc.pipeline_parallel_degree;
+  const double full_layer = layer_activation_bytes(m, b, tp, pc.flash_attention) * act_bytes;
+  const double in_flight = in_flight_microbatches(pc, stage);
+  double per_layer_stored = full_layer;
+  switch (pc.activation_checkpointing) {
+    case Checkpointing::none: break;
+    case Checkpointing::selective:
+      per_layer_stored = layer_activation_bytes(m, b, tp, true) * act_bytes;
+      mb.activation_working = full_layer - per_layer_stored;
+      break;
+    case Checkpointing::full:
+      per_layer_stored = 2.0 * m.seq_len * b * m.hidden * act_bytes;  // the layer's input
+      mb.activation_working = full_layer;
+      break;
+  }
+  const double stored_layers = layers * in_flight;
+  if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
+    const double on_device = std::min<double>(stored_layers, pc.activation_loading_horizon + 1);
+    mb.activations = on_device * per_layer_stored;
+    mb.host_offload = (stored_layers - on_device) * per_layer_stored;
+  } else {
+    mb.activations = stored_layers * per_layer_stored;
+  }
+  if (stage == pc.pipeline_parallel_degree - 1) {
+    // fp16 logits plus the fp32 copy the cross-entropy works on, vocabulary split over TP.
+    mb.logits = 6.0 * b * m.seq_len * static_cast<double>(m.vocab) / tp;
+  }
+  if (dp > 1 && sdp == 1) mb.communication_buffers = 2.0 * 25.0 * 1024 * 1024;  // DDP buckets
+  mb.reserved = inst.gpu.reserved_bytes;
+  return mb;
+}
+
+MemoryBreakdown peak_memory(const Job& job) {
+  const int pp = job.parallel.pipeline_parallel_degree;
+  // Stage 0 holds the most in-flight activations and the embedding; the last stage
+  // holds the head and logits. Middle stages are never larger than both ends.
+  MemoryBreakdown first = stage_memory(job, 0);
+  if (pp == 1) return first;
+  MemoryBreakdown last = stage_memory(job, pp - 1);
+  return last.total() > first.total() ? last : first;
+}
+
+}  // namespace partune

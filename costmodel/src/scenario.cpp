@@ -1,0 +1,355 @@
+#include "partune/costmodel/scenario.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "partune/costmodel/units.hpp"
+#include "scenario_internal.hpp"
+#include "yaml_reader.hpp"
+
+namespace partune {
+
+using detail::Reader;
+namespace fs = std::filesystem;
+
+std::string scenario_root() {
+  if (const char* env = std::getenv("PARTUNE_SCENARIOS"); env && *env) return env;
+  return PARTUNE_SCENARIO_DIR;
+}
+
+std::vector<std::string> list_presets(const std::string& kind) {
+  std::vector<std::string> names;
+  const fs::path dir = fs::path(scenario_root()) / kind;
+  if (!fs::is_directory(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace detail {
+
+namespace {
+bool looks_like_path(const std::string& s) {
+  auto ends_with = [&](const char* suffix) {
+    const std::string x(suffix);
+    return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+  };
+  return s.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml");
+}
+}  // namespace
+
+Resolved resolve_reference(const YAML::Node& value, const std::string& file, const std::string& key,
+                           const std::string& preset_kind) {
+  auto load_ref = [&](const std::string& ref) -> Resolved {
+    std::string path;
+    if (looks_like_path(ref)) {
+      path = resolve_path(file, ref);
+    } else {
+      path = scenario_root() + "/" + preset_kind + "/" + ref + ".yaml";
+      if (!fs::exists(path)) {
+        std::string known;
+        for (const auto& n : list_presets(preset_kind)) known += (known.empty() ? "" : ", ") + n;
+        throw ScenarioError(file, key, "no preset '" + ref + "' in " + scenario_root() + "/" +
+                                           preset_kind + " (known: " + known + ")");
+      }
+    }
+    if (!fs::exists(path)) throw ScenarioError(file, key, "file '" + path + "' does not exist");
+    return {load_yaml_file(path), path, ""};
+  };
+  if (value.IsScalar()) return load_ref(value.as<std::string>());
+  if (!value.IsMap()) throw ScenarioError(file, key, "expected a preset name, a file path or a mapping");
+  if (value["base"].IsDefined()) {
+    if (!value["base"].IsScalar()) throw ScenarioError(file, key + ".base", "expected a preset name or path");
+    Resolved base = load_ref(value["base"].as<std::string>());
+    YAML::Node over = YAML::Clone(value);
+    over.remove("base");
+    // Errors now name the referencing file: the merged keys may come from either.
+    return {deep_merge(base.node, over), file, key};
+  }
+  return {value, file, key};
+}
+
+ModelSpec parse_model(const Reader& r) {
+  r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads",
+                "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention"});
+  if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
+  ModelSpec m;
+  m.name = r.get_string("name", "model");
+  m.layers = r.get_int("layers");
+  m.hidden = r.get_int("hidden");
+  m.heads = r.get_int("heads");
+  m.vocab = r.get_int("vocab");
+  m.seq_len = r.get_int("seq_len");
+  m.ffn_hidden = r.get_int("ffn_hidden", 4 * m.hidden);
+  m.tied_embeddings = r.get_bool("tied_embeddings", true);
+  m.attention = static_cast<AttentionKind>(r.get_choice("attention", {"mha", "gqa", "mqa"}, 0));
+  for (const char* k : {"layers", "hidden", "heads", "vocab", "seq_len", "ffn_hidden"})
+    if (r.has(k) && r.get_int(k) < 1) r.fail(k, "must be >= 1");
+  if (m.hidden % m.heads != 0)
+    r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden));
+  switch (m.attention) {
+    case AttentionKind::mha:
+      m.kv_heads = r.get_int("kv_heads", m.heads);
+      if (m.kv_heads != m.heads) r.fail("kv_heads", "must equal heads for attention: mha");
+      break;
+    case AttentionKind::mqa:
+      m.kv_heads = r.get_int("kv_heads", 1);
+      if (m.kv_heads != 1) r.fail("kv_heads", "must be 1 for attention: mqa");
+      break;
+    case AttentionKind::gqa:
+      m.kv_heads = r.get_int("kv_heads");
+      if (m.kv_heads < 1 || m.heads % m.kv_heads != 0)
+        r.fail("kv_heads", "must divide heads (" + std::to_string(m.heads) + ")");
+      break;
+  }
+  return m;
+}
+
+namespace {
+
+CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProfile& fallback) {
+  r.allow_only({"net_efficiency", "compute_overlap", "source"});
+  CollectiveProfile c = fallback;
+  c.net_efficiency = r.get_fraction("net_efficiency", c.net_efficiency);
+  if (r.has("compute_overlap")) {
+    c.compute_overlap = r.get_double("compute_overlap");
+    if (c.compute_overlap < 0 || c.compute_overlap > 1) r.fail("compute_overlap", "must be in [0, 1]");
+  }
+  return c;
+}
+
+}  // namespace
+
+InstanceType parse_instance_type(const Reader& r) {
+  r.allow_only({"kind", "name", "description", "source", "gpus_per_node", "gpu", "intra_node",
+                "network", "pcie", "host", "collectives"});
+  if (r.has("kind") && r.get_string("kind") != "instance_type") r.fail("kind", "expected 'instance_type'");
+  InstanceType it;
+  it.name = r.get_string("name");
+  it.gpus_per_node = r.get_int("gpus_per_node");
+  if (it.gpus_per_node < 1) r.fail("gpus_per_node", "must be >= 1");
+
+  const Reader g = r.child("gpu");
+  g.allow_only({"name", "peak_tflops", "hbm_GiB", "hbm_bw_GBps", "hbm_efficiency", "kernel_overhead_us",
+                "reserved_GiB", "gemm", "attention"});
+  it.gpu.name = g.get_string("name");
+  const Reader peak = g.child("peak_tflops");
+  peak.allow_only({"fp32", "tf32", "fp16", "bf16"});
+  it.gpu.peak_flops_fp32 = peak.get_positive("fp32") * units::tera;
+  it.gpu.peak_flops_tf32 = peak.get_positive("tf32", peak.get_positive("fp32")) * units::tera;
+  it.gpu.peak_flops_fp16 = peak.get_positive("fp16") * units::tera;
+  it.gpu.peak_flops_bf16 = peak.get_double("bf16", 0) * units::tera;
+  it.gpu.hbm_bytes = g.get_positive("hbm_GiB") * units::GiB;
+  it.gpu.hbm_bw = g.get_positive("hbm_bw_GBps") * units::giga;
+  it.gpu.hbm_efficiency = g.get_fraction("hbm_efficiency", it.gpu.hbm_efficiency);
+  it.gpu.kernel_overhead = g.get_double("kernel_overhead_us", it.gpu.kernel_overhead / units::us) * units::us;
+  it.gpu.reserved_bytes = g.get_double("reserved_GiB", 0) * units::GiB;
+  if (g.has("gemm")) {
+    const Reader ge = g.child("gemm");
+    ge.allow_only({"max_efficiency", "half_dim", "source"});
+    it.gpu.gemm.max_efficiency = ge.get_fraction("max_efficiency", it.gpu.gemm.max_efficiency);
+    it.gpu.gemm.half_dim = ge.get_positive("half_dim", it.gpu.gemm.half_dim);
+  }
+  if (g.has("attention")) {
+    const Reader at = g.child("attention");
+    at.allow_only({"flash_efficiency", "score_bmm_efficiency", "score_bytes_fwd", "score_bytes_bwd", "source"});
+    auto& a = it.gpu.attention;
+    a.flash_efficiency = at.get_fraction("flash_efficiency", a.flash_efficiency);
+    a.score_bmm_efficiency = at.get_fraction("score_bmm_efficiency", a.score_bmm_efficiency);
+    a.score_bytes_fwd = at.get_positive("score_bytes_fwd", a.score_bytes_fwd);
+    a.score_bytes_bwd = at.get_positive("score_bytes_bwd", a.score_bytes_bwd);
+  }
+
+  const Reader in = r.child("intra_node");
+  in.allow_only({"fabric", "bw_GBps", "latency_us", "efficiency"});
+  it.intra_node_fabric = in.get_string("fabric", "nvswitch");
+  it.intra_node.bw = in.get_positive("bw_GBps") * units::giga;
+  it.intra_node.latency = in.get_positive("latency_us") * units::us;
+  it.intra_node.efficiency = in.get_fraction("efficiency", 1.0);
+
+  const Reader net = r.child("network");
+  net.allow_only({"nics_per_node", "nic_bw_Gbps", "latency_us", "efficiency"});
+  it.nics_per_node = net.get_int("nics_per_node");
+  if (it.nics_per_node < 1) net.fail("nics_per_node", "must be >= 1");
+  it.nic.bw = units::gbit_to_bytes(net.get_positive("nic_bw_Gbps"));
+  it.nic.latency = net.get_positive("latency_us") * units::us;
+  it.nic.efficiency = net.get_fraction("efficiency", 1.0);
+
+  const Reader pcie = r.child("pcie");
+  pcie.allow_only({"bw_GBps", "gpus_per_switch"});
+  it.pcie_bw = pcie.get_positive("bw_GBps") * units::giga;
+  it.gpus_per_pcie_switch = pcie.get_int("gpus_per_switch", 1);
+  if (it.gpus_per_pcie_switch < 1) pcie.fail("gpus_per_switch", "must be >= 1");
+
+  if (r.has("host")) {
+    const Reader h = r.child("host");
+    h.allow_only({"cores", "memory_GiB"});
+    it.host_cores = h.get_int("cores", 0);
+    it.host_memory_bytes = h.get_double("memory_GiB", 0) * units::GiB;
+  }
+  if (r.has("collectives")) {
+    const Reader c = r.child("collectives");
+    c.allow_only({"ring", "tree", "all_to_all"});
+    if (c.has("ring")) it.ring = parse_collective_profile(c.child("ring"), it.ring);
+    if (c.has("tree")) it.tree = parse_collective_profile(c.child("tree"), it.tree);
+    if (c.has("all_to_all")) it.all_to_all = parse_collective_profile(c.child("all_to_all"), it.all_to_all);
+  }
+  return it;
+}
+
+Cluster parse_cluster(const Reader& r) {
+  r.allow_only({"kind", "name", "description", "instance_type", "nodes", "oversubscription"});
+  if (r.has("kind") && r.get_string("kind") != "cluster") r.fail("kind", "expected 'cluster'");
+  Cluster c;
+  if (!r.has("instance_type")) r.fail("instance_type", "missing");
+  const Resolved it = resolve_reference(r.node()["instance_type"], r.file(), r.key_path("instance_type"),
+                                        "clusters");
+  c.instance = parse_instance_type(Reader(it.node, it.file, it.key));
+  c.nodes = r.get_int("nodes", 1);
+  if (c.nodes < 1) r.fail("nodes", "must be >= 1");
+  c.oversubscription = r.get_double("oversubscription", 1.0);
+  if (c.oversubscription < 1.0) r.fail("oversubscription", "must be >= 1 (1 = full bisection)");
+  return c;
+}
+
+namespace {
+
+void parse_training(const Reader& r, TrainingConfig& t) {
+  r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation"});
+  t.global_batch = r.get_int("global_batch");
+  t.precision = static_cast<Precision>(r.get_choice("precision", {"fp32", "tf32", "fp16", "bf16"}, 2));
+  t.optimizer = static_cast<Optimizer>(r.get_choice("optimizer", {"adam", "sgd"}, 0));
+  t.gradient_accumulation = r.get_int("gradient_accumulation", 1);
+}
+
+CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, CollectiveAlgorithm fallback) {
+  return static_cast<CollectiveAlgorithm>(
+      r.get_choice(key, {"ring", "tree", "hierarchical", "all_to_all"}, static_cast<int>(fallback)));
+}
+
+void parse_parallel(const Reader& r, ParallelConfig& p) {
+  r.allow_only({"pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree",
+                "data_parallel_degree", "microbatches", "active_microbatches", "pipeline",
+                "virtual_stages", "placement_strategy", "activation_checkpointing",
+                "offload_activations", "activation_loading_horizon", "shard_optimizer_state",
+                "flash_attention", "sharded_collective", "data_parallel_collective"});
+  p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1);
+  p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1);
+  p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1);
+  p.microbatches = r.get_int("microbatches", 1);
+  p.active_microbatches = r.get_int("active_microbatches", 0);
+  p.pipeline = static_cast<PipelineSchedule>(r.get_choice("pipeline", {"simple", "interleaved"}, 1));
+  p.virtual_stages = r.get_int("virtual_stages", 1);
+  p.placement_strategy = r.get_string("placement_strategy", "cluster");
+  p.activation_checkpointing = static_cast<Checkpointing>(
+      r.get_choice("activation_checkpointing", {"none", "selective", "full"}, 0));
+  p.offload_activations = r.get_bool("offload_activations", false);
+  p.activation_loading_horizon = r.get_int("activation_loading_horizon", 4);
+  p.shard_optimizer_state = r.get_bool("shard_optimizer_state", false);
+  p.flash_attention = r.get_bool("flash_attention", false);
+  p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);
+  p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
+}
+
+// Splits "section.key=value" (or "key=value") and writes it into the job's YAML.
+void apply_override(YAML::Node& root, const std::string& assignment, const std::string& origin) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ScenarioError(origin, assignment, "an override must look like key=value");
+  std::string key = assignment.substr(0, eq);
+  const std::string value = assignment.substr(eq + 1);
+  std::string section;
+  if (const auto dot = key.find('.'); dot != std::string::npos) {
+    section = key.substr(0, dot);
+    key = key.substr(dot + 1);
+  } else {
+    static const char* training_keys[] = {"global_batch", "precision", "optimizer", "gradient_accumulation"};
+    static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type"};
+    section = "parallel";
+    for (const char* k : training_keys) if (key == k) section = "training";
+    for (const char* k : cluster_keys) if (key == k) section = "cluster";
+  }
+  if (section != "parallel" && section != "training" && section != "cluster" && section != "model")
+    throw ScenarioError(origin, assignment, "overrides apply to parallel, training, cluster or model keys");
+  YAML::Node sec = root[section];
+  if (sec.IsDefined() && sec.IsScalar()) {
+    // A referenced model/cluster: override on top of the reference.
+    YAML::Node m;
+    m["base"] = sec.as<std::string>();
+    root[section] = m;
+  }
+  root[section][key] = YAML::Load(value);
+}
+
+}  // namespace
+
+Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix) {
+  const Reader r(root, file, key_prefix);
+  r.allow_only({"kind", "name", "description", "model", "cluster", "training", "parallel"});
+  if (r.has("kind") && r.get_string("kind") != "job") r.fail("kind", "expected 'job'");
+  Job job;
+  job.name = r.get_string("name", fs::path(file).stem().string());
+  if (!r.has("model")) r.fail("model", "missing");
+  const Resolved model = resolve_reference(root["model"], file, r.key_path("model"), "models");
+  job.model = parse_model(Reader(model.node, model.file, model.key));
+  if (!r.has("cluster")) r.fail("cluster", "missing");
+  const YAML::Node cnode = root["cluster"];
+  if (cnode.IsScalar()) {
+    const Resolved c = resolve_reference(cnode, file, r.key_path("cluster"), "clusters");
+    job.cluster = parse_cluster(Reader(c.node, c.file, c.key));
+  } else {
+    job.cluster = parse_cluster(r.child("cluster"));
+  }
+  parse_training(r.child("training"), job.training);
+  if (r.has("parallel")) parse_parallel(r.child("parallel"), job.parallel);
+  if (r.has("parallel") && r.child("parallel").has("data_parallel_degree")) {
+    const int given = r.child("parallel").get_int("data_parallel_degree");
+    if (given != job.data_parallel_degree())
+      r.child("parallel").fail("data_parallel_degree",
+                               "is derived (GPUs / (pp * tp) = " + std::to_string(job.data_parallel_degree()) +
+                                   "); the file says " + std::to_string(given));
+  }
+  if (const JobViolation v = check_job(job))
+    throw ScenarioError(file, key_prefix.empty() ? v.key : key_prefix + "." + v.key, v.reason);
+  return job;
+}
+
+}  // namespace detail
+
+InstanceType load_instance_type(const std::string& name_or_path) {
+  const detail::Resolved r = detail::resolve_reference(YAML::Node(name_or_path), "<command line>",
+                                                       "instance_type", "clusters");
+  return detail::parse_instance_type(Reader(r.node, r.file, r.key));
+}
+
+ModelSpec load_model(const std::string& name_or_path) {
+  const detail::Resolved r = detail::resolve_reference(YAML::Node(name_or_path), "<command line>",
+                                                       "model", "models");
+  return detail::parse_model(Reader(r.node, r.file, r.key));
+}
+
+Job parse_job(const std::string& yaml_text, const std::string& origin,
+              const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(origin, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  if (!root.IsMap()) throw ScenarioError(origin, "", "a job file must be a mapping");
+  for (const auto& o : overrides) detail::apply_override(root, o, origin);
+  return detail::parse_job_node(root, origin, "");
+}
+
+Job load_job(const std::string& path, const std::vector<std::string>& overrides) {
+  YAML::Node root = detail::load_yaml_file(path);
+  if (!root.IsMap()) throw ScenarioError(path, "", "a job file must be a mapping");
+  for (const auto& o : overrides) detail::apply_override(root, o, path);
+  return detail::parse_job_node(root, path, "");
+}
+
+}  // namespace partune

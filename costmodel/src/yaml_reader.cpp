@@ -1,0 +1,146 @@
+#include "yaml_reader.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace partune::detail {
+
+void Reader::require_map() const {
+  if (!node_.IsMap()) throw ScenarioError(file_, path_, "expected a mapping of keys to values");
+}
+
+void Reader::allow_only(std::initializer_list<const char*> allowed) const {
+  require_map();
+  for (const auto& kv : node_) {
+    const std::string k = kv.first.as<std::string>();
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || k == a;
+    if (!ok) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(k, "unknown key (allowed here: " + list + ")");
+    }
+  }
+}
+
+Reader Reader::child(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  Reader r(node_[key], file_, key_path(key));
+  r.require_map();
+  return r;
+}
+
+std::string Reader::get_string(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  const YAML::Node n = node_[key];
+  if (!n.IsScalar()) fail(key, "expected a string");
+  return n.as<std::string>();
+}
+
+std::string Reader::get_string(const std::string& key, const std::string& fallback) const {
+  return has(key) ? get_string(key) : fallback;
+}
+
+double Reader::get_double(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  const YAML::Node n = node_[key];
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
+    fail(key, "expected a number, got '" + (n.IsScalar() ? n.Scalar() : std::string("a collection")) + "'");
+  return v;
+}
+
+double Reader::get_double(const std::string& key, double fallback) const {
+  return has(key) ? get_double(key) : fallback;
+}
+
+double Reader::get_positive(const std::string& key) const {
+  const double v = get_double(key);
+  if (v <= 0) fail(key, "must be positive, got " + node_[key].Scalar());
+  return v;
+}
+
+double Reader::get_positive(const std::string& key, double fallback) const {
+  return has(key) ? get_positive(key) : fallback;
+}
+
+double Reader::get_fraction(const std::string& key, double fallback) const {
+  if (!has(key)) return fallback;
+  const double v = get_double(key);
+  if (v <= 0 || v > 1) fail(key, "must be in (0, 1], got " + node_[key].Scalar());
+  return v;
+}
+
+int Reader::get_int(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  const YAML::Node n = node_[key];
+  long long v = 0;
+  if (!n.IsScalar() || !YAML::convert<long long>::decode(n, v))
+    fail(key, "expected an integer, got '" + (n.IsScalar() ? n.Scalar() : std::string("a collection")) + "'");
+  if (v < -2147483647LL || v > 2147483647LL) fail(key, "out of range: " + n.Scalar());
+  return static_cast<int>(v);
+}
+
+int Reader::get_int(const std::string& key, int fallback) const {
+  return has(key) ? get_int(key) : fallback;
+}
+
+bool Reader::get_bool(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  const YAML::Node n = node_[key];
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v))
+    fail(key, "expected true or false, got '" + (n.IsScalar() ? n.Scalar() : std::string("a collection")) + "'");
+  return v;
+}
+
+int Reader::get_choice(const std::string& key, std::initializer_list<const char*> choices,
+                       int fallback) const {
+  if (!has(key)) return fallback;
+  const std::string v = get_string(key);
+  int i = 0;
+  std::string list;
+  for (const char* c : choices) {
+    if (v == c) return i;
+    list += (list.empty() ? "" : ", ") + std::string(c);
+    ++i;
+  }
+  fail(key, "'" + v + "' is not one of: " + list);
+}
+
+YAML::Node load_yaml_file(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw ScenarioError(file, "", "cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return YAML::Load(ss.str());
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(file, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+YAML::Node deep_merge(const YAML::Node& base, const YAML::Node& over) {
+  if (!base.IsDefined() || base.IsNull()) return YAML::Clone(over);
+  if (!over.IsDefined() || over.IsNull()) return YAML::Clone(base);
+  if (!base.IsMap() || !over.IsMap()) return YAML::Clone(over);
+  YAML::Node out = YAML::Clone(base);
+  for (const auto& kv : over) {
+    const std::string k = kv.first.as<std::string>();
+    out[k] = deep_merge(base[k], kv.second);
+  }
+  return out;
+}
+
+std::string dirname_of(const std::string& file) {
+  const auto slash = file.find_last_of('/');
+  return slash == std::string::npos ? "." : file.substr(0, slash);
+}
+
+std::string resolve_path(const std::string& relative_to_file, const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  return dirname_of(relative_to_file) + "/" + path;
+}
+
+}  // namespace partune::detail

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian package partune needs. Idempotent and non-interactive:
+# packages already present are left alone, so re-running costs one apt query.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libsimgrid-dev          # sim/: discrete-event engine (S4U)
+  libeigen3-dev           # least-squares fits (calibrate)
+  libfmt-dev libspdlog-dev
+  libyaml-cpp-dev         # scenario files
+  libcli11-dev            # the partune command line
+  nlohmann-json3-dev      # --json output, trace files
+  catch2                  # tests (v2 single header)
+  libbenchmark-dev
+  libfabric-dev           # EFA/tcp probe in calibrate
+  libtorch-dev libgloo-dev  # backend/ (optional at configure time)
+  libopenblas0-openmp     # without it LibTorch uses reference BLAS (~25x slower matmul)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
