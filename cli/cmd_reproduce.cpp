@@ -14,14 +14,25 @@ void register_reproduce(CLI::App& app) {
   struct Options {
     std::vector<std::string> paths;
     bool json = false;
+    std::vector<std::string> explain;
   };
   auto opt = std::make_shared<Options>();
   cmd->add_option("paths", opt->paths, "table files or folders (default: scenarios/tables/)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->add_option("--explain", opt->explain, "print the full estimate of the named row(s) first");
   cmd->callback([opt] {
     std::vector<std::string> paths = opt->paths;
     if (paths.empty()) paths.push_back(scenario_root() + "/tables");
     const std::vector<Table> tables = load_tables(paths);
+    for (const Table& t : tables)
+      for (const TableRow& row : t.rows)
+        for (const std::string& name : opt->explain)
+          if (name == row.name) {
+            std::cout << "== " << t.name << " / " << row.name << "\n" << estimate_text(row.job, estimate(row.job));
+            if (row.has_baseline)
+              std::cout << "-- baseline\n" << estimate_text(row.baseline, estimate(row.baseline));
+            std::cout << "\n";
+          }
     const ReproduceResult r = reproduce(tables, [](const Job& j) { return estimate(j); });
     if (opt->json) std::cout << reproduce_json(r).dump(2) << "\n";
     else std::cout << reproduce_text(r);

@@ -150,14 +150,14 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
 }
 
 std::string reproduce_text(const ReproduceResult& r) {
-  std::string s = fmt::format("{:<22} {:<30} {:<18} {:>10} {:>10} {:>8}  {}\n", "table", "row", "metric",
+  std::string s = fmt::format("{:<20} {:<32} {:<18} {:>10} {:>10} {:>8}  {}\n", "table", "row", "metric",
                               "published", "predicted", "error", "direction");
   for (const RowResult& row : r.rows) {
     std::string dir;
     if (!row.before.empty()) dir = fmt::format("{} vs {}", row.direction_ok ? "ok   " : "WRONG", row.before);
     if (row.metric == Metric::speedup) dir = row.direction_ok ? "ok" : "WRONG";
     if (!row.fits) dir += " (predicted: does not fit)";
-    s += fmt::format("{:<22} {:<30} {:<18} {:>10.2f} {:>10.2f} {:>+7.1f}%  {}\n", row.table, row.row,
+    s += fmt::format("{:<20} {:<32} {:<18} {:>10.2f} {:>10.2f} {:>+7.1f}%  {}\n", row.table, row.row,
                      to_string(row.metric), row.published, row.predicted, row.error_pct, dir);
   }
   s += fmt::format("\nMAPE over all {} rows: {:.1f}%   over TFLOPs rows: {:.1f}%   directions right: {}/{}\n",

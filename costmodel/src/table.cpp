@@ -81,6 +81,7 @@ Table load_table_file(const std::string& file) {
     tr.before = row.get_string("before", "");
     if (!row.has("job")) row.fail("job", "missing");
     tr.job = row_job(defaults, rows[i]["job"], file, key + ".job");
+    if (!rows[i]["job"].IsScalar() && !rows[i]["job"]["name"].IsDefined()) tr.job.name = tr.name;
     if (tr.metric == Metric::speedup) {
       if (!row.has("baseline")) row.fail("baseline", "a speedup row needs the job it is compared with");
       tr.has_baseline = true;

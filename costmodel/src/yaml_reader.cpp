@@ -109,13 +109,30 @@ int Reader::get_choice(const std::string& key, std::initializer_list<const char*
   fail(key, "'" + v + "' is not one of: " + list);
 }
 
+YAML::Node expand_merge_keys(const YAML::Node& node) {
+  if (node.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const auto& item : node) out.push_back(expand_merge_keys(item));
+    return out;
+  }
+  if (!node.IsMap()) return node;
+  YAML::Node own(YAML::NodeType::Map);
+  YAML::Node merged;
+  for (const auto& kv : node) {
+    const std::string k = kv.first.as<std::string>();
+    if (k == "<<") merged = expand_merge_keys(kv.second);
+    else own[k] = expand_merge_keys(kv.second);
+  }
+  return merged.IsDefined() ? deep_merge(merged, own) : own;
+}
+
 YAML::Node load_yaml_file(const std::string& file) {
   std::ifstream in(file);
   if (!in) throw ScenarioError(file, "", "cannot open the file");
   std::stringstream ss;
   ss << in.rdbuf();
   try {
-    return YAML::Load(ss.str());
+    return expand_merge_keys(YAML::Load(ss.str()));
   } catch (const YAML::Exception& e) {
     throw ScenarioError(file, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }

@@ -46,7 +46,10 @@ class Reader {
   std::string file_, path_;
 };
 
-// Loads a YAML file; ScenarioError if it cannot be read or parsed.
+// YAML merge keys (`<<: *anchor`), which yaml-cpp parses but does not apply: the
+// anchored mapping is deep-merged under the mapping's own keys.
+YAML::Node expand_merge_keys(const YAML::Node& node);
+// Loads a YAML file (merge keys applied); ScenarioError if it cannot be read or parsed.
 YAML::Node load_yaml_file(const std::string& file);
 // Recursive merge: keys of `over` replace or extend those of `base` (maps merge deeply).
 YAML::Node deep_merge(const YAML::Node& base, const YAML::Node& over);

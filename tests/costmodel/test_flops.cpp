@@ -1,9 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include "job_fixtures.hpp"
 #include "partune/costmodel/flops.hpp"
 #include "partune/costmodel/scenario.hpp"
 
 using namespace partune;
+using partune::testing::make_model;
 
 TEST_CASE("op-by-op FLOPs sum to the Megatron closed forms", "[flops]") {
   const ModelSpec m = load_model("gpt3-175b");
@@ -12,4 +14,118 @@ TEST_CASE("op-by-op FLOPs sum to the Megatron closed forms", "[flops]") {
         Approx(megatron_model_flops(B, m.seq_len, m.layers, m.hidden, m.vocab)).epsilon(1e-12));
   CHECK(hardware_flops_per_step(m, B, Checkpointing::full) ==
         Approx(megatron_hardware_flops(B, m.seq_len, m.layers, m.hidden, m.vocab)).epsilon(1e-12));
+}
+
+// The closed forms of published-tables.md "Conventions", evaluated by hand (exact
+// rational arithmetic, then written out) for each shape:
+//   F    = 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+//   F_hw = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))
+TEST_CASE("per-step FLOPs match hand-evaluated Megatron numbers", "[flops]") {
+  SECTION("tiny model l=2 h=4 s=8 V=16 B=1, every op counted by hand") {
+    // heads 2, ffn 4h = 16. Forward per layer (T = B s = 8 tokens):
+    //   QKV 2*8*4*12 = 768, QK^T 2*1*8*8*4 = 512, AV 512, proj 2*8*4*4 = 256,
+    //   fc1 2*8*4*16 = 1024, fc2 1024  -> 4096 per layer, 8192 for two layers.
+    // LM head 2*8*4*16 = 1024. Model FLOPs = 3 * (8192 + 1024) = 27648
+    //   = 72*1*8*2*16*(1 + 8/24 + 16/96) = 18432 * 1.5.
+    // Full recompute adds one forward of every layer: 27648 + 8192 = 35840
+    //   = 96*1*8*2*16*(1 + 1/3 + 1/8).
+    const ModelSpec m = make_model(2, 4, 2, 16, 16, 8);
+    const LayerFlops lf = layer_forward_flops(m, 1);
+    CHECK(lf.qkv == 768);
+    CHECK(lf.scores == 512);
+    CHECK(lf.context == 512);
+    CHECK(lf.projection == 256);
+    CHECK(lf.fc1 == 1024);
+    CHECK(lf.fc2 == 1024);
+    CHECK(lf.total() == 4096);
+    CHECK(logits_forward_flops(m, 1) == 1024);
+    CHECK(model_flops_per_step(m, 1) == Approx(27648).epsilon(1e-12));
+    CHECK(hardware_flops_per_step(m, 1, Checkpointing::full) == Approx(35840).epsilon(1e-12));
+    CHECK(hardware_flops_per_step(m, 1, Checkpointing::none) == Approx(27648).epsilon(1e-12));
+    CHECK(megatron_model_flops(1, 8, 2, 4, 16) == Approx(27648).epsilon(1e-12));
+    CHECK(megatron_hardware_flops(1, 8, 2, 4, 16) == Approx(35840).epsilon(1e-12));
+  }
+
+  SECTION("GPT-3 175B, B=1536, s=2048") {
+    const ModelSpec m = load_model("gpt3-175b");
+    REQUIRE(m.layers == 96);
+    REQUIRE(m.hidden == 12288);
+    REQUIRE(m.vocab == 50257);
+    REQUIRE(m.seq_len == 2048);
+    CHECK(model_flops_per_step(m, 1536) == Approx(3385978038062678016.0).epsilon(1e-9));
+    CHECK(hardware_flops_per_step(m, 1536, Checkpointing::full) ==
+          Approx(4510752044998459392.0).epsilon(1e-9));
+    // Kaplan et al.'s 6 N D rule (N = non-embedding parameters = 12 l h^2) is within a
+    // few percent for this shape (attention and logits add ~3%).
+    const double six_nd = 6.0 * 12.0 * 96 * 12288.0 * 12288.0 * 1536 * 2048;
+    CHECK(model_flops_per_step(m, 1536) / six_nd == Approx(1.0).margin(0.05));
+  }
+
+  SECTION("GPT-2 small, B=512, s=1024") {
+    const ModelSpec m = load_model("gpt2-small");
+    REQUIRE(m.layers == 12);
+    REQUIRE(m.hidden == 768);
+    REQUIRE(m.seq_len == 1024);
+    CHECK(model_flops_per_step(m, 512) == Approx(447971799859200.0).epsilon(1e-9));
+    CHECK(hardware_flops_per_step(m, 512, Checkpointing::full) ==
+          Approx(556823451009024.0).epsilon(1e-9));
+  }
+
+  SECTION("GPT-NeoX-20B shape with ffn given explicitly as 4h") {
+    // l 44, h 6144, 64 heads, ffn 24576 = 4h, vocab 50432, s 2048, B 1024.
+    const ModelSpec m = make_model(44, 6144, 64, 4 * 6144, 50432, 2048);
+    CHECK(model_flops_per_step(m, 1024) == Approx(268626083828465664.0).epsilon(1e-9));
+    CHECK(hardware_flops_per_step(m, 1024, Checkpointing::full) ==
+          Approx(356868489027256320.0).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("FLOPs of shapes outside the closed form are counted op by op", "[flops]") {
+  // l=2, h=8, 4 heads (head_dim 2), 2 KV heads (kv = 4), ffn 12 (not 4h), s=4, V=10, B=2,
+  // T = 8 tokens. Forward per layer: QKV 2*8*8*(8+2*4) = 2048, QK^T + AV 4*2*16*8 = 1024,
+  // proj 2*8*64 = 1024, fc1 + fc2 4*8*8*12 = 3072 -> 7168; two layers 14336.
+  // LM head 2*8*8*10 = 1280. Model = 3*(14336 + 1280) = 46848.
+  ModelSpec m = make_model(2, 8, 4, 12, 10, 4);
+  m.attention = AttentionKind::gqa;
+  m.kv_heads = 2;
+  CHECK(layer_forward_flops(m, 2).total() == 7168);
+  CHECK(model_flops_per_step(m, 2) == Approx(46848).epsilon(1e-12));
+  CHECK(hardware_flops_per_step(m, 2, Checkpointing::full) == Approx(46848 + 14336).epsilon(1e-12));
+  // The 72-formula assumes 4h FFN and full MHA; this shape must not match it.
+  CHECK(model_flops_per_step(m, 2) != Approx(megatron_model_flops(2, 4, 2, 8, 10)).epsilon(1e-3));
+}
+
+TEST_CASE("selective checkpointing adds exactly the attention-core forward FLOPs", "[flops]") {
+  // Recomputing QK^T and AV costs 4 B s^2 h per layer.
+  SECTION("tiny model by hand") {
+    const ModelSpec m = make_model(2, 4, 2, 16, 16, 8);
+    // 27648 + 2 layers * 4*1*64*4 = 27648 + 2048
+    CHECK(hardware_flops_per_step(m, 1, Checkpointing::selective) == Approx(29696).epsilon(1e-12));
+  }
+  SECTION("GPT-3 175B") {
+    const ModelSpec m = load_model("gpt3-175b");
+    const double B = 1536, s = 2048, h = 12288, l = 96;
+    const double extra = l * 4.0 * B * s * s * h;
+    CHECK(hardware_flops_per_step(m, B, Checkpointing::selective) -
+              hardware_flops_per_step(m, B, Checkpointing::none) ==
+          Approx(extra).epsilon(1e-6));
+    CHECK(hardware_flops_per_step(m, B, Checkpointing::selective) ==
+          Approx(3385978038062678016.0 + extra).epsilon(1e-9));
+  }
+  SECTION("GPT-2 small") {
+    const ModelSpec m = load_model("gpt2-small");
+    const double B = 8, s = 1024, h = 768, l = 12;
+    CHECK(hardware_flops_per_step(m, B, Checkpointing::selective) -
+              model_flops_per_step(m, B) ==
+          Approx(l * 4.0 * B * s * s * h).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("parameter counts match published model sizes", "[flops][model]") {
+  SECTION("GPT-2 small has 124,439,808 parameters (HF gpt2)") {
+    CHECK(load_model("gpt2-small").total_params() == 124439808.0);
+  }
+  SECTION("GPT-3 175B: 12 l h^2 + 13 l h + (V + s) h + 2h = 174,604,259,328") {
+    CHECK(load_model("gpt3-175b").total_params() == 174604259328.0);
+  }
 }

@@ -1,0 +1,236 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "partune/costmodel/collective.hpp"
+
+using namespace partune;
+
+namespace {
+
+// A hand-built node: 8 GPUs, 100 GB/s per GPU inside the node with 2 us per hop, and
+// 4 NICs of 12.5 GB/s (50 GB/s per node) with 20 us per hop. Every efficiency is 1, so
+// the expected times below are pure alpha-beta arithmetic.
+constexpr double kIntraBw = 100e9, kIntraLat = 2e-6;
+constexpr double kNicBw = 12.5e9, kNicLat = 20e-6, kNodeNet = 4 * kNicBw;
+
+InstanceType test_instance() {
+  InstanceType it;
+  it.name = "test";
+  it.gpus_per_node = 8;
+  it.intra_node = {kIntraBw, kIntraLat, 1.0};
+  it.nics_per_node = 4;
+  it.nic = {kNicBw, kNicLat, 1.0};
+  it.ring = {1.0, 1.0};
+  it.tree = {1.0, 1.0};
+  it.all_to_all = {1.0, 1.0};
+  return it;
+}
+
+GroupSpan span(int size, int nodes, int per_node) { return GroupSpan{size, nodes, per_node}; }
+
+}  // namespace
+
+TEST_CASE("ring collectives inside one node follow the alpha-beta closed form", "[collective]") {
+  const InstanceType it = test_instance();
+  const double S = GENERATE(1e3, 1.0 * (1 << 20), 256e6, 4e9);
+  const int n = GENERATE(2, 3, 4, 8);
+  INFO("n " << n << " S " << S);
+  const GroupSpan sp = span(n, 1, n);
+
+  SECTION("all_reduce: 2(n-1)/n S/B + 2(n-1) alpha") {
+    const CollectiveCost c = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(c.bandwidth_time == Approx(2.0 * (n - 1) / n * S / kIntraBw).epsilon(1e-12));
+    CHECK(c.latency_time == Approx(2.0 * (n - 1) * kIntraLat).epsilon(1e-12));
+    CHECK(c.total() == Approx(2.0 * (n - 1) / n * S / kIntraBw + 2.0 * (n - 1) * kIntraLat).epsilon(1e-12));
+  }
+  SECTION("all_gather: (n-1)/n S/B + (n-1) alpha") {
+    const CollectiveCost c = collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(c.total() == Approx(1.0 * (n - 1) / n * S / kIntraBw + (n - 1) * kIntraLat).epsilon(1e-12));
+  }
+  SECTION("reduce_scatter costs the same as all_gather") {
+    const CollectiveCost c =
+        collective_cost(CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(c.total() == Approx(1.0 * (n - 1) / n * S / kIntraBw + (n - 1) * kIntraLat).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("intra-node link efficiency scales the bandwidth term", "[collective]") {
+  InstanceType it = test_instance();
+  it.intra_node.efficiency = 0.5;
+  const double S = 1e9;
+  const CollectiveCost c =
+      collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, span(8, 1, 8), it);
+  CHECK(c.bandwidth_time == Approx(2.0 * 7 / 8 * S / (0.5 * kIntraBw)).epsilon(1e-12));
+  CHECK(group_intra_bw(it) == Approx(50e9));
+}
+
+TEST_CASE("across nodes a ring runs at the group's share of the node's NICs", "[collective]") {
+  const InstanceType it = test_instance();
+  const double S = 1e9;
+
+  SECTION("one rank per node: 1/8 of 50 GB/s = 6.25 GB/s") {
+    const GroupSpan sp = span(4, 4, 1);
+    CHECK(group_network_bw(sp, it) == Approx(kNodeNet / 8));
+    const CollectiveCost ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(ar.bandwidth_time == Approx(2.0 * 3 / 4 * S / 6.25e9).epsilon(1e-12));
+    CHECK(ar.latency_time == Approx(2.0 * 3 * kNicLat).epsilon(1e-12));
+    const CollectiveCost ag = collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(ag.total() == Approx(3.0 / 4 * S / 6.25e9 + 3 * kNicLat).epsilon(1e-12));
+  }
+  SECTION("four ranks per node: half the node's NICs = 25 GB/s") {
+    const GroupSpan sp = span(8, 2, 4);
+    const CollectiveCost ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(ar.bandwidth_time == Approx(2.0 * 7 / 8 * S / 25e9).epsilon(1e-12));
+    CHECK(ar.latency_time == Approx(2.0 * 7 * kNicLat).epsilon(1e-12));
+  }
+  SECTION("a whole node per group: all 50 GB/s") {
+    const GroupSpan sp = span(16, 2, 8);
+    const CollectiveCost ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(ar.bandwidth_time == Approx(2.0 * 15 / 16 * S / 50e9).epsilon(1e-12));
+  }
+  SECTION("NIC efficiency, ring net_efficiency and oversubscription all divide the bandwidth") {
+    InstanceType slow = it;
+    slow.nic.efficiency = 0.8;
+    slow.ring.net_efficiency = 0.5;
+    const GroupSpan sp = span(16, 2, 8);
+    const CollectiveCost ar =
+        collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, sp, slow, 2.0);
+    CHECK(ar.bandwidth_time == Approx(2.0 * 15 / 16 * S / (50e9 * 0.8 * 0.5 / 2.0)).epsilon(1e-12));
+  }
+  SECTION("when the NICs are faster than NVSwitch, the intra-node link bounds the ring") {
+    InstanceType fast = it;
+    fast.nic.bw = 1000e9;  // 4 TB/s per node
+    const CollectiveCost ar =
+        collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, span(16, 2, 8), fast);
+    CHECK(ar.bandwidth_time == Approx(2.0 * 15 / 16 * S / kIntraBw).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("hierarchical collectives: intra-node ring, then inter-node ring", "[collective]") {
+  // g ranks per node on k nodes, NIC share B_net = 50 GB/s * g/8:
+  //   all_reduce = 2[(g-1)/g S/B_in + (k-1)/k S/B_net] + 2[(g-1) a_in + (k-1) a_net]
+  //   all_gather = half of that.
+  const InstanceType it = test_instance();
+  const double S = 2e9;
+  SECTION("16 ranks on 2 nodes") {
+    const GroupSpan sp = span(16, 2, 8);
+    const CollectiveCost ar =
+        collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, S, sp, it);
+    CHECK(ar.bandwidth_time == Approx(2.0 * (7.0 / 8 * S / kIntraBw + 1.0 / 2 * S / 50e9)).epsilon(1e-12));
+    CHECK(ar.latency_time == Approx(2.0 * (7 * kIntraLat + 1 * kNicLat)).epsilon(1e-12));
+    const CollectiveCost ag =
+        collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::hierarchical, S, sp, it);
+    CHECK(ag.total() == Approx(ar.total() / 2).epsilon(1e-12));
+  }
+  SECTION("8 ranks: 2 per node on 4 nodes") {
+    const GroupSpan sp = span(8, 4, 2);
+    const CollectiveCost ag =
+        collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::hierarchical, S, sp, it);
+    CHECK(ag.bandwidth_time == Approx(1.0 / 2 * S / kIntraBw + 3.0 / 4 * S / 12.5e9).epsilon(1e-12));
+    CHECK(ag.latency_time == Approx(1 * kIntraLat + 3 * kNicLat).epsilon(1e-12));
+  }
+  SECTION("beats a flat ring across nodes (fewer slow hops)") {
+    const GroupSpan sp = span(32, 4, 8);
+    CHECK(collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, 1e6, sp, it).total() <
+          collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 1e6, sp, it).total());
+  }
+}
+
+TEST_CASE("all_to_all collectives: one network round, pipelined with NVSwitch", "[collective]") {
+  // all_gather / reduce_scatter over g per node on k nodes:
+  //   bandwidth = max((g-1)/g S/B_in, (k-1)/k S/B_net), latency = a_net + a_in;
+  //   all_reduce = reduce_scatter + all_gather.
+  const InstanceType it = test_instance();
+  const double S = 1e9;
+  SECTION("32 ranks on 4 nodes: the network is the bottleneck") {
+    const GroupSpan sp = span(32, 4, 8);
+    const CollectiveCost ag = collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::all_to_all, S, sp, it);
+    CHECK(ag.bandwidth_time == Approx(3.0 / 4 * S / 50e9).epsilon(1e-12));
+    CHECK(ag.latency_time == Approx(kNicLat + kIntraLat).epsilon(1e-12));
+    const CollectiveCost ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::all_to_all, S, sp, it);
+    CHECK(ar.total() == Approx(2 * ag.total()).epsilon(1e-12));
+  }
+  SECTION("NVSwitch bound when the network is fast") {
+    InstanceType fast = it;
+    fast.nic.bw = 1000e9;
+    const GroupSpan sp = span(16, 2, 8);
+    const CollectiveCost ag =
+        collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::all_to_all, S, sp, fast);
+    CHECK(ag.bandwidth_time == Approx(7.0 / 8 * S / kIntraBw).epsilon(1e-12));
+  }
+  SECTION("inside one node") {
+    const CollectiveCost ag =
+        collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::all_to_all, S, span(8, 1, 8), it);
+    CHECK(ag.bandwidth_time == Approx(7.0 / 8 * S / kIntraBw).epsilon(1e-12));
+    CHECK(ag.latency_time == Approx(kIntraLat).epsilon(1e-12));
+  }
+  SECTION("all_to_all net_efficiency applies to the network stage only") {
+    InstanceType half = it;
+    half.all_to_all.net_efficiency = 0.5;
+    const CollectiveCost ag =
+        collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::all_to_all, S, span(32, 4, 8), half);
+    CHECK(ag.bandwidth_time == Approx(3.0 / 4 * S / 25e9).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("all_to_all latency stays flat with more nodes while ring latency grows linearly",
+          "[collective]") {
+  const InstanceType it = test_instance();
+  const double S = 8;  // latency-bound message
+  double a2a_first = -1;
+  for (int k : {2, 4, 8, 16, 32}) {
+    INFO(k << " nodes");
+    const GroupSpan sp = span(8 * k, k, 8);
+    const CollectiveCost a2a =
+        collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::all_to_all, S, sp, it);
+    if (a2a_first < 0) a2a_first = a2a.latency_time;
+    CHECK(a2a.latency_time == Approx(a2a_first));
+    const CollectiveCost ring = collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::ring, S, sp, it);
+    CHECK(ring.latency_time == Approx((8.0 * k - 1) * kNicLat).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("tree all-reduce across nodes: S/B and log2(k) network hops each way", "[collective]") {
+  const InstanceType it = test_instance();
+  const double S = 1e9;
+  const CollectiveCost c = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::tree, S, span(64, 8, 8), it);
+  CHECK(c.bandwidth_time == Approx(S / 50e9).epsilon(1e-12));
+  CHECK(c.latency_time == Approx(2.0 * (3 * kNicLat + 7 * kIntraLat)).epsilon(1e-12));
+  SECTION("inside a node the tree falls back to the ring") {
+    const CollectiveCost in = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::tree, S, span(8, 1, 8), it);
+    CHECK(in.total() == Approx(2.0 * 7 / 8 * S / kIntraBw + 14 * kIntraLat).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("send_recv: one message over NVSwitch or the sender's NIC share", "[collective]") {
+  const InstanceType it = test_instance();
+  const double S = 64e6;
+  const CollectiveCost in = collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, S, span(2, 1, 2), it);
+  CHECK(in.total() == Approx(S / kIntraBw + kIntraLat).epsilon(1e-12));
+  const CollectiveCost out = collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, S, span(2, 2, 1), it);
+  CHECK(out.total() == Approx(S / (kNodeNet / 8) + kNicLat).epsilon(1e-12));
+}
+
+TEST_CASE("a group of one rank, or an empty message, costs nothing", "[collective]") {
+  const InstanceType it = test_instance();
+  for (auto kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                    CollectiveKind::send_recv})
+    for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::hierarchical,
+                      CollectiveAlgorithm::all_to_all}) {
+      INFO(to_string(kind) << " " << to_string(algo));
+      CHECK(collective_cost(kind, algo, 1e9, span(1, 1, 1), it).total() == 0.0);
+      CHECK(collective_cost(kind, algo, 0.0, span(16, 2, 8), it).total() == 0.0);
+    }
+}
+
+TEST_CASE("node network bandwidth = NICs x line rate x efficiency, shared per GPU", "[collective]") {
+  // p4d-like node: 4 x 100 Gbps EFA = 50 GB/s line rate; achieved = line rate x efficiency.
+  InstanceType it = test_instance();
+  it.nics_per_node = 4;
+  it.nic.bw = 100e9 / 8;
+  it.nic.efficiency = 0.84;
+  CHECK(it.node_net_bw() == Approx(50e9 * 0.84));
+  CHECK(group_network_bw(span(8, 8, 1), it) == Approx(50e9 * 0.84 / 8));
+  CHECK(group_network_bw(span(8, 8, 1), it, 4.0) == Approx(50e9 * 0.84 / 32));
+}

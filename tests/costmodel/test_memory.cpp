@@ -1,0 +1,188 @@
+#include <catch2/catch.hpp>
+
+#include "job_fixtures.hpp"
+#include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/memory.hpp"
+#include "partune/costmodel/scenario.hpp"
+
+using namespace partune;
+using partune::testing::p4d_job;
+using partune::testing::require_valid;
+
+TEST_CASE("GPT-3 175B weights take 350 GB in fp16", "[memory]") {
+  const ModelSpec m = load_model("gpt3-175b");
+  // 174.6B parameters x 2 bytes (Brown et al. quote 175B; 350 GB is the usual figure).
+  CHECK(m.total_params() * 2 == Approx(350e9).epsilon(0.01));
+  CHECK(m.total_params() == Approx(174.6e9).epsilon(0.001));
+}
+
+TEST_CASE("Korthikanti per-layer activation bytes", "[memory]") {
+  // GPT-3 175B: s 2048, h 12288, a 96, so 5 a s / h = 80 and s b h = 25,165,824 at b = 1.
+  const ModelSpec m = load_model("gpt3-175b");
+  const double sbh = 2048.0 * 12288.0;
+  SECTION("t = 1: s b h (34 + 5 a s / h) = 114 s b h") {
+    CHECK(layer_activation_bytes(m, 1, 1, false) == Approx(114 * sbh).epsilon(1e-12));
+    CHECK(layer_activation_bytes(m, 1, 1, false) == Approx(2868903936.0).epsilon(1e-12));
+    CHECK(layer_activation_bytes(m, 4, 1, false) == Approx(4 * 114 * sbh).epsilon(1e-12));
+  }
+  SECTION("t = 8: s b h (10 + 24/8 + 80/8) = 23 s b h") {
+    CHECK(layer_activation_bytes(m, 1, 8, false) == Approx(23 * sbh).epsilon(1e-12));
+    CHECK(layer_activation_bytes(m, 2, 8, false) == Approx(2 * 578813952.0).epsilon(1e-12));
+  }
+  SECTION("FlashAttention drops the 5 a s / (h t) score term") {
+    CHECK(layer_activation_bytes(m, 1, 1, true) == Approx(34 * sbh).epsilon(1e-12));
+    CHECK(layer_activation_bytes(m, 1, 8, true) == Approx(13 * sbh).epsilon(1e-12));
+  }
+  SECTION("GPT-2 small: s 1024, h 768, a 12 -> 5 a s / h = 80 as well") {
+    const ModelSpec g = load_model("gpt2-small");
+    CHECK(layer_activation_bytes(g, 8, 1, false) == Approx(114.0 * 1024 * 8 * 768).epsilon(1e-12));
+    CHECK(layer_activation_bytes(g, 8, 4, false) == Approx((10 + 6 + 20) * 1024.0 * 8 * 768).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("micro-batches in flight per pipeline schedule", "[memory]") {
+  ParallelConfig pc;
+  pc.pipeline_parallel_degree = 4;
+  SECTION("1F1B holds min(p, m) on stage 0 and p - s on stage s") {
+    pc.pipeline = PipelineSchedule::interleaved;
+    pc.microbatches = 16;
+    CHECK(in_flight_microbatches(pc, 0) == 4);
+    CHECK(in_flight_microbatches(pc, 1) == 3);
+    CHECK(in_flight_microbatches(pc, 3) == 1);
+    pc.microbatches = 2;
+    CHECK(in_flight_microbatches(pc, 0) == 2);
+    CHECK(in_flight_microbatches(pc, 3) == 1);
+  }
+  SECTION("GPipe holds every micro-batch") {
+    pc.pipeline = PipelineSchedule::simple;
+    pc.microbatches = 16;
+    pc.active_microbatches = 1000;
+    CHECK(in_flight_microbatches(pc, 0) == 16);
+    CHECK(in_flight_microbatches(pc, 3) == 16);
+    SECTION("capped by active_microbatches (SMP's limit on micro-batches in process)") {
+      pc.active_microbatches = 5;
+      CHECK(in_flight_microbatches(pc, 0) == 5);
+      pc.active_microbatches = 0;  // default p + 2
+      CHECK(in_flight_microbatches(pc, 0) == 6);
+    }
+  }
+  SECTION("interleaved 1F1B with v virtual stages holds p + (p-1)/v on stage 0") {
+    pc.pipeline = PipelineSchedule::interleaved;
+    pc.microbatches = 64;
+    pc.active_microbatches = 1000;
+    pc.virtual_stages = 2;
+    CHECK(in_flight_microbatches(pc, 0) == Approx(4 + 3.0 / 2));
+    pc.pipeline_parallel_degree = 8;
+    pc.virtual_stages = 4;
+    CHECK(in_flight_microbatches(pc, 0) == Approx(8 + 7.0 / 4));
+  }
+  SECTION("no pipeline: one micro-batch at a time") {
+    pc.pipeline_parallel_degree = 1;
+    pc.microbatches = 8;
+    CHECK(in_flight_microbatches(pc, 0) == 1);
+  }
+}
+
+TEST_CASE("model states: 16 bytes per parameter for mixed-precision Adam, split by sharding",
+          "[memory]") {
+  // GPT-2 small on one p4d node, pure data parallel (dp 8), pp = tp = 1: every GPU holds
+  // the whole model, N = 124,439,808. ZeRO paper: fp16 weights 2N, fp16 gradients 2N,
+  // fp32 master weights + Adam moments 12N.
+  const double N = 124439808.0;
+  Job j = p4d_job("gpt2-small", 1, 64);
+  require_valid(j);
+  const MemoryBreakdown base = stage_memory(j, 0);
+  CHECK(base.parameters == Approx(2 * N));
+  CHECK(base.gradients == Approx(2 * N));
+  CHECK(base.optimizer_states == Approx(12 * N));
+  CHECK(base.gathered_parameters == 0);
+
+  SECTION("sharded data parallel divides parameters, gradients and optimizer states") {
+    for (int sdp : {2, 4, 8}) {
+      INFO("sdp " << sdp);
+      Job s = j;
+      s.parallel.sharded_data_parallel_degree = sdp;
+      require_valid(s);
+      const MemoryBreakdown mb = stage_memory(s, 0);
+      CHECK(mb.parameters == Approx(2 * N / sdp));
+      CHECK(mb.gradients == Approx(2 * N / sdp));
+      CHECK(mb.optimizer_states == Approx(12 * N / sdp));
+      CHECK(mb.parameters * sdp == Approx(base.parameters));
+      CHECK(mb.gathered_parameters > 0);  // full layers are materialised to compute
+    }
+  }
+  SECTION("shard_optimizer_state divides only the optimizer states, by dp") {
+    Job s = j;
+    s.parallel.shard_optimizer_state = true;
+    require_valid(s);
+    const MemoryBreakdown mb = stage_memory(s, 0);
+    CHECK(mb.parameters == Approx(2 * N));
+    CHECK(mb.gradients == Approx(2 * N));
+    CHECK(mb.optimizer_states == Approx(12 * N / 8));
+  }
+  SECTION("SGD keeps one fp32 momentum: 2 + 2 + 8 bytes") {
+    Job s = j;
+    s.training.optimizer = Optimizer::sgd;
+    CHECK(stage_memory(s, 0).optimizer_states == Approx(8 * N));
+  }
+  SECTION("tensor parallel splits the states over t") {
+    Job s = j;
+    s.parallel.tensor_parallel_degree = 4;
+    require_valid(s);
+    CHECK(stage_memory(s, 0).parameters == Approx(2 * N / 4));
+  }
+}
+
+TEST_CASE("full checkpointing stores each layer's input: 2 s b h bytes per in-flight micro-batch",
+          "[memory]") {
+  const double s = 1024, h = 768;
+  SECTION("no pipeline: 12 layers, one micro-batch of b = 8") {
+    Job j = p4d_job("gpt2-small", 1, 64);  // dp 8 -> b = 8
+    j.parallel.activation_checkpointing = Checkpointing::full;
+    require_valid(j);
+    REQUIRE(j.microbatch_size() == 8);
+    const MemoryBreakdown mb = stage_memory(j, 0);
+    CHECK(mb.activations == Approx(12 * 2 * s * 8 * h));
+    // During backward one layer's full activations are rebuilt (34 + 80 = 114 s b h).
+    CHECK(mb.activation_working == Approx(114 * s * 8 * h));
+  }
+  SECTION("pp 4, 1F1B, m 8: stage 0 holds 4 micro-batches of its 3 layers, the last stage 1") {
+    Job j = p4d_job("gpt2-small", 1, 64);  // dp 2 -> b = 64 / (2 * 8) = 4
+    j.parallel.pipeline_parallel_degree = 4;
+    j.parallel.microbatches = 8;
+    j.parallel.activation_checkpointing = Checkpointing::full;
+    require_valid(j);
+    REQUIRE(j.microbatch_size() == 4);
+    CHECK(stage_memory(j, 0).activations == Approx(3 * 4 * 2 * s * 4 * h));
+    CHECK(stage_memory(j, 3).activations == Approx(3 * 1 * 2 * s * 4 * h));
+  }
+  SECTION("without checkpointing the whole Korthikanti footprint is stored") {
+    Job j = p4d_job("gpt2-small", 1, 64);
+    require_valid(j);
+    CHECK(stage_memory(j, 0).activations == Approx(12 * 114 * s * 8 * h));
+    CHECK(stage_memory(j, 0).activation_working == 0);
+  }
+}
+
+TEST_CASE("a job that cannot fit is reported with the reason in GiB", "[memory][estimator]") {
+  // GPT-3 175B on one p4d node with tp 8: 174.6e9 / 8 x 16 bytes = 349 GB of model states
+  // per 40 GiB GPU.
+  Job j = p4d_job("gpt3-175b", 1, 1);
+  j.parallel.tensor_parallel_degree = 8;
+  require_valid(j);
+  const Estimate e = estimate(j);
+  CHECK_FALSE(e.fits);
+  CHECK_FALSE(e.not_fit_reason.empty());
+  CHECK_THAT(e.not_fit_reason, Catch::Contains("GiB"));
+  CHECK_THAT(e.not_fit_reason, Catch::Contains("optimizer states"));  // 12 of the 16 bytes
+  CHECK(e.memory.total() > 174.6e9 / 8 * 16);
+  CHECK(e.memory_capacity == Approx(40.0 * 1024 * 1024 * 1024));
+
+  SECTION("GPT-2 small on the same node fits, with no reason") {
+    Job small = p4d_job("gpt2-small", 1, 64);
+    require_valid(small);
+    const Estimate es = estimate(small);
+    CHECK(es.fits);
+    CHECK(es.not_fit_reason.empty());
+  }
+}
