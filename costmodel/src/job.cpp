@@ -56,13 +56,13 @@ JobViolation check_job(const Job& job) {
   if (pp < 1) return bad("parallel.pipeline_parallel_degree", "must be >= 1");
   if (tp < 1) return bad("parallel.tensor_parallel_degree", "must be >= 1");
   if (sdp < 1) return bad("parallel.sharded_data_parallel_degree", "must be >= 1");
+  if (tp > job.cluster.instance.gpus_per_node)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} is larger than a node ({} GPUs)", tp, job.cluster.instance.gpus_per_node));
   if (world % (pp * tp) != 0)
     return bad("parallel", fmt::format("pipeline ({}) x tensor ({}) = {} does not divide the {} GPUs "
                                        "of the cluster", pp, tp, pp * tp, world));
   const int dp = job.data_parallel_degree();
-  if (tp > job.cluster.instance.gpus_per_node)
-    return bad("parallel.tensor_parallel_degree",
-               fmt::format("{} is larger than a node ({} GPUs)", tp, job.cluster.instance.gpus_per_node));
   if (dp % sdp != 0)
     return bad("parallel.sharded_data_parallel_degree",
                fmt::format("{} does not divide the data-parallel degree {} (= {} GPUs / (pp {} x tp {}))",
