@@ -140,7 +140,7 @@ Estimate estimate(const Job& job) {
   // backward, over the PCIe switch the GPU shares with its neighbours.
   double offload_per_microbatch = 0, offload_exposed_per_microbatch = 0;
   if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
-    const double ckpt = b * model.seq_len * model.hidden * eb * layers;  // layer inputs
+    const double ckpt = stored_layer_bytes(job, b) * layers;
     const double pcie = inst.pcie_bw / std::max(1, inst.gpus_per_pcie_switch);
     const double one_way = ckpt / pcie;
     offload_per_microbatch = 2 * one_way;

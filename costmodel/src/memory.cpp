@@ -41,6 +41,20 @@ double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_d
   return s * b * h * (10.0 + 24.0 / t + score_term);
 }
 
+double stored_layer_bytes(const Job& job, double sequences) {
+  const ModelSpec& m = job.model;
+  const ParallelConfig& pc = job.parallel;
+  const double act_bytes = bytes_per_element(job.training.precision) / 2.0;  // formulas assume 16-bit
+  switch (pc.activation_checkpointing) {
+    case Checkpointing::none: break;
+    case Checkpointing::selective:
+      return layer_activation_bytes(m, sequences, pc.tensor_parallel_degree, true) * act_bytes;
+    case Checkpointing::full:
+      return 2.0 * m.seq_len * sequences * m.hidden * act_bytes;
+  }
+  return layer_activation_bytes(m, sequences, pc.tensor_parallel_degree, pc.flash_attention) * act_bytes;
+}
+
 double in_flight_microbatches(const ParallelConfig& pc, int stage) {
   const double p = pc.pipeline_parallel_degree, m = pc.microbatches, v = pc.virtual_stages;
   double held;
@@ -84,18 +98,10 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   const double layers = static_cast<double>(m.layers) / pc.pipeline_parallel_degree;
   const double full_layer = layer_activation_bytes(m, b, tp, pc.flash_attention) * act_bytes;
   const double in_flight = in_flight_microbatches(pc, stage);
-  double per_layer_stored = full_layer;
-  switch (pc.activation_checkpointing) {
-    case Checkpointing::none: break;
-    case Checkpointing::selective:
-      per_layer_stored = layer_activation_bytes(m, b, tp, true) * act_bytes;
-      mb.activation_working = full_layer - per_layer_stored;
-      break;
-    case Checkpointing::full:
-      per_layer_stored = 2.0 * m.seq_len * b * m.hidden * act_bytes;  // the layer's input
-      mb.activation_working = full_layer;
-      break;
-  }
+  const double per_layer_stored = stored_layer_bytes(job, b);
+  // Recomputing a checkpointed layer materialises what it did not keep.
+  if (pc.activation_checkpointing == Checkpointing::selective) mb.activation_working = full_layer - per_layer_stored;
+  if (pc.activation_checkpointing == Checkpointing::full) mb.activation_working = full_layer;
   const double stored_layers = layers * in_flight;
   if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
     const double on_device = std::min<double>(stored_layers, pc.activation_loading_horizon + 1);

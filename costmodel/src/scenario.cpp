@@ -336,7 +336,7 @@ Job parse_job(const std::string& yaml_text, const std::string& origin,
               const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    root = detail::expand_merge_keys(YAML::Load(yaml_text), origin, "");
   } catch (const YAML::Exception& e) {
     throw ScenarioError(origin, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }

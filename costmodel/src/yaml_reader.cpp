@@ -109,21 +109,29 @@ int Reader::get_choice(const std::string& key, std::initializer_list<const char*
   fail(key, "'" + v + "' is not one of: " + list);
 }
 
-YAML::Node expand_merge_keys(const YAML::Node& node) {
+YAML::Node expand_merge_keys(const YAML::Node& node, const std::string& file, const std::string& path) {
   if (node.IsSequence()) {
     YAML::Node out(YAML::NodeType::Sequence);
-    for (const auto& item : node) out.push_back(expand_merge_keys(item));
+    std::size_t i = 0;
+    for (const auto& item : node)
+      out.push_back(expand_merge_keys(item, file, path + "[" + std::to_string(i++) + "]"));
     return out;
   }
   if (!node.IsMap()) return node;
   YAML::Node own(YAML::NodeType::Map);
   YAML::Node merged;
+  bool has_merge = false;
   for (const auto& kv : node) {
     const std::string k = kv.first.as<std::string>();
-    if (k == "<<") merged = expand_merge_keys(kv.second);
-    else own[k] = expand_merge_keys(kv.second);
+    const std::string key_path = path.empty() ? k : path + "." + k;
+    // YAML requires unique keys; yaml-cpp keeps both, and which one wins would depend on
+    // who reads the node.
+    if (own[k].IsDefined() || (k == "<<" && has_merge))
+      throw ScenarioError(file, key_path, "given twice in the same mapping");
+    if (k == "<<") merged = expand_merge_keys(kv.second, file, path), has_merge = true;
+    else own[k] = expand_merge_keys(kv.second, file, key_path);
   }
-  return merged.IsDefined() ? deep_merge(merged, own) : own;
+  return has_merge ? deep_merge(merged, own) : own;
 }
 
 YAML::Node load_yaml_file(const std::string& file) {
@@ -132,7 +140,7 @@ YAML::Node load_yaml_file(const std::string& file) {
   std::stringstream ss;
   ss << in.rdbuf();
   try {
-    return expand_merge_keys(YAML::Load(ss.str()));
+    return expand_merge_keys(YAML::Load(ss.str()), file, "");
   } catch (const YAML::Exception& e) {
     throw ScenarioError(file, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }

@@ -47,8 +47,9 @@ class Reader {
 };
 
 // YAML merge keys (`<<: *anchor`), which yaml-cpp parses but does not apply: the
-// anchored mapping is deep-merged under the mapping's own keys.
-YAML::Node expand_merge_keys(const YAML::Node& node);
+// anchored mapping is deep-merged under the mapping's own keys. A key given twice in one
+// mapping is a ScenarioError naming `file` and the key's path.
+YAML::Node expand_merge_keys(const YAML::Node& node, const std::string& file, const std::string& path);
 // Loads a YAML file (merge keys applied); ScenarioError if it cannot be read or parsed.
 YAML::Node load_yaml_file(const std::string& file);
 // Recursive merge: keys of `over` replace or extend those of `base` (maps merge deeply).

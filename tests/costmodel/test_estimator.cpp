@@ -242,6 +242,24 @@ TEST_CASE("pure data parallel does not gain per-GPU throughput from more nodes",
   }
 }
 
+TEST_CASE("gradient all-reduce across nodes is only partly hidden", "[estimator]") {
+  // The overlap model: at most compute_overlap of a collective's time hides under the
+  // backward pass, so at least (1 - compute_overlap) of it stays on the critical path.
+  Job one = p4d_job("gpt2-small", 1, 32);
+  Job two = p4d_job("gpt2-small", 2, 64);  // same b = 4 per GPU, ring now crosses EFA
+  require_valid(one);
+  require_valid(two);
+  const Estimate a = estimate(one), b = estimate(two);
+  const double overlap = two.cluster.instance.ring.compute_overlap;
+  REQUIRE(overlap < 1.0);
+  CHECK(b.breakdown.data_parallel_comm > a.breakdown.data_parallel_comm);
+  CHECK(b.breakdown.data_parallel_exposed > 0);
+  CHECK(b.breakdown.data_parallel_exposed >= b.breakdown.data_parallel_comm * (1 - overlap) * (1 - 1e-12));
+  // Identical per-GPU compute, more exposed communication: strictly lower throughput.
+  CHECK(b.breakdown.compute == Approx(a.breakdown.compute).epsilon(1e-12));
+  CHECK(b.tflops_per_gpu < a.tflops_per_gpu);
+}
+
 TEST_CASE("twice the micro-batch size costs at most twice the compute", "[estimator]") {
   // Twice the FLOPs per micro-batch; larger GEMMs run at least as efficiently, so compute
   // grows by more than 1x and by no more than 2x.
@@ -257,4 +275,46 @@ TEST_CASE("twice the micro-batch size costs at most twice the compute", "[estima
   CHECK(b.breakdown.compute > a.breakdown.compute);
   CHECK(b.breakdown.compute <= 2.0 * a.breakdown.compute * (1 + 1e-9));
   CHECK(b.step_time > a.step_time);
+}
+
+TEST_CASE("activation offload moves the stored activations over the GPU's PCIe share",
+          "[estimator][memory]") {
+  // GPT-2 small, one node, dp 8, b = 8, one micro-batch: every layer's stored activations
+  // go to the host in forward and come back for backward, at pcie_bw / gpus_per_switch.
+  const double s = 1024, b = 8, h = 768, layers = 12;
+  Job j = p4d_job("gpt2-small", 1, 64);
+  j.parallel.offload_activations = true;
+  const double pcie_share = j.cluster.instance.pcie_bw / j.cluster.instance.gpus_per_pcie_switch;
+
+  SECTION("full checkpointing: each layer's input, 2 s b h bytes") {
+    j.parallel.activation_checkpointing = Checkpointing::full;
+    require_valid(j);
+    const Estimate e = estimate(j);
+    CHECK(e.breakdown.offload_traffic == Approx(2 * layers * 2 * s * b * h / pcie_share).epsilon(1e-9));
+    // Memory: horizon + 1 layers stay on the GPU, the rest live on the host; none lost.
+    const int horizon = j.parallel.activation_loading_horizon;
+    CHECK(e.memory.activations == Approx((horizon + 1) * 2 * s * b * h));
+    CHECK(e.memory.activations + e.memory.host_offload == Approx(layers * 2 * s * b * h));
+  }
+  SECTION("selective checkpointing: the 34 s b h the layer keeps") {
+    j.parallel.activation_checkpointing = Checkpointing::selective;
+    require_valid(j);
+    const Estimate e = estimate(j);
+    // The memory model stores (and offloads) 34 s b h per layer...
+    CHECK(e.memory.activations + e.memory.host_offload == Approx(layers * 34 * s * b * h));
+  }
+}
+
+// Regression: the estimator once timed only the layer inputs (2 s b h) while memory
+// offloaded everything selective checkpointing keeps (34 s b h per layer).
+TEST_CASE("selective checkpointing offload traffic matches the bytes offloaded",
+          "[estimator][memory]") {
+  const double s = 1024, b = 8, h = 768, layers = 12;
+  Job j = p4d_job("gpt2-small", 1, 64);
+  j.parallel.offload_activations = true;
+  j.parallel.activation_checkpointing = Checkpointing::selective;
+  require_valid(j);
+  const double pcie_share = j.cluster.instance.pcie_bw / j.cluster.instance.gpus_per_pcie_switch;
+  const Estimate e = estimate(j);
+  CHECK(e.breakdown.offload_traffic == Approx(2 * layers * 34 * s * b * h / pcie_share).epsilon(1e-9));
 }

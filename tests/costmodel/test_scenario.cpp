@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -179,7 +181,7 @@ TEST_CASE("a consistent data_parallel_degree is accepted", "[scenario]") {
   CHECK(j.data_parallel_degree() == 4);
 }
 
-TEST_CASE("--set style overrides apply before the job is checked", "[scenario]") {
+TEST_CASE("overrides (CLI --set) apply before the job is checked", "[scenario]") {
   SECTION("bare parallel key") {
     const Job j = parse_job(job_yaml(), kOrigin, {"tensor_parallel_degree=4"});
     CHECK(j.parallel.tensor_parallel_degree == 4);
@@ -220,4 +222,58 @@ TEST_CASE("--set style overrides apply before the job is checked", "[scenario]")
     const ScenarioError section = expect_error([] { parse_job(job_yaml(), kOrigin, {"optimizer_state.foo=1"}); });
     CHECK_THAT(section.reason(), Catch::Contains("parallel"));
   }
+}
+
+namespace {
+// A file under the system temp folder holding `text`, removed when the test ends (also
+// when a failed check unwinds it).
+struct TempFile {
+  std::string path;
+  TempFile(const std::string& name, const std::string& text)
+      : path((std::filesystem::temp_directory_path() / ("partune-test-" + name)).string()) {
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+};
+}  // namespace
+
+TEST_CASE("load_job reads a file the way parse_job reads the same text", "[scenario]") {
+  const std::string text = job_yaml("  microbatches: 2\n");
+  const TempFile file("same.yaml", text);
+  const Job a = parse_job(text, file.path), b = load_job(file.path);
+  CHECK(a.parallel.tensor_parallel_degree == b.parallel.tensor_parallel_degree);
+  CHECK(a.parallel.microbatches == b.parallel.microbatches);
+  CHECK(a.training.global_batch == b.training.global_batch);
+  CHECK(a.model.layers == b.model.layers);
+}
+
+// Regression: a duplicated key was once accepted, with parse_job keeping the first value
+// and load_job the last. YAML 1.2 requires unique keys.
+TEST_CASE("a key given twice in one mapping is an error", "[scenario]") {
+  const std::string text = job_yaml("  microbatches: 2\n  tensor_parallel_degree: 4\n");
+  SECTION("parse_job") {
+    const ScenarioError e = expect_error([&] { parse_job(text, kOrigin); });
+    CHECK(e.key() == "parallel.tensor_parallel_degree");
+  }
+  SECTION("load_job") {
+    const TempFile file("dup-key.yaml", text);
+    const ScenarioError e = expect_error([&] { load_job(file.path); });
+    CHECK(e.key() == "parallel.tensor_parallel_degree");
+  }
+}
+
+// Regression: parse_job once skipped YAML merge keys that load_job applied.
+TEST_CASE("parse_job applies YAML merge keys like load_job", "[scenario]") {
+  const std::string text =
+      "model: gpt2-small\n"
+      "cluster:\n  instance_type: p4d.24xlarge\n  nodes: 1\n"
+      "training:\n  global_batch: 64\n"
+      "parallel:\n  <<: {tensor_parallel_degree: 2, microbatches: 2}\n  microbatches: 4\n";
+  const TempFile file("merge-key.yaml", text);
+  const Job from_file = load_job(file.path);
+  CHECK(from_file.parallel.tensor_parallel_degree == 2);
+  CHECK(from_file.parallel.microbatches == 4);  // the mapping's own key wins over the merge
+  const Job inline_job = parse_job(text, kOrigin);
+  CHECK(inline_job.parallel.tensor_parallel_degree == 2);
+  CHECK(inline_job.parallel.microbatches == 4);
 }

@@ -33,6 +33,11 @@ struct MemoryBreakdown {
 double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
                               bool flash_attention);
 
+// Bytes one layer keeps for backward per micro-batch under the job's checkpointing
+// policy (what offloading moves to the host): everything without checkpointing, all
+// but the attention core with selective, the layer's input with full.
+double stored_layer_bytes(const Job& job, double sequences);
+
 // Micro-batches whose activations stage `stage` holds at once under the schedule.
 double in_flight_microbatches(const ParallelConfig& pc, int stage);
 
