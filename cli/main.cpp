@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   CLI::App app{"partune: simulate, search and run parallel training configurations"};
   app.require_subcommand(1);
   partune::cli::register_estimate(app);
+  partune::cli::register_simulate(app);
   partune::cli::register_reproduce(app);
   partune::cli::register_bench(app);
   try {

@@ -149,6 +149,52 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
   return j;
 }
 
+namespace {
+Estimate with_simulated_memory(const sim::SimResult& r) {
+  // The report's memory section shows the cost model's breakdown of the largest stage;
+  // its total is replaced by the peak the simulation tracked over the timeline.
+  return r.metrics;
+}
+double simulated_peak(const sim::SimResult& r) {
+  double peak = 0;
+  for (const auto& rank : r.ranks) peak = std::max(peak, rank.peak_memory);
+  return peak;
+}
+}  // namespace
+
+std::string simulation_text(const Job& job, const sim::SimResult& r) {
+  std::string s = estimate_text(job, with_simulated_memory(r));
+  s += fmt::format("\nsimulation: {} ranks simulated{}, {} activities, {:.2f} s of wall time\n", r.ranks.size(),
+                   r.symmetric ? " (one data-parallel replica stands for all)" : "", r.activities, r.wall_seconds);
+  s += fmt::format("bubble fraction      {:.1f}%\n", 100 * r.bubble_fraction);
+  s += "stage utilisation   ";
+  for (double u : r.stage_utilisation) s += fmt::format(" {:.0f}%", 100 * u);
+  s += "\nexposed communication on the busiest rank\n";
+  s += fmt::format("  tensor-parallel {}, pipeline waits {}, data-parallel {}, sharded {}, offload {}\n",
+                   seconds(r.exposed.tensor), seconds(r.exposed.pipeline), seconds(r.exposed.data),
+                   seconds(r.exposed.sharded), seconds(r.exposed.offload));
+  s += fmt::format("peak memory over the timeline: {} on the fullest rank\n", gib(simulated_peak(r)));
+  return s;
+}
+
+nlohmann::json simulation_json(const Job& job, const sim::SimResult& r) {
+  nlohmann::json j = estimate_json(job, r.metrics);
+  j["peak_memory_bytes"] = simulated_peak(r);
+  j["headroom_bytes"] = r.metrics.memory_capacity - simulated_peak(r);
+  j["stage_utilisation"] = r.stage_utilisation;
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["exposed_comm_s"] = {{"tensor", r.exposed.tensor}, {"pipeline", r.exposed.pipeline}, {"data", r.exposed.data},
+                         {"sharded", r.exposed.sharded}, {"offload", r.exposed.offload}};
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& rr : r.ranks)
+    ranks.push_back({{"rank", rr.rank}, {"stage", rr.stage}, {"end_s", rr.end_time}, {"compute_busy_s", rr.compute_busy},
+                     {"peak_memory_bytes", rr.peak_memory}});
+  j["ranks"] = ranks;
+  j["symmetric"] = r.symmetric;
+  j["activities"] = r.activities;
+  return j;
+}
+
 std::string reproduce_text(const ReproduceResult& r) {
   std::string s = fmt::format("{:<20} {:<32} {:<18} {:>10} {:>10} {:>8}  {}\n", "table", "row", "metric",
                               "published", "predicted", "error", "direction");

@@ -6,12 +6,17 @@
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/table.hpp"
+#include "partune/sim/simulator.hpp"
 
 namespace partune::cli {
 
 std::string describe_job(const Job& job);
 std::string estimate_text(const Job& job, const Estimate& e);
 nlohmann::json estimate_json(const Job& job, const Estimate& e);
+
+// simulate: the estimate's report and keys, plus what only the simulation shows.
+std::string simulation_text(const Job& job, const sim::SimResult& r);
+nlohmann::json simulation_json(const Job& job, const sim::SimResult& r);
 
 std::string reproduce_text(const ReproduceResult& r);
 nlohmann::json reproduce_json(const ReproduceResult& r);

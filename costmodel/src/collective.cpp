@@ -129,4 +129,46 @@ CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, do
   return {};
 }
 
+CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm algo, double S,
+                                     const GroupSpan& span, const InstanceType& inst) {
+  CollectiveTraffic t;
+  if (span.size <= 1 || S <= 0 || kind == CollectiveKind::send_recv) return t;
+  const double n = span.size, g = span.per_node, k = span.nodes;
+  const bool ar = kind == CollectiveKind::all_reduce;
+  const double ring_eff = inst.ring.net_efficiency;
+  if (algo == CollectiveAlgorithm::tree && (!ar || k <= 1)) algo = CollectiveAlgorithm::ring;
+  switch (algo) {
+    case CollectiveAlgorithm::ring: {
+      const double f = (ar ? 2.0 : 1.0) * (n - 1) / n;
+      // Multi-channel rings: every member feeds its node successor and, through its own
+      // NIC, a 1/g share of the node's boundary traffic.
+      t.add(f * S, k > 1 ? f * S / (g * ring_eff) : 0.0);
+      t.latency = (ar ? 2.0 : 1.0) * (n - 1) * (k > 1 ? inst.nic.latency : inst.intra_node.latency);
+      break;
+    }
+    case CollectiveAlgorithm::tree:
+      t.add(S, S / (g * inst.tree.net_efficiency));
+      t.latency = 2.0 * (std::ceil(std::log2(k)) * inst.nic.latency + (g - 1) * inst.intra_node.latency);
+      break;
+    case CollectiveAlgorithm::hierarchical: {
+      const double halves = ar ? 2.0 : 1.0;
+      const double intra = (g - 1) / g * S, net = (k - 1) / k * S / (g * ring_eff);
+      t.add(intra, 0);
+      t.add(0, halves * net);
+      if (ar) t.add(intra, 0);
+      t.latency = halves * ((g - 1) * inst.intra_node.latency + (k - 1) * inst.nic.latency);
+      break;
+    }
+    case CollectiveAlgorithm::all_to_all: {
+      const int rounds = ar ? 2 : 1;  // all-reduce = reduce-scatter then all-gather
+      for (int r = 0; r < rounds; ++r) {
+        t.add((g - 1) / g * S, k > 1 ? (k - 1) / k * S / (g * inst.all_to_all.net_efficiency) : 0.0);
+        t.latency += k > 1 ? inst.nic.latency + inst.intra_node.latency : inst.intra_node.latency;
+      }
+      break;
+    }
+  }
+  return t;
+}
+
 }  // namespace partune

@@ -67,7 +67,11 @@ double in_flight_microbatches(const ParallelConfig& pc, int stage) {
   } else {
     held = p - stage;
   }
-  const double active = pc.active_microbatches > 0 ? pc.active_microbatches : p + 2;
+  // active_microbatches caps GPipe windows and the 1F1B warm-up; interleaved 1F1B needs
+  // its full warm-up (schedule_interleaved.cpp).
+  // (SMP's default cap is pipeline_parallel_degree + 2.)
+  const double cap = pc.active_microbatches > 0 ? pc.active_microbatches : p + 2;
+  const double active = v == 1 ? cap : held;
   return std::max(1.0, std::min({held, m, active}));
 }
 

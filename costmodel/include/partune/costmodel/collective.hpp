@@ -28,6 +28,25 @@ CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, do
                                const GroupSpan& span, const InstanceType& inst,
                                double oversubscription = 1.0);
 
+// The same collectives as traffic, for the discrete-event simulator: per member, phases
+// run one after another; inside a phase a member sends `intra_bytes` to its successor in
+// the node and `net_bytes` to its successor on the next node (through its own NIC), both
+// at once. Byte counts already include the algorithm's network efficiency, so that on
+// free links the phases take exactly collective_cost()'s bandwidth_time; `latency` is
+// its latency_time.
+struct CollectivePhase {
+  double intra_bytes = 0;
+  double net_bytes = 0;
+};
+struct CollectiveTraffic {
+  CollectivePhase phases[4];
+  int phase_count = 0;
+  double latency = 0;
+  void add(double intra, double net) { phases[phase_count++] = {intra, net}; }
+};
+CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
+                                     const GroupSpan& span, const InstanceType& inst);
+
 // The bytes/s a group of this span can push per node onto the network (its NIC share).
 double group_network_bw(const GroupSpan& span, const InstanceType& inst,
                         double oversubscription = 1.0);

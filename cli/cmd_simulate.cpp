@@ -1,0 +1,42 @@
+// partune simulate JOB.yaml [--json] [--trace out.json] [--set k=v] [--no-symmetry]
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "chrome_trace.hpp"
+#include "commands.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/units.hpp"
+#include "partune/sim/simulator.hpp"
+#include "report.hpp"
+
+namespace partune::cli {
+
+void register_simulate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("simulate", "Discrete-event simulation (SimGrid) of one training step");
+  struct Options {
+    std::string job, trace;
+    std::vector<std::string> overrides;
+    bool json = false, no_symmetry = false, per_layer = false;
+  };
+  auto opt = std::make_shared<Options>();
+  cmd->add_option("job", opt->job, "job file (YAML)")->required();
+  cmd->add_option("--set", opt->overrides, "override a job key, e.g. --set microbatches=16");
+  cmd->add_option("--trace", opt->trace, "write a Chrome trace-event file (Perfetto, chrome://tracing)");
+  cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->add_flag("--no-symmetry", opt->no_symmetry, "simulate every rank even when replicas are identical");
+  cmd->add_flag("--per-layer", opt->per_layer, "one instruction per layer (as the backend runs them)");
+  cmd->callback([opt] {
+    const Job job = load_job(opt->job, opt->overrides);
+    sim::SimOptions so;
+    so.use_symmetry = !opt->no_symmetry;
+    so.record_events = !opt->trace.empty();
+    so.granularity = opt->per_layer ? Granularity::layer : Granularity::chunk;
+    const sim::SimResult r = sim::simulate(job, so);
+    if (!opt->trace.empty()) write_chrome_trace(opt->trace, r.events, job.cluster.instance.gpus_per_node);
+    if (opt->json) std::cout << simulation_json(job, r).dump(2) << "\n";
+    else std::cout << simulation_text(job, r);
+  });
+}
+
+}  // namespace partune::cli

@@ -1,0 +1,113 @@
+#pragma once
+// The per-rank program: the ordered instructions one rank runs for one training step.
+// It is the contract between sim/ (which executes it on a simulated platform) and
+// backend/ (which executes it with LibTorch): both run the same program and name their
+// timeline events after the instructions (to_string(OpKind)), so predictions and
+// measurements compare event by event. See docs/architecture.md.
+//
+// Execution rules:
+//  - Instructions run in order on one rank. Compute (forward, recompute, backward,
+//    optimizer_step) occupies the rank's device for `seconds`.
+//  - A communication with async = false blocks until it completes. With async = true it
+//    starts and the program goes on; a later `wait` (wait_for = its index) blocks until
+//    it completes. Every async instruction is waited for before the program ends.
+//  - send_* / recv_* pair up between `peer` ranks in program order, per direction and kind.
+//  - A collective (all_reduce, all_gather, reduce_scatter) runs over `group`; every member
+//    issues the same collectives in the same order, and it starts when all have arrived.
+//    `bytes` follows collective.hpp (all_reduce / reduce_scatter: input S; all_gather:
+//    output S); `count` collectives of that size are folded into one instruction and pay
+//    latency `count` times.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/job.hpp"
+#include "partune/costmodel/placement.hpp"
+
+namespace partune {
+
+enum class OpKind : std::uint8_t {
+  forward,          // a chunk's (or a layer's) forward kernels for one micro-batch
+  recompute,        // forward kernels repeated before backward under checkpointing
+  backward,
+  send_activation,  // to the next stage
+  recv_activation,  // from the previous stage
+  send_gradient,    // to the previous stage
+  recv_gradient,    // from the next stage
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  optimizer_step,
+  offload,          // device -> host copy of checkpointed activations
+  reload,           // host -> device, ahead of backward
+  wait,
+};
+const char* to_string(OpKind k);
+bool is_compute(OpKind k);
+bool is_collective(OpKind k);
+
+// The communicator a collective runs on.
+enum class CommGroup : std::uint8_t {
+  none,
+  tensor,    // tensor-parallel group: all-reduces inside layers
+  data,      // data-parallel group: gradient all-reduce (or RS + AG with optimizer sharding)
+  sharded,   // sharded-data-parallel group: parameter all-gather, gradient reduce-scatter
+  replica,   // same shard across sharded groups: gradient all-reduce of the shard
+};
+const char* to_string(CommGroup g);
+
+struct Instruction {
+  OpKind kind = OpKind::forward;
+  CommGroup group = CommGroup::none;
+  std::int32_t microbatch = -1;  // -1 when not tied to one micro-batch
+  std::int16_t chunk = 0;        // model chunk (virtual stage) on this rank
+  std::int16_t layer = -1;       // first layer of the stage's chunk covered; -1 = whole chunk
+  std::int16_t layers = 0;       // number of transformer layers covered
+  std::int32_t peer = -1;        // send/recv: the other rank
+  std::int32_t count = 1;        // collectives folded into this instruction
+  double bytes = 0;              // communication or copy payload
+  double seconds = 0;            // compute time predicted by the cost model
+  bool async = false;
+  std::int32_t wait_for = -1;    // kind == wait: index of the awaited instruction
+};
+
+struct RankProgram {
+  int rank = 0;
+  RankCoords coords;
+  std::vector<Instruction> ops;
+};
+
+// chunk: one compute instruction per (micro-batch, chunk), tensor-parallel collectives
+// folded into one instruction after it (same total, far fewer events: what large
+// simulations use). layer: one instruction per layer, as the backend runs them.
+// Sharded data parallelism always uses layer granularity (its gathers are per layer).
+enum class Granularity { chunk, layer };
+struct ProgramOptions {
+  Granularity granularity = Granularity::chunk;
+};
+
+RankProgram build_program(const Job& job, int rank, const ProgramOptions& options = {});
+std::vector<RankProgram> build_programs(const Job& job, const ProgramOptions& options = {});
+
+// The pipeline schedule alone: which (micro-batch, chunk) a stage runs forward or
+// backward, in order. Pure functions, one per schedule.
+struct ScheduleStep {
+  bool forward = true;
+  int microbatch = 0;
+  int chunk = 0;
+  bool operator==(const ScheduleStep& o) const {
+    return forward == o.forward && microbatch == o.microbatch && chunk == o.chunk;
+  }
+};
+std::vector<ScheduleStep> schedule_gpipe(int stages, int microbatches, int stage, int active);
+std::vector<ScheduleStep> schedule_1f1b(int stages, int microbatches, int stage, int active);
+std::vector<ScheduleStep> schedule_interleaved(int stages, int microbatches, int chunks, int stage,
+                                               int active);
+// Dispatches on the job's pipeline setting and virtual stages.
+std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage);
+
+// The most micro-batches whose forward has run and backward has not, over a schedule
+// (in units of whole-stage micro-batches: a chunk counts 1/chunks).
+double peak_in_flight(const std::vector<ScheduleStep>& steps, int chunks);
+
+}  // namespace partune

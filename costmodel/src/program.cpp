@@ -1,0 +1,354 @@
+#include "partune/costmodel/program.hpp"
+
+#include <algorithm>
+
+#include "partune/costmodel/memory.hpp"
+#include "partune/costmodel/op_cost.hpp"
+
+namespace partune {
+
+const char* to_string(OpKind k) {
+  switch (k) {
+    case OpKind::forward: return "forward";
+    case OpKind::recompute: return "recompute";
+    case OpKind::backward: return "backward";
+    case OpKind::send_activation: return "send_activation";
+    case OpKind::recv_activation: return "recv_activation";
+    case OpKind::send_gradient: return "send_gradient";
+    case OpKind::recv_gradient: return "recv_gradient";
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::optimizer_step: return "optimizer_step";
+    case OpKind::offload: return "offload";
+    case OpKind::reload: return "reload";
+    case OpKind::wait: return "wait";
+  }
+  return "?";
+}
+
+const char* to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::none: return "none";
+    case CommGroup::tensor: return "tensor";
+    case CommGroup::data: return "data";
+    case CommGroup::sharded: return "sharded";
+    case CommGroup::replica: return "replica";
+  }
+  return "?";
+}
+
+bool is_compute(OpKind k) {
+  return k == OpKind::forward || k == OpKind::recompute || k == OpKind::backward ||
+         k == OpKind::optimizer_step;
+}
+
+bool is_collective(OpKind k) {
+  return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::reduce_scatter;
+}
+
+namespace {
+
+// Builds one rank's program. Holds the per-job costs so each instruction is a lookup.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const Job& job, int rank, const ProgramOptions& options)
+      : job_(job),
+        pc_(job.parallel),
+        placement_(pc_.placement_strategy, job.data_parallel_degree(), pc_.pipeline_parallel_degree,
+                   pc_.tensor_parallel_degree),
+        options_(options) {
+    program_.rank = rank;
+    program_.coords = placement_.coords(rank);
+    const ModelSpec& m = job.model;
+    const GpuProfile& gpu = job.cluster.instance.gpu;
+    const Precision prec = job.training.precision;
+    b_ = job.microbatch_size();
+    p_ = pc_.pipeline_parallel_degree;
+    v_ = pc_.virtual_stages;
+    tp_ = pc_.tensor_parallel_degree;
+    dp_ = job.data_parallel_degree();
+    sdp_ = pc_.sharded_data_parallel_degree;
+    layers_per_chunk_ = m.layers / (p_ * v_);
+    eb_ = bytes_per_element(prec);
+    layer_ = layer_time(gpu, m, prec, b_, tp_, pc_.flash_attention);
+    head_ = head_time(gpu, m, prec, b_, tp_);
+    activation_bytes_ = b_ * m.seq_len * m.hidden * eb_;
+    layer_param_bytes_ = m.layer_params() / tp_ * eb_;
+    stored_layer_bytes_ = stored_layer_bytes(job, b_);
+    sharded_ = sdp_ > 1;
+    per_layer_ = sharded_ || options.granularity == Granularity::layer;
+  }
+
+  RankProgram build() {
+    const int stage = program_.coords.pipeline;
+    const std::vector<ScheduleStep> steps = schedule_steps(pc_, stage);
+    const int passes = job_.training.gradient_accumulation;
+    // The last backward of each chunk in the step carries the gradient buckets.
+    std::vector<int> last_backward(v_, -1);
+    for (int i = 0; i < static_cast<int>(steps.size()); ++i)
+      if (!steps[i].forward) last_backward[steps[i].chunk] = i;
+    for (int pass = 0; pass < passes; ++pass) {
+      pending_reload_ = -1;
+      for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+        const ScheduleStep& s = steps[i];
+        const int mb = pass * pc_.microbatches + s.microbatch;
+        if (s.forward) {
+          forward(mb, s.chunk);
+        } else {
+          const bool sync_gradients = pass == passes - 1 && i == last_backward[s.chunk];
+          const ScheduleStep* next = nullptr;
+          for (int j = i + 1; j < static_cast<int>(steps.size()) && !next; ++j)
+            if (!steps[j].forward) next = &steps[j];
+          backward(mb, s.chunk, sync_gradients, next ? pass * pc_.microbatches + next->microbatch : -1,
+                   next ? next->chunk : 0);
+        }
+      }
+    }
+    finish_step();
+    return std::move(program_);
+  }
+
+ private:
+  // Global position of this rank's chunk in the model (Megatron interleaving: chunk c of
+  // stage s is model stage c * p + s).
+  int model_stage(int chunk) const { return chunk * p_ + program_.coords.pipeline; }
+  bool first_model_stage(int chunk) const { return model_stage(chunk) == 0; }
+  bool last_model_stage(int chunk) const { return model_stage(chunk) == p_ * v_ - 1; }
+
+  int neighbour(int chunk, int direction) const {
+    RankCoords c = program_.coords;
+    c.pipeline = ((c.pipeline + direction) % p_ + p_) % p_;
+    (void)chunk;
+    return placement_.rank(c);
+  }
+
+  int push(Instruction in) {
+    program_.ops.push_back(in);
+    return static_cast<int>(program_.ops.size()) - 1;
+  }
+  void wait(int index) {
+    if (index < 0) return;
+    Instruction w;
+    w.kind = OpKind::wait;
+    w.wait_for = index;
+    w.microbatch = program_.ops[index].microbatch;
+    w.chunk = program_.ops[index].chunk;
+    w.layer = program_.ops[index].layer;
+    push(w);
+    outstanding_.erase(std::remove(outstanding_.begin(), outstanding_.end(), index), outstanding_.end());
+  }
+  int start_async(Instruction in) {
+    in.async = true;
+    const int i = push(in);
+    outstanding_.push_back(i);
+    return i;
+  }
+
+  Instruction compute(OpKind kind, int mb, int chunk, int layer, int layers, double seconds) const {
+    Instruction in;
+    in.kind = kind;
+    in.microbatch = mb;
+    in.chunk = static_cast<std::int16_t>(chunk);
+    in.layer = static_cast<std::int16_t>(layer);
+    in.layers = static_cast<std::int16_t>(layers);
+    in.seconds = seconds;
+    return in;
+  }
+  Instruction collective(OpKind kind, CommGroup group, double bytes, int count, int mb, int chunk,
+                         int layer) const {
+    Instruction in;
+    in.kind = kind;
+    in.group = group;
+    in.bytes = bytes;
+    in.count = count;
+    in.microbatch = mb;
+    in.chunk = static_cast<std::int16_t>(chunk);
+    in.layer = static_cast<std::int16_t>(layer);
+    return in;
+  }
+  void tensor_all_reduce(int count, int mb, int chunk, int layer) {
+    if (tp_ > 1 && count > 0)
+      push(collective(OpKind::all_reduce, CommGroup::tensor, activation_bytes_, count, mb, chunk, layer));
+  }
+  Instruction p2p(OpKind kind, int peer, int mb, int chunk) const {
+    Instruction in;
+    in.kind = kind;
+    in.peer = peer;
+    in.bytes = activation_bytes_ / tp_;  // scatter-gather over the tensor-parallel group
+    in.microbatch = mb;
+    in.chunk = static_cast<std::int16_t>(chunk);
+    return in;
+  }
+
+  // --- sharded data parallel: each layer's weights are gathered before use, the next
+  // layer's gather is started (prefetched) before this layer's kernels.
+  void gather_layer(int mb, int chunk, int layer, int layers_in_chunk, bool descending) {
+    if (prefetched_ < 0) prefetched_ = start_async(sharded_gather(mb, chunk, layer));
+    wait(prefetched_);
+    prefetched_ = -1;
+    const int next = descending ? layer - 1 : layer + 1;
+    if (next >= 0 && next < layers_in_chunk) prefetched_ = start_async(sharded_gather(mb, chunk, next));
+  }
+  Instruction sharded_gather(int mb, int chunk, int layer) const {
+    return collective(OpKind::all_gather, CommGroup::sharded, layer_param_bytes_, 1, mb, chunk, layer);
+  }
+
+  void forward(int mb, int chunk) {
+    if (!first_model_stage(chunk)) push(p2p(OpKind::recv_activation, neighbour(chunk, -1), mb, chunk));
+    const double extra = (first_model_stage(chunk) ? head_.embedding_fwd : 0.0) +
+                         (last_model_stage(chunk) ? head_.logits_fwd : 0.0);
+    const int embed_ar = first_model_stage(chunk) ? 1 : 0;
+    if (per_layer_) {
+      for (int l = 0; l < layers_per_chunk_; ++l) {
+        if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, false);
+        const double head = (l == 0 && first_model_stage(chunk) ? head_.embedding_fwd : 0.0) +
+                            (l == layers_per_chunk_ - 1 && last_model_stage(chunk) ? head_.logits_fwd : 0.0);
+        push(compute(OpKind::forward, mb, chunk, l, 1, layer_.forward() + head));
+        tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
+      }
+    } else {
+      push(compute(OpKind::forward, mb, chunk, -1, layers_per_chunk_,
+                   layers_per_chunk_ * layer_.forward() + extra));
+      tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
+    }
+    if (pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none) {
+      Instruction off;
+      off.kind = OpKind::offload;
+      off.bytes = stored_layer_bytes_ * layers_per_chunk_;
+      off.microbatch = mb;
+      off.chunk = static_cast<std::int16_t>(chunk);
+      start_async(off);
+    }
+    if (!last_model_stage(chunk)) start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
+  }
+
+  Instruction reload(int mb, int chunk) const {
+    Instruction in;
+    in.kind = OpKind::reload;
+    in.bytes = stored_layer_bytes_ * layers_per_chunk_;
+    in.microbatch = mb;
+    in.chunk = static_cast<std::int16_t>(chunk);
+    return in;
+  }
+
+  void backward(int mb, int chunk, bool sync_gradients, int next_mb, int next_chunk) {
+    if (!last_model_stage(chunk)) push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
+    const bool offload = pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none;
+    if (offload) {
+      // Reloads run one backward ahead (the loading horizon), so only the first waits.
+      if (pending_reload_ < 0) pending_reload_ = start_async(reload(mb, chunk));
+      wait(pending_reload_);
+      pending_reload_ = next_mb >= 0 ? start_async(reload(next_mb, next_chunk)) : -1;
+    }
+    const Checkpointing ckpt = pc_.activation_checkpointing;
+    const double recompute = layer_.recompute(ckpt);
+    const int recompute_ar = ckpt == Checkpointing::full ? 2 : 0;
+    const int embed_ar = first_model_stage(chunk) ? 1 : 0;
+    const bool buckets = sync_gradients && dp_ > 1 && !sharded_;
+    if (per_layer_ || buckets) {
+      // Backward runs from the chunk's last layer to its first.
+      for (int l = layers_per_chunk_ - 1; l >= 0; --l) {
+        if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
+        if (recompute > 0) {
+          push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
+          tensor_all_reduce(recompute_ar, mb, chunk, l);
+        }
+        const double head = (l == layers_per_chunk_ - 1 && last_model_stage(chunk) ? head_.logits_bwd : 0.0) +
+                            (l == 0 && first_model_stage(chunk) ? head_.embedding_bwd : 0.0);
+        push(compute(OpKind::backward, mb, chunk, l, 1, layer_.backward() + head));
+        tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
+        if (sharded_) {
+          start_async(collective(OpKind::reduce_scatter, CommGroup::sharded, layer_param_bytes_, 1, mb, chunk, l));
+        } else if (buckets) {
+          // One gradient bucket per layer, reduced while the layers below run backward.
+          const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
+          start_async(collective(k, CommGroup::data, layer_param_bytes_ + extra_param_bytes(chunk, l), 1, -1,
+                                 chunk, l));
+        }
+      }
+    } else {
+      if (recompute > 0) {
+        push(compute(OpKind::recompute, mb, chunk, -1, layers_per_chunk_, layers_per_chunk_ * recompute));
+        tensor_all_reduce(recompute_ar * layers_per_chunk_, mb, chunk, -1);
+      }
+      const double extra = (first_model_stage(chunk) ? head_.embedding_bwd : 0.0) +
+                           (last_model_stage(chunk) ? head_.logits_bwd : 0.0);
+      push(compute(OpKind::backward, mb, chunk, -1, layers_per_chunk_,
+                   layers_per_chunk_ * layer_.backward() + extra));
+      tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
+    }
+    if (!first_model_stage(chunk)) start_async(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
+  }
+
+  // Embedding and head parameters a chunk holds besides its layers (a tied embedding is
+  // kept on both pipeline ends, as Megatron does).
+  double embedding_params(int chunk) const {
+    return first_model_stage(chunk) ? job_.model.embedding_params() / tp_ : 0.0;
+  }
+  double head_params(int chunk) const {
+    const ModelSpec& m = job_.model;
+    if (!last_model_stage(chunk)) return 0.0;
+    double params = m.head_params();
+    if (p_ > 1 && m.tied_embeddings) params += static_cast<double>(m.vocab) * m.hidden;
+    return params / tp_;
+  }
+  // They travel with the gradient bucket of the layer next to them.
+  double extra_param_bytes(int chunk, int layer) const {
+    double params = 0;
+    if (layer == 0) params += embedding_params(chunk);
+    if (layer == layers_per_chunk_ - 1) params += head_params(chunk);
+    return params * eb_;
+  }
+
+  void finish_step() {
+    // Every gradient bucket, send and copy completes before the optimizer runs.
+    while (!outstanding_.empty()) wait(outstanding_.front());
+    const ModelSpec& m = job_.model;
+    double params = 0;
+    for (int c = 0; c < v_; ++c)
+      params += layers_per_chunk_ * m.layer_params() / tp_ + embedding_params(c) + head_params(c);
+    if (sharded_ && dp_ > sdp_) {
+      push(collective(OpKind::all_reduce, CommGroup::replica, params / sdp_ * eb_, 1, -1, 0, -1));
+    }
+    double local = params;
+    if (sharded_) local /= sdp_;
+    else if (pc_.shard_optimizer_state) local /= dp_;
+    push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
+                 optimizer_time(job_.cluster.instance.gpu, job_.training.optimizer, job_.training.precision,
+                                local)));
+    if (!sharded_ && pc_.shard_optimizer_state && dp_ > 1) {
+      // Each rank updated its slice; gather the new weights back.
+      push(collective(OpKind::all_gather, CommGroup::data, params * eb_, 1, -1, 0, -1));
+    }
+  }
+
+  const Job& job_;
+  const ParallelConfig& pc_;
+  Placement placement_;
+  ProgramOptions options_;
+  RankProgram program_;
+  double b_ = 0, eb_ = 0, activation_bytes_ = 0, layer_param_bytes_ = 0, stored_layer_bytes_ = 0;
+  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, layers_per_chunk_ = 0;
+  bool sharded_ = false, per_layer_ = false;
+  LayerTime layer_;
+  HeadTime head_;
+  std::vector<int> outstanding_;
+  int prefetched_ = -1;
+  int pending_reload_ = -1;
+};
+
+}  // namespace
+
+RankProgram build_program(const Job& job, int rank, const ProgramOptions& options) {
+  return ProgramBuilder(job, rank, options).build();
+}
+
+std::vector<RankProgram> build_programs(const Job& job, const ProgramOptions& options) {
+  std::vector<RankProgram> programs;
+  programs.reserve(job.world_size());
+  for (int r = 0; r < job.world_size(); ++r) programs.push_back(build_program(job, r, options));
+  return programs;
+}
+
+}  // namespace partune

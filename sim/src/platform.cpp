@@ -1,0 +1,144 @@
+#include "platform.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace partune::sim {
+
+namespace s4u = simgrid::s4u;
+using Dir = s4u::LinkInRoute::Direction;
+
+namespace {
+constexpr double kHostSpeed = 1e9;
+// Encodes the host-memory and mirror endpoints in the routed-pair set.
+constexpr int kCpuBase = 1 << 28;
+constexpr int kMirrorBase = 1 << 29;
+}  // namespace
+
+Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool mirrors)
+    : job_(job), gpus_per_node_(job.cluster.instance.gpus_per_node), mirrors_(mirrors) {
+  const InstanceType& inst = job.cluster.instance;
+  const int world = job.world_size(), nodes = job.cluster.nodes;
+  zone_ = s4u::create_full_zone("cluster");
+  gpu_.assign(world, nullptr);
+  mirror_.assign(world, nullptr);
+  simulated_.assign(world, false);
+  cpu_.assign(nodes, nullptr);
+  nvswitch_port_.assign(world, nullptr);
+  nic_.assign(static_cast<std::size_t>(nodes) * inst.nics_per_node, nullptr);
+  const int switches = std::max(1, gpus_per_node_ / inst.gpus_per_pcie_switch);
+  pcie_.assign(static_cast<std::size_t>(nodes) * switches, nullptr);
+  uplink_.assign(nodes, nullptr);
+
+  std::vector<bool> node_used(nodes, false);
+  for (int r : simulated_ranks) {
+    simulated_[r] = true;
+    node_used[node_of(r)] = true;
+    const std::string id = std::to_string(r);
+    gpu_[r] = zone_->create_host("gpu" + id, kHostSpeed);
+    if (mirrors_) mirror_[r] = zone_->create_host("mirror" + id, kHostSpeed);
+    nvswitch_port_[r] = zone_->create_split_duplex_link("nvswitch" + id, inst.intra_node.bw * inst.intra_node.efficiency);
+  }
+  for (int n = 0; n < nodes; ++n) {
+    if (!node_used[n]) continue;
+    const std::string id = std::to_string(n);
+    cpu_[n] = zone_->create_host("host" + id, kHostSpeed);
+    for (int j = 0; j < inst.nics_per_node; ++j)
+      nic_[n * inst.nics_per_node + j] =
+          zone_->create_split_duplex_link("nic" + id + "." + std::to_string(j), inst.nic.bw * inst.nic.efficiency);
+    for (int s = 0; s < switches; ++s)
+      pcie_[n * switches + s] = zone_->create_split_duplex_link("pcie" + id + "." + std::to_string(s), inst.pcie_bw);
+    if (job.cluster.oversubscription > 1.0)
+      uplink_[n] = zone_->create_split_duplex_link("uplink" + id, inst.node_net_bw() / job.cluster.oversubscription);
+  }
+  for (auto* l : nvswitch_port_) if (l) l->seal();
+  for (auto* l : nic_) if (l) l->seal();
+  for (auto* l : pcie_) if (l) l->seal();
+  for (auto* l : uplink_) if (l) l->seal();
+  // Host memory over the GPU's PCIe switch: down to the host (offload), up (reload).
+  for (int r : simulated_ranks) {
+    const int n = node_of(r), s = (r % gpus_per_node_) / job.cluster.instance.gpus_per_pcie_switch;
+    s4u::Link* link = pcie_[n * switches + std::min(s, switches - 1)];
+    zone_->add_route(gpu_[r]->get_netpoint(), cpu_[n]->get_netpoint(), nullptr, nullptr,
+                     {s4u::LinkInRoute(link, Dir::UP)}, false);
+    zone_->add_route(cpu_[n]->get_netpoint(), gpu_[r]->get_netpoint(), nullptr, nullptr,
+                     {s4u::LinkInRoute(link, Dir::DOWN)}, false);
+  }
+}
+
+s4u::Host* Platform::gpu(int rank) const { return gpu_[rank]; }
+s4u::Host* Platform::cpu(int node) const { return cpu_[node]; }
+
+int Platform::nic_of(int rank) const {
+  const InstanceType& inst = job_.cluster.instance;
+  return node_of(rank) * inst.nics_per_node + std::min(inst.nics_per_node - 1, (rank % gpus_per_node_) / inst.gpus_per_nic());
+}
+
+void Platform::route(int from, int to) {
+  if (!routed_.insert({from, to}).second) return;
+  const bool to_mirror = to >= kMirrorBase;
+  const int dst = to_mirror ? to - kMirrorBase : to;
+  std::vector<s4u::LinkInRoute> links;
+  if (!to_mirror && node_of(from) == node_of(dst)) {
+    links = {s4u::LinkInRoute(nvswitch_port_[from], Dir::UP), s4u::LinkInRoute(nvswitch_port_[dst], Dir::DOWN)};
+  } else {
+    // GPUDirect RDMA: GPU -> its NIC -> fabric -> the peer's NIC -> peer GPU.
+    links.emplace_back(nic_[nic_of(from)], Dir::UP);
+    if (uplink_[node_of(from)]) links.emplace_back(uplink_[node_of(from)], Dir::UP);
+    if (uplink_[node_of(dst)]) links.emplace_back(uplink_[node_of(dst)], Dir::DOWN);
+    links.emplace_back(nic_[nic_of(dst)], Dir::DOWN);
+  }
+  s4u::Host* dst_host = to_mirror ? mirror_[dst] : gpu_[dst];
+  zone_->add_route(gpu_[from]->get_netpoint(), dst_host->get_netpoint(), nullptr, nullptr, links, false);
+}
+
+void Platform::connect_pair(int from, int to) {
+  if (simulated_[from] && simulated_[to]) {
+    route(from, to);
+    route(to, from);
+  }
+}
+
+void Platform::connect_group(int rank, const std::vector<int>& members, GroupSpan& span,
+                             s4u::Host*& intra_successor, s4u::Host*& net_successor, int& simulated_members) {
+  // Group layout: its nodes in order, and the members on each.
+  std::vector<int> nodes;
+  for (int m : members)
+    if (nodes.empty() || nodes.back() != node_of(m)) nodes.push_back(node_of(m));
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  span.size = static_cast<int>(members.size());
+  span.nodes = static_cast<int>(nodes.size());
+  span.per_node = std::max(1, span.size / span.nodes);
+  simulated_members = 0;
+  for (int m : members) simulated_members += simulated_[m] ? 1 : 0;
+
+  std::vector<int> local;  // members on rank's node, in rank order
+  for (int m : members)
+    if (node_of(m) == node_of(rank)) local.push_back(m);
+  const int position = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+  if (local.size() > 1) {
+    const int next = local[(position + 1) % local.size()];
+    route(rank, next);
+    intra_successor = gpu_[next];
+  }
+  if (nodes.size() > 1) {
+    const int my_node = static_cast<int>(std::find(nodes.begin(), nodes.end(), node_of(rank)) - nodes.begin());
+    const int next_node = nodes[(my_node + 1) % nodes.size()];
+    std::vector<int> there;
+    for (int m : members)
+      if (node_of(m) == next_node) there.push_back(m);
+    const int peer = there[std::min<std::size_t>(position, there.size() - 1)];
+    if (simulated_[peer]) {
+      route(rank, peer);
+      net_successor = gpu_[peer];
+    } else {
+      route(rank, kMirrorBase + rank);
+      net_successor = mirror_[rank];
+    }
+  }
+}
+
+void Platform::seal() { zone_->seal(); }
+
+}  // namespace partune::sim

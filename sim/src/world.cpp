@@ -1,0 +1,423 @@
+#include "world.hpp"
+
+#include <xbt/log.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "partune/costmodel/flops.hpp"
+#include "partune/costmodel/memory.hpp"
+#include "partune/costmodel/units.hpp"
+#include "platform.hpp"
+
+namespace partune::sim {
+
+namespace {
+
+int group_index(CommGroup g) { return static_cast<int>(g); }
+
+// Members of `rank`'s communicator of this kind, in rank order.
+std::vector<int> group_members(const Placement& p, const Job& job, int rank, CommGroup kind) {
+  const int sdp = job.parallel.sharded_data_parallel_degree;
+  switch (kind) {
+    case CommGroup::tensor: return p.group(rank, Axis::tensor);
+    case CommGroup::data: return p.group(rank, Axis::data);
+    case CommGroup::sharded: {
+      // Consecutive data-parallel indices form a sharded group.
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      const int d = p.coords(rank).data, first = d / sdp * sdp;
+      return std::vector<int>(dp.begin() + first, dp.begin() + first + sdp);
+    }
+    case CommGroup::replica: {
+      // The same shard index in every sharded group.
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      std::vector<int> out;
+      for (int d = p.coords(rank).data % sdp; d < static_cast<int>(dp.size()); d += sdp) out.push_back(dp[d]);
+      return out;
+    }
+    case CommGroup::none: break;
+  }
+  return {rank};
+}
+
+}  // namespace
+
+bool replicas_are_symmetric(const Job& job, std::string* why_not) {
+  auto no = [&](const char* reason) {
+    if (why_not) *why_not = reason;
+    return false;
+  };
+  const int dp = job.data_parallel_degree();
+  if (dp <= 1) return no("there is one data-parallel replica");
+  if (job.parallel.sharded_data_parallel_degree > 1)
+    return no("sharded data parallel groups span replicas");
+  const Placement p(job.parallel.placement_strategy, dp, job.parallel.pipeline_parallel_degree,
+                    job.parallel.tensor_parallel_degree);
+  const int G = job.cluster.instance.gpus_per_node;
+  for (int r = 0; r < job.world_size(); ++r)
+    if (p.coords(r).data != p.coords(r / G * G).data) return no("replicas share nodes");
+  return true;
+}
+
+CollectiveAlgorithm GroupView::algorithm(OpKind op, const ParallelConfig& pc) const {
+  switch (kind) {
+    case CommGroup::data:
+    case CommGroup::replica: return pc.data_parallel_collective;
+    case CommGroup::sharded:
+      // SMDDP offers an all-to-all AllGather only; reduce-scatter stays a ring.
+      if (op == OpKind::reduce_scatter && pc.sharded_collective == CollectiveAlgorithm::all_to_all)
+        return CollectiveAlgorithm::ring;
+      return pc.sharded_collective;
+    default: return CollectiveAlgorithm::ring;
+  }
+}
+
+World::World(const Job& job, const SimOptions& options)
+    : job_(job),
+      options_(options),
+      placement_(job.parallel.placement_strategy, job.data_parallel_degree(),
+                 job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
+  symmetric_ = options.use_symmetry && replicas_are_symmetric(job);
+  slot_of_rank_.assign(job.world_size(), -1);
+  for (int r = 0; r < job.world_size(); ++r)
+    if (!symmetric_ || placement_.coords(r).data == 0) {
+      slot_of_rank_[r] = static_cast<int>(simulated_.size());
+      simulated_.push_back(r);
+    }
+  ProgramOptions po;
+  po.granularity = options.granularity;
+  programs_.reserve(simulated_.size());
+  for (int r : simulated_) programs_.push_back(build_program(job, r, po));
+
+  const double b = job.microbatch_size();
+  const int chunks = job.parallel.pipeline_parallel_degree * job.parallel.virtual_stages;
+  stored_per_chunk_ = stored_layer_bytes(job, b) * job.model.layers / chunks;
+}
+
+void World::record(const RankState& rs, int stream, const Instruction& in, double start, double end) {
+  ++activities_;
+  if (!options_.record_events) return;
+  TraceEvent e;
+  e.rank = rs.rank;
+  e.stream = stream;
+  e.kind = in.kind;
+  e.group = in.group;
+  e.microbatch = in.microbatch;
+  e.chunk = in.chunk;
+  e.layer = in.layer;
+  e.start = start;
+  e.end = end;
+  events_.push_back(e);
+}
+
+s4u::Mailbox* World::p2p_mailbox(int from, int to, OpKind kind) {
+  const bool activation = kind == OpKind::send_activation || kind == OpKind::recv_activation;
+  return s4u::Mailbox::by_name(std::to_string(from) + (activation ? ">a>" : ">g>") + std::to_string(to));
+}
+
+void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req) {
+  const Instruction& in = *req.instruction;
+  const GroupView& gv = rs.groups[group_index(group)];
+  const long seq = rs.sequence[group_index(group)]++;
+  s4u::BarrierPtr barrier;
+  if (gv.simulated_members > 1) {
+    auto key = std::make_tuple(group_index(group), gv.id, seq);
+    auto it = barriers_.find(key);
+    if (it == barriers_.end())
+      it = barriers_.emplace(key, std::make_pair(s4u::Barrier::create(gv.simulated_members), 0)).first;
+    barrier = it->second.first;
+    barrier->wait();  // a collective starts when every member has called it
+  }
+  req.start = s4u::Engine::get_clock();
+  const CollectiveKind kind = in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
+                              : in.kind == OpKind::all_gather ? CollectiveKind::all_gather
+                                                              : CollectiveKind::reduce_scatter;
+  const CollectiveTraffic t = collective_traffic(kind, gv.algorithm(in.kind, job_.parallel), in.bytes, gv.span,
+                                                 job_.cluster.instance);
+  for (int ph = 0; ph < t.phase_count; ++ph) {
+    std::vector<s4u::CommPtr> flows;
+    const double intra = t.phases[ph].intra_bytes * in.count, net = t.phases[ph].net_bytes * in.count;
+    if (intra > 0 && gv.intra_successor)
+      flows.push_back(s4u::Comm::sendto_async(rs.host, gv.intra_successor, static_cast<uint64_t>(intra)));
+    if (net > 0 && gv.net_successor)
+      flows.push_back(s4u::Comm::sendto_async(rs.host, gv.net_successor, static_cast<uint64_t>(net)));
+    if (!flows.empty()) s4u::Comm::wait_all(flows);
+    activities_ += static_cast<long>(flows.size());
+  }
+  if (t.latency > 0) s4u::this_actor::sleep_for(t.latency * in.count);
+  if (barrier) {
+    barrier->wait();  // the slowest member decides when the collective ends
+    auto key = std::make_tuple(group_index(group), gv.id, seq);
+    auto it = barriers_.find(key);
+    if (it != barriers_.end() && ++it->second.second == gv.simulated_members) barriers_.erase(it);
+  }
+  req.end = s4u::Engine::get_clock();
+  record(rs, 2 + group_index(group), in, req.start, req.end);
+  if (req.async) {
+    // GPU-driven collectives hold SMs and HBM bandwidth while they run: the compute that
+    // overlapped them is slowed by the part of the collective that cannot hide.
+    const CollectiveAlgorithm algo = gv.algorithm(in.kind, job_.parallel);
+    const InstanceType& inst = job_.cluster.instance;
+    const double overlap = algo == CollectiveAlgorithm::all_to_all ? inst.all_to_all.compute_overlap
+                           : algo == CollectiveAlgorithm::tree     ? inst.tree.compute_overlap
+                                                                   : inst.ring.compute_overlap;
+    const double overlapped = std::min(req.end - req.start, rs.compute_busy - req.busy_at_start);
+    rs.debt += (1.0 - overlap) * std::max(0.0, overlapped);
+  }
+  req.done->release();
+}
+
+void World::run_stream(RankState& rs, CommGroup group) {
+  Stream& st = rs.streams[group_index(group)];
+  for (;;) {
+    st.items->acquire();
+    CollectiveRequest* req = st.queue.front();
+    st.queue.pop_front();
+    if (!req->instruction) return;
+    execute_collective(rs, group, *req);
+  }
+}
+
+void World::run_program(RankState& rs) {
+  const std::vector<Instruction>& ops = rs.program->ops;
+  std::vector<s4u::CommPtr> comms(ops.size());
+  std::vector<std::unique_ptr<CollectiveRequest>> requests(ops.size());
+  const double net_latency = job_.cluster.instance.nic.latency;
+  const double intra_latency = job_.cluster.instance.intra_node.latency;
+  static int token = 0;
+  auto exposed_slot = [&](CommGroup g) -> double& {
+    switch (g) {
+      case CommGroup::tensor: return rs.exposed.tensor;
+      case CommGroup::sharded: return rs.exposed.sharded;
+      default: return rs.exposed.data;
+    }
+  };
+  auto memory = [&](double delta) {
+    rs.memory_live += delta;
+    rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live);
+  };
+  const bool last_stage_rank = rs.coords.pipeline == job_.parallel.pipeline_parallel_degree - 1;
+
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Instruction& in = ops[i];
+    const double start = s4u::Engine::get_clock();
+    switch (in.kind) {
+      case OpKind::forward:
+      case OpKind::recompute:
+      case OpKind::backward:
+      case OpKind::optimizer_step: {
+        const double seconds = in.seconds + rs.debt;
+        rs.debt = 0;
+        s4u::this_actor::execute(seconds * kHostSpeed);
+        rs.compute_busy += in.seconds;
+        // Activations: a chunk's forward keeps what checkpointing keeps until its backward.
+        const bool chunk_end = in.layer < 0 || in.layer == static_cast<int>(job_.model.layers /
+                                   (job_.parallel.pipeline_parallel_degree * job_.parallel.virtual_stages)) - 1;
+        if (in.kind == OpKind::forward && chunk_end) memory(stored_per_chunk_ + (last_stage_rank ? logits_ : 0));
+        if (in.kind == OpKind::backward && (in.layer <= 0)) memory(-(stored_per_chunk_ + (last_stage_rank ? logits_ : 0)));
+        if (in.kind == OpKind::recompute && working_ > 0) {
+          rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live + working_);
+        }
+        break;
+      }
+      case OpKind::send_activation:
+      case OpKind::send_gradient:
+        comms[i] = p2p_mailbox(rs.rank, in.peer, in.kind)->put_async(&token, static_cast<uint64_t>(in.bytes));
+        if (!in.async) comms[i]->wait();
+        break;
+      case OpKind::recv_activation:
+      case OpKind::recv_gradient: {
+        p2p_mailbox(in.peer, rs.rank, in.kind)->get<int>();
+        s4u::this_actor::sleep_for(node_of(in.peer) == rs.node ? intra_latency : net_latency);
+        rs.exposed.pipeline += s4u::Engine::get_clock() - start;
+        break;
+      }
+      case OpKind::all_reduce:
+      case OpKind::all_gather:
+      case OpKind::reduce_scatter: {
+        auto req = std::make_unique<CollectiveRequest>();
+        req->instruction = &in;
+        req->index = static_cast<int>(i);
+        req->async = in.async;
+        req->done = s4u::Semaphore::create(0);
+        req->busy_at_start = rs.compute_busy;
+        Stream& st = rs.streams[group_index(in.group)];
+        st.queue.push_back(req.get());
+        st.items->release();
+        if (!in.async) {
+          req->done->acquire();
+          exposed_slot(in.group) += s4u::Engine::get_clock() - start;
+        }
+        requests[i] = std::move(req);
+        break;
+      }
+      case OpKind::offload:
+        comms[i] = s4u::Comm::sendto_async(rs.host, rs.cpu, static_cast<uint64_t>(in.bytes));
+        break;
+      case OpKind::reload:
+        comms[i] = s4u::Comm::sendto_async(rs.cpu, rs.host, static_cast<uint64_t>(in.bytes));
+        break;
+      case OpKind::wait: {
+        const Instruction& awaited = ops[in.wait_for];
+        if (comms[in.wait_for]) {
+          comms[in.wait_for]->wait();
+          const double blocked = s4u::Engine::get_clock() - start;
+          if (awaited.kind == OpKind::offload || awaited.kind == OpKind::reload) rs.exposed.offload += blocked;
+          else rs.exposed.pipeline += blocked;
+          record(rs, 1, awaited, start, s4u::Engine::get_clock());
+          comms[in.wait_for] = nullptr;
+        } else if (requests[in.wait_for]) {
+          requests[in.wait_for]->done->acquire();
+          exposed_slot(awaited.group) += s4u::Engine::get_clock() - start;
+          requests[in.wait_for].reset();
+        }
+        break;
+      }
+    }
+    // Async work is recorded where it completes (stream actors, or the wait above).
+    if (!in.async && in.kind != OpKind::wait) record(rs, 0, in, start, s4u::Engine::get_clock());
+  }
+  // Residual slow-down owed by collectives that finished under the last kernels.
+  if (rs.debt > 0) s4u::this_actor::sleep_for(rs.debt), rs.debt = 0;
+  rs.end_time = s4u::Engine::get_clock();
+  for (auto& st : rs.streams) {
+    if (!st.items) continue;
+    static CollectiveRequest stop;
+    st.queue.push_back(&stop);
+    st.items->release();
+  }
+}
+
+SimResult World::run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  int argc = 1;
+  char name[] = "partune";
+  char* argv[] = {name, nullptr};
+  xbt_log_control_set("root.thresh:critical");
+  s4u::Engine engine(&argc, argv);
+  // Pure max-min sharing with no TCP corrections: link shares must be the model's, and
+  // latencies are added explicitly by the collectives (links carry none).
+  s4u::Engine::set_config("network/model:CM02");
+  s4u::Engine::set_config("network/TCP-gamma:0");
+  s4u::Engine::set_config("network/crosstraffic:0");
+  s4u::Engine::set_config("contexts/stack-size:128");
+
+  // Static memory per stage (weights, gradients, optimizer state, buffers) and the
+  // transient parts, from the cost model; activations are tracked as they come and go.
+  std::vector<MemoryBreakdown> stage_mem;
+  for (int s = 0; s < job_.parallel.pipeline_parallel_degree; ++s) stage_mem.push_back(stage_memory(job_, s));
+  working_ = stage_mem[0].activation_working;
+  logits_ = stage_mem.back().logits;
+
+  Platform platform(job_, simulated_, symmetric_);
+  ranks_.reserve(simulated_.size());
+  for (std::size_t i = 0; i < simulated_.size(); ++i) {
+    auto rs = std::make_unique<RankState>();
+    rs->rank = simulated_[i];
+    rs->node = node_of(rs->rank);
+    rs->coords = placement_.coords(rs->rank);
+    rs->host = platform.gpu(rs->rank);
+    rs->cpu = platform.cpu(rs->node);
+    rs->program = &programs_[i];
+    const MemoryBreakdown& m = stage_mem[rs->coords.pipeline];
+    rs->memory_static = m.parameters + m.gradients + m.optimizer_states + m.gathered_parameters +
+                        m.communication_buffers + m.reserved;
+    rs->memory_peak = rs->memory_static;
+    for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica}) {
+      if (g == CommGroup::sharded && job_.parallel.sharded_data_parallel_degree <= 1) continue;
+      if (g == CommGroup::replica && (job_.parallel.sharded_data_parallel_degree <= 1 ||
+                                      job_.data_parallel_degree() <= job_.parallel.sharded_data_parallel_degree))
+        continue;
+      const std::vector<int> members = group_members(placement_, job_, rs->rank, g);
+      if (members.size() <= 1) continue;
+      GroupView& gv = rs->groups[group_index(g)];
+      gv.kind = g;
+      gv.id = members.front();
+      platform.connect_group(rs->rank, members, gv.span, gv.intra_successor, gv.net_successor,
+                             gv.simulated_members);
+      rs->streams[group_index(g)].items = s4u::Semaphore::create(0);
+    }
+    ranks_.push_back(std::move(rs));
+  }
+  // Pipeline neighbours.
+  for (auto& rs : ranks_) {
+    for (const Instruction& in : rs->program->ops)
+      if (in.peer >= 0) platform.connect_pair(rs->rank, in.peer);
+  }
+  platform.seal();
+
+  for (auto& rsp : ranks_) {
+    RankState* rs = rsp.get();
+    s4u::Actor::create("rank" + std::to_string(rs->rank), rs->host, [this, rs] { run_program(*rs); });
+    for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica})
+      if (rs->streams[group_index(g)].items)
+        s4u::Actor::create(std::string("rank") + std::to_string(rs->rank) + "-" + to_string(g), rs->host,
+                           [this, rs, g] { run_stream(*rs, g); });
+  }
+  engine.run();
+
+  SimResult out;
+  out.symmetric = symmetric_;
+  double step = 0;
+  for (auto& rs : ranks_) step = std::max(step, rs->end_time);
+  const int p = job_.parallel.pipeline_parallel_degree;
+  out.stage_utilisation.assign(p, 0.0);
+  std::vector<int> per_stage(p, 0);
+  double busy_sum = 0, peak = 0;
+  const RankState* critical = ranks_.front().get();
+  for (auto& rs : ranks_) {
+    RankResult rr;
+    rr.rank = rs->rank;
+    rr.stage = rs->coords.pipeline;
+    rr.end_time = rs->end_time;
+    rr.compute_busy = rs->compute_busy;
+    rr.exposed = rs->exposed;
+    rr.peak_memory = rs->memory_peak;
+    out.ranks.push_back(rr);
+    out.stage_utilisation[rr.stage] += rs->compute_busy / step;
+    ++per_stage[rr.stage];
+    busy_sum += rs->compute_busy;
+    peak = std::max(peak, rs->memory_peak);
+    if (rs->compute_busy > critical->compute_busy) critical = rs.get();
+  }
+  for (int s = 0; s < p; ++s)
+    if (per_stage[s]) out.stage_utilisation[s] /= per_stage[s];
+  out.bubble_fraction = 1.0 - busy_sum / ranks_.size() / step;
+  out.exposed = critical->exposed;
+
+  // Headline numbers with the estimator's definitions, on the simulated step time.
+  Estimate& e = out.metrics;
+  const double B = job_.training.global_batch, N = job_.world_size();
+  e.step_time = step;
+  e.samples_per_s = B / step;
+  e.tokens_per_s = e.samples_per_s * job_.model.seq_len;
+  e.model_flops = model_flops_per_step(job_.model, B);
+  e.hardware_flops = hardware_flops_per_step(job_.model, B, job_.parallel.activation_checkpointing);
+  e.tflops_per_gpu = e.model_flops / (step * N) / units::tera;
+  e.hw_tflops_per_gpu = e.hardware_flops / (step * N) / units::tera;
+  e.mfu = e.model_flops / (step * N * job_.cluster.instance.gpu.peak_flops(job_.training.precision));
+  e.memory = peak_memory(job_);
+  e.memory_capacity = job_.cluster.instance.gpu.hbm_bytes;
+  e.fits = peak <= e.memory_capacity;
+  if (!e.fits)
+    e.not_fit_reason = "a rank peaks at " + std::to_string(peak / units::GiB).substr(0, 5) + " GiB of " +
+                       std::to_string(e.memory_capacity / units::GiB).substr(0, 5) + " GiB HBM";
+  StepBreakdown& br = e.breakdown;
+  br.compute = critical->compute_busy;
+  br.tensor_parallel_comm = critical->exposed.tensor;
+  br.data_parallel_exposed = critical->exposed.data;
+  br.sharded_exposed = critical->exposed.sharded;
+  br.offload_exposed = critical->exposed.offload;
+  br.pipeline_p2p = 0;
+  br.pipeline_bubble = std::max(0.0, step - br.compute - br.tensor_parallel_comm - br.data_parallel_exposed -
+                                         br.sharded_exposed - br.offload_exposed);
+  out.events = std::move(events_);
+  out.activities = activities_;
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return out;
+}
+
+}  // namespace partune::sim

@@ -1,0 +1,101 @@
+#pragma once
+// Private to sim/: one simulation's shared state (lives in the child process).
+#include <simgrid/s4u.hpp>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "partune/costmodel/collective.hpp"
+#include "partune/costmodel/job.hpp"
+#include "partune/costmodel/placement.hpp"
+#include "partune/costmodel/program.hpp"
+#include "partune/sim/simulator.hpp"
+
+namespace partune::sim {
+
+namespace s4u = simgrid::s4u;
+
+inline constexpr double kHostSpeed = 1e9;  // flop/s: compute instructions are sized in seconds
+
+// One communicator as seen from one simulated rank.
+struct GroupView {
+  CommGroup kind = CommGroup::none;
+  int id = -1;                  // smallest member rank: names the group
+  GroupSpan span;               // over the full group (symmetry or not)
+  int simulated_members = 1;    // members that are actors in this simulation
+  s4u::Host* intra_successor = nullptr;
+  s4u::Host* net_successor = nullptr;  // next node's member, or this rank's mirror
+  CollectiveAlgorithm algorithm(OpKind kind, const ParallelConfig& pc) const;
+};
+
+// A collective handed from the program actor to a communicator's stream actor.
+struct CollectiveRequest {
+  const Instruction* instruction = nullptr;  // nullptr: stop the stream
+  int index = -1;
+  bool async = false;
+  s4u::SemaphorePtr done;
+  double start = 0, end = 0;
+  double busy_at_start = 0;
+};
+
+struct Stream {
+  std::deque<CollectiveRequest*> queue;
+  s4u::SemaphorePtr items;
+};
+
+struct RankState {
+  int rank = 0;
+  int node = 0;
+  RankCoords coords;
+  s4u::Host* host = nullptr;
+  s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
+  const RankProgram* program = nullptr;
+  GroupView groups[5];        // indexed by CommGroup
+  Stream streams[5];
+  long sequence[5] = {0, 0, 0, 0, 0};
+  s4u::Host* previous_stage = nullptr;
+  s4u::Host* next_stage = nullptr;
+  int previous_rank = -1, next_rank = -1;
+  // Accounting
+  double compute_busy = 0;
+  double debt = 0;            // compute slowed by GPU-driven collectives that overlapped it
+  ExposedComm exposed;
+  double end_time = 0;
+  double memory_static = 0, memory_live = 0, memory_peak = 0;
+};
+
+class World {
+ public:
+  World(const Job& job, const SimOptions& options);
+  SimResult run();
+
+  // Called by the actors.
+  void run_program(RankState& rs);
+  void run_stream(RankState& rs, CommGroup group);
+
+ private:
+  void build_platform();
+  void execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req);
+  void record(const RankState& rs, int stream, const Instruction& in, double start, double end);
+  s4u::Mailbox* p2p_mailbox(int from, int to, OpKind kind);
+  int node_of(int rank) const { return rank / job_.cluster.instance.gpus_per_node; }
+
+  const Job& job_;
+  SimOptions options_;
+  Placement placement_;
+  bool symmetric_ = false;
+  std::vector<int> simulated_;           // ranks with actors
+  std::vector<RankProgram> programs_;
+  std::vector<std::unique_ptr<RankState>> ranks_;
+  std::vector<int> slot_of_rank_;        // rank -> index in ranks_, -1 if not simulated
+  std::map<std::tuple<int, int, long>, std::pair<s4u::BarrierPtr, int>> barriers_;
+  std::vector<TraceEvent> events_;
+  long activities_ = 0;
+  // Memory per chunk and micro-batch, from the cost model.
+  double stored_per_chunk_ = 0, working_ = 0, logits_ = 0;
+};
+
+}  // namespace partune::sim
