@@ -1,6 +1,7 @@
 #include "partune/costmodel/estimator.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -148,9 +149,22 @@ Estimate estimate(const Job& job) {
                                      std::max(0.0, one_way - stage.backward - stage.recompute);
   }
 
-  // --- pipeline: (m + (p-1)/v) slots of one micro-batch's stage work per pass; each
-  // slot waits on a blocking activation (forward) and gradient (backward) transfer.
+  // --- pipeline: the slowest stage sets the pace of the m micro-batches; filling and
+  // draining costs every other stage's work once (divided by v with virtual stages):
+  //   pass = m * slot_max + (sum of all stages' slots - slot_max) / v,
+  // which is (m + (p-1)/v) * slot for uniform stages. GPipe runs in windows of
+  // active_microbatches, each with its own fill and drain. Each slot waits on a blocking
+  // activation (forward) and gradient (backward) transfer.
   const double slot = stage.total() + tp_per_microbatch;
+  StageWork middle;
+  middle.forward = layers * lt.forward();
+  middle.backward = layers * lt.backward();
+  middle.recompute = first.recompute;
+  const double slot_sum = pp == 1 ? slot
+                                  : first.total() + last.total() + (pp - 2) * middle.total() +
+                                        pp * tp_per_microbatch;
+  const int active = job.effective_active_microbatches();
+  const double windows = pc.pipeline == PipelineSchedule::simple ? std::ceil(m / std::min<double>(active, m)) : 1.0;
   double p2p_per_pass = 0;
   if (pp > 1) {
     const double act = b * model.seq_len * model.hidden * eb / tp;  // scatter-gather over TP
@@ -159,7 +173,7 @@ Estimate estimate(const Job& job) {
                                        pair, inst, oversub).total();
     p2p_per_pass = 2.0 * (m * v + pp - 1) * hop;
   }
-  const double bubble_per_pass = (pp - 1) / v * slot;
+  const double bubble_per_pass = windows * (slot_sum - slot) / v;
 
   // --- data parallel gradient synchronisation (once per step), overlapped with the
   // backward of the last micro-batch.

@@ -1,14 +1,11 @@
 #include "partune/costmodel/op_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace partune {
 
 namespace {
-inline double shape_factor(double x, double half_dim) {
-  const double r = half_dim / x;
-  return 1.0 / (1.0 + r * r);
-}
 
 // Kernels launched per layer that are not GEMMs (norms, activation, dropout, residual
 // adds, softmax, copies); each pays the small-kernel floor.
@@ -17,8 +14,13 @@ constexpr double kElementwiseKernelsBwd = 20;
 }  // namespace
 
 double gemm_efficiency(const GpuProfile& gpu, double m, double n, double k) {
-  const double hd = gpu.gemm.half_dim;
-  return gpu.gemm.max_efficiency * shape_factor(m, hd) * shape_factor(n, hd) * shape_factor(k, hd);
+  const GemmEfficiency& g = gpu.gemm;
+  const double tiles_m = std::ceil(m / g.tile), tiles_n = std::ceil(n / g.tile);
+  const double tiles = tiles_m * tiles_n;
+  const double waves = std::ceil(tiles / g.sm_count);
+  const double occupancy = tiles / (waves * g.sm_count);
+  const double fill = (m / (tiles_m * g.tile)) * (n / (tiles_n * g.tile));
+  return g.max_efficiency * occupancy * fill * k / (k + g.k_half);
 }
 
 double memory_bound_time(const GpuProfile& gpu, double bytes) {

@@ -150,9 +150,12 @@ InstanceType parse_instance_type(const Reader& r) {
   it.gpu.reserved_bytes = g.get_double("reserved_GiB", 0) * units::GiB;
   if (g.has("gemm")) {
     const Reader ge = g.child("gemm");
-    ge.allow_only({"max_efficiency", "half_dim", "source"});
+    ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "source"});
     it.gpu.gemm.max_efficiency = ge.get_fraction("max_efficiency", it.gpu.gemm.max_efficiency);
-    it.gpu.gemm.half_dim = ge.get_positive("half_dim", it.gpu.gemm.half_dim);
+    it.gpu.gemm.tile = ge.get_positive("tile", it.gpu.gemm.tile);
+    it.gpu.gemm.sm_count = ge.get_positive("sm_count", it.gpu.gemm.sm_count);
+    it.gpu.gemm.k_half = ge.get_double("k_half", it.gpu.gemm.k_half);
+    if (it.gpu.gemm.k_half < 0) ge.fail("k_half", "must be >= 0");
   }
   if (g.has("attention")) {
     const Reader at = g.child("attention");
@@ -263,6 +266,11 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
   std::string key = assignment.substr(0, eq);
   const std::string value = assignment.substr(eq + 1);
   std::string section;
+  if (key == "model" || key == "name") {
+    // Whole-entry replacement: a different model preset/path, or the job's name.
+    root[key] = YAML::Load(value);
+    return;
+  }
   if (const auto dot = key.find('.'); dot != std::string::npos) {
     section = key.substr(0, dot);
     key = key.substr(dot + 1);

@@ -118,7 +118,9 @@ TEST_CASE("parts that a configuration does not use are zero", "[estimator]") {
 
 TEST_CASE("the pipeline bubble is (p-1)/(v m) of the busy time", "[estimator]") {
   // Narayanan et al. SC'21: bubble fraction (p - 1) / m for GPipe and 1F1B, divided by v
-  // for the interleaved schedule. Busy time = compute + tensor-parallel communication.
+  // for the interleaved schedule, when stages are uniform. Busy time = compute +
+  // tensor-parallel communication. A tiny vocabulary makes the embedding and LM head
+  // negligible, so every stage costs the same (to well under 1%).
   struct Case {
     const char* name;
     int pp, tp, m, v, ga;
@@ -135,6 +137,8 @@ TEST_CASE("the pipeline bubble is (p-1)/(v m) of the busy time", "[estimator]") 
   for (const Case& c : cases) {
     INFO(c.name);
     Job j = p4d_job("gpt2-small", 1, 0);
+    j.model.vocab = 8;
+    j.model.layers = 24;
     const int dp = 8 / (c.pp * c.tp);
     j.training.global_batch = dp * c.m * c.ga * 2;  // b = 2
     j.training.gradient_accumulation = c.ga;
@@ -148,7 +152,33 @@ TEST_CASE("the pipeline bubble is (p-1)/(v m) of the busy time", "[estimator]") 
     const StepBreakdown b = estimate(j).breakdown;
     REQUIRE(b.compute > 0);
     CHECK(b.pipeline_bubble / (b.compute + b.tensor_parallel_comm) ==
-          Approx(double(c.pp - 1) / (c.v * c.m)).epsilon(1e-9));
+          Approx(double(c.pp - 1) / (c.v * c.m)).epsilon(0.01));
+  }
+  SECTION("GPipe in windows of active_microbatches fills and drains once per window") {
+    Job j = p4d_job("gpt2-small", 1, 0);
+    j.model.vocab = 8;
+    j.model.layers = 24;
+    j.training.global_batch = 2 * 8 * 2;  // dp 2, m 8, b 2
+    j.parallel.pipeline_parallel_degree = 4;
+    j.parallel.microbatches = 8;
+    j.parallel.pipeline = PipelineSchedule::simple;
+    j.parallel.active_microbatches = 4;  // two windows of 4
+    require_valid(j);
+    const StepBreakdown b = estimate(j).breakdown;
+    CHECK(b.pipeline_bubble / (b.compute + b.tensor_parallel_comm) == Approx(2.0 * 3 / 8).epsilon(0.01));
+  }
+  SECTION("non-uniform stages: the slowest paces, the others fill and drain") {
+    // GPT-2 small's LM head (vocab 50257) makes the last stage the slowest; the bubble is
+    // the sum of the other stages' slots, below (p-1) x the slowest slot.
+    Job j = p4d_job("gpt2-small", 1, 0);
+    j.training.global_batch = 2 * 8 * 2;
+    j.parallel.pipeline_parallel_degree = 4;
+    j.parallel.microbatches = 8;
+    require_valid(j);
+    const StepBreakdown b = estimate(j).breakdown;
+    const double slot_max = (b.compute + b.tensor_parallel_comm) / 8;
+    CHECK(b.pipeline_bubble < 3 * slot_max * 0.99);
+    CHECK(b.pipeline_bubble > 3 * slot_max * 0.3);
   }
   SECTION("GPT-3 175B, pp 8 tp 8 m 64 across nodes") {
     Job j = p4d_job("gpt3-175b", 120, 1920);
@@ -158,7 +188,10 @@ TEST_CASE("the pipeline bubble is (p-1)/(v m) of the busy time", "[estimator]") 
     j.parallel.activation_checkpointing = Checkpointing::full;
     require_valid(j);
     const StepBreakdown b = estimate(j).breakdown;
-    CHECK(b.pipeline_bubble / (b.compute + b.tensor_parallel_comm) == Approx(7.0 / 64).epsilon(1e-9));
+    // Stage 0 carries the embedding and the last stage the LM head: a few percent
+    // non-uniform, so the bubble is close to, and below, (p-1)/m.
+    CHECK(b.pipeline_bubble / (b.compute + b.tensor_parallel_comm) == Approx(7.0 / 64).epsilon(0.05));
+    CHECK(b.pipeline_bubble / (b.compute + b.tensor_parallel_comm) <= 7.0 / 64);
   }
 }
 

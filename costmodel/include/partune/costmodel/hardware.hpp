@@ -11,13 +11,18 @@ const char* to_string(Precision p);
 // Bytes of one parameter/activation element stored in this precision.
 double bytes_per_element(Precision p);
 
-// How efficiently a GPU runs dense matrix products. A GEMM of shape m x n x k runs at
-//   peak * max_efficiency * g(m) * g(n) * g(k),  g(x) = 1 / (1 + (half_dim / x)^2)
-// floored by the memory roofline. half_dim is where one dimension alone costs ~half
-// the throughput; fitted to the shape sweeps in reference/microbench.md §1.3–1.4.
+// How efficiently a GPU runs dense matrix products. The m x n output is cut into
+// tile x tile blocks spread over sm_count multiprocessors in waves; a GEMM runs at
+//   peak * max_efficiency * occupancy * fill * k / (k + k_half)
+// where occupancy = tiles / (waves * sm_count) (wave quantization), fill = the useful
+// part of the edge tiles (tile quantization) and k_half the reduction length at which
+// the main loop's prologue/epilogue costs half; floored by the memory roofline. Fitted
+// to the shape sweeps in reference/microbench.md §1.3–1.4 (mean error ~9% over 28 shapes).
 struct GemmEfficiency {
-  double max_efficiency = 0.85;  // fraction of dense peak on large aligned shapes
-  double half_dim = 800.0;       // elements
+  double max_efficiency = 0.86;  // fraction of dense peak with full waves and long k
+  double tile = 128;             // output tile edge, elements
+  double sm_count = 108;         // multiprocessors (cores on a CPU: use 1 and tile 1)
+  double k_half = 512;           // elements
 };
 
 // Attention kernels. FlashAttention is rated on the FLOPs it really does (causal
