@@ -5,6 +5,7 @@
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/table.hpp"
+#include "partune/sim/simulator.hpp"
 #include "report.hpp"
 
 namespace partune::cli {
@@ -13,27 +14,30 @@ void register_reproduce(CLI::App& app) {
   auto* cmd = app.add_subcommand("reproduce", "Predict every row of published tables and report the error");
   struct Options {
     std::vector<std::string> paths;
-    bool json = false;
+    bool json = false, estimator = false;
     std::vector<std::string> explain;
   };
   auto opt = std::make_shared<Options>();
   cmd->add_option("paths", opt->paths, "table files or folders (default: scenarios/tables/)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->add_flag("--estimator", opt->estimator, "use the analytical estimator (fast) instead of the simulator");
   cmd->add_option("--explain", opt->explain, "print the full estimate of the named row(s) first");
   cmd->callback([opt] {
     std::vector<std::string> paths = opt->paths;
     if (paths.empty()) paths.push_back(scenario_root() + "/tables");
     const std::vector<Table> tables = load_tables(paths);
+    JobEvaluator evaluate = [](const Job& j) { return sim::simulate(j).metrics; };
+    if (opt->estimator) evaluate = [](const Job& j) { return estimate(j); };
     for (const Table& t : tables)
       for (const TableRow& row : t.rows)
         for (const std::string& name : opt->explain)
           if (name == row.name) {
-            std::cout << "== " << t.name << " / " << row.name << "\n" << estimate_text(row.job, estimate(row.job));
+            std::cout << "== " << t.name << " / " << row.name << "\n" << estimate_text(row.job, evaluate(row.job));
             if (row.has_baseline)
-              std::cout << "-- baseline\n" << estimate_text(row.baseline, estimate(row.baseline));
+              std::cout << "-- baseline\n" << estimate_text(row.baseline, evaluate(row.baseline));
             std::cout << "\n";
           }
-    const ReproduceResult r = reproduce(tables, [](const Job& j) { return estimate(j); });
+    const ReproduceResult r = reproduce(tables, evaluate);
     if (opt->json) std::cout << reproduce_json(r).dump(2) << "\n";
     else std::cout << reproduce_text(r);
   });

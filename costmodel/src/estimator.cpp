@@ -23,11 +23,12 @@ const CollectiveProfile& profile_of(const InstanceType& inst, CollectiveAlgorith
   }
 }
 
-// Communication that may run under `compute` seconds of kernels: the algorithm's
-// compute_overlap says what fraction of its time can hide (GPU-driven rings compete
-// with the compute kernels for SMs; CPU-driven transfers do not).
+// Communication that may run under `compute` seconds of kernels. Only the part that
+// runs alongside kernels can hide, and of that only the algorithm's compute_overlap
+// fraction: GPU-driven rings hold SMs and HBM bandwidth, slowing the kernels beside
+// them; CPU-driven transfers do not. The simulator applies the same rule.
 double exposed(double comm, double overlap_fraction, double compute) {
-  return comm - std::min(compute, comm * overlap_fraction);
+  return comm - overlap_fraction * std::min(compute, comm);
 }
 
 // One pipeline stage's work for one micro-batch.
@@ -124,7 +125,7 @@ Estimate estimate(const Job& job) {
     const double bwd_layer = lt.backward() + lt.recompute(pc.activation_checkpointing);
     sharded_per_microbatch = layers * (2 * ag + rs);
     const double fwd_exposed = exposed(ag, ag_ov, fwd_layer);
-    const double bwd_exposed = (ag + rs) - std::min(bwd_layer, ag * ag_ov + rs * rs_ov);
+    const double bwd_exposed = exposed(ag + rs, (ag * ag_ov + rs * rs_ov) / (ag + rs), bwd_layer);
     // The first layer's gather has nothing to hide under.
     sharded_exposed_per_microbatch = layers * (fwd_exposed + bwd_exposed) + ag;
     // Embedding and head weights are gathered and reduced the same way.
@@ -188,13 +189,18 @@ Estimate estimate(const Job& job) {
   if (sdp == 1 && dp > 1) {
     const double grads = stage_params * eb;
     const CollectiveAlgorithm algo = pc.data_parallel_collective;
+    const double overlap = profile_of(inst, algo).compute_overlap;
     if (pc.shard_optimizer_state) {
-      dp_comm = collective_cost(CollectiveKind::reduce_scatter, algo, grads, dp_span, inst, oversub).total() +
-                collective_cost(CollectiveKind::all_gather, algo, grads, dp_span, inst, oversub).total();
+      // Gradients are reduce-scattered in buckets during backward; the updated weights
+      // are all-gathered after the optimizer step, with nothing left to hide under.
+      const double rs = collective_cost(CollectiveKind::reduce_scatter, algo, grads, dp_span, inst, oversub).total();
+      const double ag = collective_cost(CollectiveKind::all_gather, algo, grads, dp_span, inst, oversub).total();
+      dp_comm = rs + ag;
+      dp_exposed = exposed(rs, overlap, stage.backward) + ag;
     } else {
       dp_comm = collective_cost(CollectiveKind::all_reduce, algo, grads, dp_span, inst, oversub).total();
+      dp_exposed = exposed(dp_comm, overlap, stage.backward);
     }
-    dp_exposed = exposed(dp_comm, profile_of(inst, algo).compute_overlap, stage.backward);
   } else if (sdp > 1 && dp > sdp) {
     // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
     const double grads = stage_params / sdp * eb;

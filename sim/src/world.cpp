@@ -156,17 +156,6 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
   }
   req.end = s4u::Engine::get_clock();
   record(rs, 2 + group_index(group), in, req.start, req.end);
-  if (req.async) {
-    // GPU-driven collectives hold SMs and HBM bandwidth while they run: the compute that
-    // overlapped them is slowed by the part of the collective that cannot hide.
-    const CollectiveAlgorithm algo = gv.algorithm(in.kind, job_.parallel);
-    const InstanceType& inst = job_.cluster.instance;
-    const double overlap = algo == CollectiveAlgorithm::all_to_all ? inst.all_to_all.compute_overlap
-                           : algo == CollectiveAlgorithm::tree     ? inst.tree.compute_overlap
-                                                                   : inst.ring.compute_overlap;
-    const double overlapped = std::min(req.end - req.start, rs.compute_busy - req.busy_at_start);
-    rs.debt += (1.0 - overlap) * std::max(0.0, overlapped);
-  }
   req.done->release();
 }
 
@@ -185,7 +174,8 @@ void World::run_program(RankState& rs) {
   const std::vector<Instruction>& ops = rs.program->ops;
   std::vector<s4u::CommPtr> comms(ops.size());
   std::vector<std::unique_ptr<CollectiveRequest>> requests(ops.size());
-  const double net_latency = job_.cluster.instance.nic.latency;
+  const InstanceType& inst = job_.cluster.instance;
+  const double net_latency = inst.nic.latency;
   const double intra_latency = job_.cluster.instance.intra_node.latency;
   static int token = 0;
   auto exposed_slot = [&](CommGroup g) -> double& {
@@ -209,10 +199,34 @@ void World::run_program(RankState& rs) {
       case OpKind::recompute:
       case OpKind::backward:
       case OpKind::optimizer_step: {
-        const double seconds = in.seconds + rs.debt;
-        rs.debt = 0;
-        s4u::this_actor::execute(seconds * kHostSpeed);
+        const double t0 = s4u::Engine::get_clock();
+        s4u::this_actor::execute(in.seconds * kHostSpeed);
+        const double t1 = s4u::Engine::get_clock();
         rs.compute_busy += in.seconds;
+        // GPU-driven collectives that ran beside these kernels held SMs and HBM
+        // bandwidth: the kernels lose (1 - compute_overlap) of the time they overlapped,
+        // and a collective still running during that extra time slows it in turn.
+        double from = t0, to = t1;
+        for (int round = 0; round < 64; ++round) {
+          double stall = 0;
+          for (CollectiveRequest* r : rs.in_flight) {
+            if (r->start < 0) continue;
+            const double until = r->end >= 0 ? std::min(r->end, to) : to;
+            const double overlapped = until - std::max(r->start, from);
+            if (overlapped <= 0) continue;
+            const double owed = (1.0 - r->compute_overlap) * overlapped;
+            stall += owed;
+            exposed_slot(r->instruction->group) += owed;
+          }
+          if (stall < 1e-9) break;
+          from = s4u::Engine::get_clock();
+          s4u::this_actor::execute(stall * kHostSpeed);
+          to = s4u::Engine::get_clock();
+          ++activities_;
+        }
+        rs.in_flight.erase(std::remove_if(rs.in_flight.begin(), rs.in_flight.end(),
+                                          [&](CollectiveRequest* r) { return r->end >= 0 && r->end <= to; }),
+                           rs.in_flight.end());
         // Activations: a chunk's forward keeps what checkpointing keeps until its backward.
         const bool chunk_end = in.layer < 0 || in.layer == static_cast<int>(job_.model.layers /
                                    (job_.parallel.pipeline_parallel_degree * job_.parallel.virtual_stages)) - 1;
@@ -243,10 +257,14 @@ void World::run_program(RankState& rs) {
         req->index = static_cast<int>(i);
         req->async = in.async;
         req->done = s4u::Semaphore::create(0);
-        req->busy_at_start = rs.compute_busy;
+        const CollectiveAlgorithm algo = rs.groups[group_index(in.group)].algorithm(in.kind, job_.parallel);
+        req->compute_overlap = algo == CollectiveAlgorithm::all_to_all ? inst.all_to_all.compute_overlap
+                               : algo == CollectiveAlgorithm::tree     ? inst.tree.compute_overlap
+                                                                       : inst.ring.compute_overlap;
         Stream& st = rs.streams[group_index(in.group)];
         st.queue.push_back(req.get());
         st.items->release();
+        if (in.async) rs.in_flight.push_back(req.get());
         if (!in.async) {
           req->done->acquire();
           exposed_slot(in.group) += s4u::Engine::get_clock() - start;
@@ -272,6 +290,8 @@ void World::run_program(RankState& rs) {
         } else if (requests[in.wait_for]) {
           requests[in.wait_for]->done->acquire();
           exposed_slot(awaited.group) += s4u::Engine::get_clock() - start;
+          CollectiveRequest* done = requests[in.wait_for].get();
+          rs.in_flight.erase(std::remove(rs.in_flight.begin(), rs.in_flight.end(), done), rs.in_flight.end());
           requests[in.wait_for].reset();
         }
         break;
@@ -280,8 +300,6 @@ void World::run_program(RankState& rs) {
     // Async work is recorded where it completes (stream actors, or the wait above).
     if (!in.async && in.kind != OpKind::wait) record(rs, 0, in, start, s4u::Engine::get_clock());
   }
-  // Residual slow-down owed by collectives that finished under the last kernels.
-  if (rs.debt > 0) s4u::this_actor::sleep_for(rs.debt), rs.debt = 0;
   rs.end_time = s4u::Engine::get_clock();
   for (auto& st : rs.streams) {
     if (!st.items) continue;

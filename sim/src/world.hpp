@@ -37,8 +37,8 @@ struct CollectiveRequest {
   int index = -1;
   bool async = false;
   s4u::SemaphorePtr done;
-  double start = 0, end = 0;
-  double busy_at_start = 0;
+  double start = -1, end = -1;   // simulated interval once it runs
+  double compute_overlap = 1.0;   // fraction of its time that may hide under kernels
 };
 
 struct Stream {
@@ -60,8 +60,8 @@ struct RankState {
   s4u::Host* next_stage = nullptr;
   int previous_rank = -1, next_rank = -1;
   // Accounting
-  double compute_busy = 0;
-  double debt = 0;            // compute slowed by GPU-driven collectives that overlapped it
+  double compute_busy = 0;       // kernel time (without slow-downs)
+  std::vector<CollectiveRequest*> in_flight;  // async collectives not yet known to be over
   ExposedComm exposed;
   double end_time = 0;
   double memory_static = 0, memory_live = 0, memory_peak = 0;
