@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "partune/sim/simulator.hpp"
 
 namespace partune::cli {
 
@@ -38,6 +39,41 @@ void register_bench(CLI::App& app) {
     std::cout << fmt::format("  evaluations/s      {:.0f}  (target >= 200000 on one core)\n", evaluations / wall);
     std::cout << fmt::format("  time/evaluation    {:.2f} us\n", 1e6 * wall / evaluations);
     if (sink < 0) std::cout << "";  // keeps the loop's work observable
+  });
+
+  auto* sim_cmd = bench->add_subcommand("simulate", "Simulator wall time and activities per second at several scales");
+  struct SimBenchOptions {
+    std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml";
+    bool no_symmetry = false;
+  };
+  auto sopt = std::make_shared<SimBenchOptions>();
+  sim_cmd->add_option("job", sopt->job, "base job (default: GPT-3 175B on p4d); resized per row");
+  sim_cmd->add_flag("--no-symmetry", sopt->no_symmetry, "simulate every rank");
+  sim_cmd->callback([sopt] {
+    // GPT-3 175B with TP 8 inside nodes, resized to each GPU count: the row for 960 GPUs
+    // is the seed's 120-node job (PP 8, DP 15, 64 micro-batches).
+    struct Scale {
+      int gpus, pp, microbatches, batch;
+    };
+    const Scale scales[] = {{8, 1, 8, 8}, {64, 8, 64, 64}, {960, 8, 64, 1920}, {3072, 8, 64, 6144}};
+    std::cout << fmt::format("bench simulate: {} (one training step per row)\n", sopt->job);
+    std::cout << fmt::format("{:>6} {:>5} {:>5} {:>5} {:>9} {:>12} {:>10} {:>14} {:>12}\n", "GPUs", "pp", "tp", "dp",
+                             "simulated", "activities", "wall s", "activities/s", "step s");
+    for (const Scale& sc : scales) {
+      const Job job = load_job(sopt->job, {"nodes=" + std::to_string(sc.gpus / 8),
+                                           "pipeline_parallel_degree=" + std::to_string(sc.pp),
+                                           "tensor_parallel_degree=8", "microbatches=" + std::to_string(sc.microbatches),
+                                           "global_batch=" + std::to_string(sc.batch), "gradient_accumulation=1"});
+      sim::SimOptions so;
+      so.use_symmetry = !sopt->no_symmetry;
+      const auto start = std::chrono::steady_clock::now();
+      const sim::SimResult r = sim::simulate(job, so);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cout << fmt::format("{:>6} {:>5} {:>5} {:>5} {:>9} {:>12} {:>10.3f} {:>14.0f} {:>12.3f}\n", sc.gpus, sc.pp, 8,
+                               job.data_parallel_degree(), r.ranks.size(), r.activities, wall, r.activities / wall,
+                               r.metrics.step_time);
+    }
+    std::cout << "target: the 960-GPU row in <= 2 s of wall time on a 2-core machine\n";
   });
 }
 

@@ -55,6 +55,12 @@ double stored_layer_bytes(const Job& job, double sequences) {
   return layer_activation_bytes(m, sequences, pc.tensor_parallel_degree, pc.flash_attention) * act_bytes;
 }
 
+double logits_bytes_per_microbatch(const Job& job) {
+  const ModelSpec& m = job.model;
+  return 6.0 * job.microbatch_size() * m.seq_len * static_cast<double>(m.vocab) /
+         job.parallel.tensor_parallel_degree;
+}
+
 double in_flight_microbatches(const ParallelConfig& pc, int stage) {
   const double p = pc.pipeline_parallel_degree, m = pc.microbatches, v = pc.virtual_stages;
   double held;
@@ -116,7 +122,11 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   }
   if (stage == pc.pipeline_parallel_degree - 1) {
     // fp16 logits plus the fp32 copy the cross-entropy works on, vocabulary split over TP.
-    mb.logits = 6.0 * b * m.seq_len * static_cast<double>(m.vocab) / tp;
+    // Kept from each micro-batch's forward (where the loss is computed) to its backward:
+    // GPipe holds every in-flight micro-batch's; 1F1B runs the last stage's forward and
+    // backward back to back, and interleaving keeps the head on one chunk.
+    const bool gpipe = pc.pipeline == PipelineSchedule::simple;
+    mb.logits = logits_bytes_per_microbatch(job) * (gpipe ? in_flight : 1.0);
   }
   if (dp > 1 && sdp == 1) mb.communication_buffers = 2.0 * 25.0 * 1024 * 1024;  // DDP buckets
   mb.reserved = inst.gpu.reserved_bytes;

@@ -190,8 +190,10 @@ class ProgramBuilder {
     const int next = descending ? layer - 1 : layer + 1;
     if (next >= 0 && next < layers_in_chunk) prefetched_ = start_async(sharded_gather(mb, chunk, next));
   }
+  // The embedding and head weights are sharded too; they travel with the layer beside them.
   Instruction sharded_gather(int mb, int chunk, int layer) const {
-    return collective(OpKind::all_gather, CommGroup::sharded, layer_param_bytes_, 1, mb, chunk, layer);
+    return collective(OpKind::all_gather, CommGroup::sharded, layer_param_bytes_ + extra_param_bytes(chunk, layer), 1,
+                      mb, chunk, layer);
   }
 
   void forward(int mb, int chunk) {
@@ -259,7 +261,8 @@ class ProgramBuilder {
         push(compute(OpKind::backward, mb, chunk, l, 1, layer_.backward() + head));
         tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
         if (sharded_) {
-          start_async(collective(OpKind::reduce_scatter, CommGroup::sharded, layer_param_bytes_, 1, mb, chunk, l));
+          start_async(collective(OpKind::reduce_scatter, CommGroup::sharded,
+                                 layer_param_bytes_ + extra_param_bytes(chunk, l), 1, mb, chunk, l));
         } else if (buckets) {
           // One gradient bucket per layer, reduced while the layers below run backward.
           const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -104,6 +105,8 @@ bool write_all(int fd, const std::string& data) {
 SimResult simulate(const Job& job, const SimOptions& options) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error(std::string("simulator: pipe: ") + std::strerror(errno));
+  // Whatever the parent buffered must not be written a second time by the child.
+  std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("simulator: fork: ") + std::strerror(errno));
   if (pid == 0) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -190,9 +191,25 @@ void World::run_program(RankState& rs) {
     rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live);
   };
   const bool last_stage_rank = rs.coords.pipeline == job_.parallel.pipeline_parallel_degree - 1;
+  // Offloaded activations leave the device when their copy completes (checked between
+  // instructions); a reload brings them back. Keyed by (micro-batch, chunk).
+  std::map<std::pair<int, int>, int> offload_pending;  // -> instruction index
+  std::set<std::pair<int, int>> offloaded;
+  auto release_finished_offloads = [&] {
+    for (auto it = offload_pending.begin(); it != offload_pending.end();) {
+      if (comms[it->second] && comms[it->second]->test()) {
+        memory(-ops[it->second].bytes);
+        offloaded.insert(it->first);
+        it = offload_pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
 
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Instruction& in = ops[i];
+    if (!offload_pending.empty()) release_finished_offloads();
     const double start = s4u::Engine::get_clock();
     switch (in.kind) {
       case OpKind::forward:
@@ -230,8 +247,10 @@ void World::run_program(RankState& rs) {
         // Activations: a chunk's forward keeps what checkpointing keeps until its backward.
         const bool chunk_end = in.layer < 0 || in.layer == static_cast<int>(job_.model.layers /
                                    (job_.parallel.pipeline_parallel_degree * job_.parallel.virtual_stages)) - 1;
-        if (in.kind == OpKind::forward && chunk_end) memory(stored_per_chunk_ + (last_stage_rank ? logits_ : 0));
-        if (in.kind == OpKind::backward && (in.layer <= 0)) memory(-(stored_per_chunk_ + (last_stage_rank ? logits_ : 0)));
+        // The LM head's logits live on the last model chunk only.
+        const bool head_chunk = last_stage_rank && in.chunk == job_.parallel.virtual_stages - 1;
+        if (in.kind == OpKind::forward && chunk_end) memory(stored_per_chunk_ + (head_chunk ? logits_ : 0));
+        if (in.kind == OpKind::backward && (in.layer <= 0)) memory(-(stored_per_chunk_ + (head_chunk ? logits_ : 0)));
         if (in.kind == OpKind::recompute && working_ > 0) {
           rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live + working_);
         }
@@ -274,15 +293,29 @@ void World::run_program(RankState& rs) {
       }
       case OpKind::offload:
         comms[i] = s4u::Comm::sendto_async(rs.host, rs.cpu, static_cast<uint64_t>(in.bytes));
+        offload_pending[{in.microbatch, in.chunk}] = static_cast<int>(i);
         break;
-      case OpKind::reload:
+      case OpKind::reload: {
+        // The device buffer is allocated when the copy starts; if the offload has not
+        // finished, the activations never left.
+        const std::pair<int, int> key{in.microbatch, in.chunk};
+        if (offloaded.erase(key)) memory(in.bytes);
+        else offload_pending.erase(key);
         comms[i] = s4u::Comm::sendto_async(rs.cpu, rs.host, static_cast<uint64_t>(in.bytes));
         break;
+      }
       case OpKind::wait: {
         const Instruction& awaited = ops[in.wait_for];
         if (comms[in.wait_for]) {
           comms[in.wait_for]->wait();
           const double blocked = s4u::Engine::get_clock() - start;
+          if (awaited.kind == OpKind::offload) {
+            const std::pair<int, int> key{awaited.microbatch, awaited.chunk};
+            if (offload_pending.erase(key)) {
+              memory(-awaited.bytes);
+              offloaded.insert(key);
+            }
+          }
           if (awaited.kind == OpKind::offload || awaited.kind == OpKind::reload) rs.exposed.offload += blocked;
           else rs.exposed.pipeline += blocked;
           record(rs, 1, awaited, start, s4u::Engine::get_clock());
@@ -328,7 +361,7 @@ SimResult World::run() {
   std::vector<MemoryBreakdown> stage_mem;
   for (int s = 0; s < job_.parallel.pipeline_parallel_degree; ++s) stage_mem.push_back(stage_memory(job_, s));
   working_ = stage_mem[0].activation_working;
-  logits_ = stage_mem.back().logits;
+  logits_ = logits_bytes_per_microbatch(job_);
 
   Platform platform(job_, simulated_, symmetric_);
   ranks_.reserve(simulated_.size());

@@ -38,6 +38,10 @@ double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_d
 // but the attention core with selective, the layer's input with full.
 double stored_layer_bytes(const Job& job, double sequences);
 
+// LM-head output and loss buffers of one micro-batch on the last stage: fp16 logits
+// plus the fp32 copy the cross-entropy works on, vocabulary split over tensor parallel.
+double logits_bytes_per_microbatch(const Job& job);
+
 // Micro-batches whose activations stage `stage` holds at once under the schedule.
 double in_flight_microbatches(const ParallelConfig& pc, int stage);
 
