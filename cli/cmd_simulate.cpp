@@ -5,6 +5,7 @@
 
 #include "chrome_trace.hpp"
 #include "commands.hpp"
+#include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/units.hpp"
 #include "partune/sim/simulator.hpp"
@@ -34,8 +35,9 @@ void register_simulate(CLI::App& app) {
     so.granularity = opt->per_layer ? Granularity::layer : Granularity::chunk;
     const sim::SimResult r = sim::simulate(job, so);
     if (!opt->trace.empty()) write_chrome_trace(opt->trace, r.events, job.cluster.instance.gpus_per_node);
-    if (opt->json) std::cout << simulation_json(job, r).dump(2) << "\n";
-    else std::cout << simulation_text(job, r);
+    const Estimate analytic = estimate(job);
+    if (opt->json) std::cout << simulation_json(job, r, analytic).dump(2) << "\n";
+    else std::cout << simulation_text(job, r, analytic);
   });
 }
 

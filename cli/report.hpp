@@ -15,8 +15,10 @@ std::string estimate_text(const Job& job, const Estimate& e);
 nlohmann::json estimate_json(const Job& job, const Estimate& e);
 
 // simulate: the estimate's report and keys, plus what only the simulation shows.
-std::string simulation_text(const Job& job, const sim::SimResult& r);
-nlohmann::json simulation_json(const Job& job, const sim::SimResult& r);
+// `analytic` is the estimator's view of the same job: the report puts the two side by
+// side and says where they differ.
+std::string simulation_text(const Job& job, const sim::SimResult& r, const Estimate& analytic);
+nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Estimate& analytic);
 
 std::string reproduce_text(const ReproduceResult& r);
 nlohmann::json reproduce_json(const ReproduceResult& r);

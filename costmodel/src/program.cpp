@@ -1,6 +1,8 @@
 #include "partune/costmodel/program.hpp"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
@@ -89,7 +91,10 @@ class ProgramBuilder {
     for (int i = 0; i < static_cast<int>(steps.size()); ++i)
       if (!steps[i].forward) last_backward[steps[i].chunk] = i;
     for (int pass = 0; pass < passes; ++pass) {
-      pending_reload_ = -1;
+      backward_order_.clear();
+      for (const ScheduleStep& s : steps)
+        if (!s.forward) backward_order_.push_back({pass * pc_.microbatches + s.microbatch, s.chunk});
+      int backward_index = 0;
       for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
         const ScheduleStep& s = steps[i];
         const int mb = pass * pc_.microbatches + s.microbatch;
@@ -97,11 +102,7 @@ class ProgramBuilder {
           forward(mb, s.chunk);
         } else {
           const bool sync_gradients = pass == passes - 1 && i == last_backward[s.chunk];
-          const ScheduleStep* next = nullptr;
-          for (int j = i + 1; j < static_cast<int>(steps.size()) && !next; ++j)
-            if (!steps[j].forward) next = &steps[j];
-          backward(mb, s.chunk, sync_gradients, next ? pass * pc_.microbatches + next->microbatch : -1,
-                   next ? next->chunk : 0);
+          backward(mb, s.chunk, sync_gradients, backward_index++);
         }
       }
     }
@@ -223,6 +224,7 @@ class ProgramBuilder {
       start_async(off);
     }
     if (!last_model_stage(chunk)) start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
+    forwarded_.insert({mb, chunk});
   }
 
   Instruction reload(int mb, int chunk) const {
@@ -234,14 +236,20 @@ class ProgramBuilder {
     return in;
   }
 
-  void backward(int mb, int chunk, bool sync_gradients, int next_mb, int next_chunk) {
+  void backward(int mb, int chunk, bool sync_gradients, int backward_index) {
     if (!last_model_stage(chunk)) push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
     const bool offload = pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none;
     if (offload) {
-      // Reloads run one backward ahead (the loading horizon), so only the first waits.
-      if (pending_reload_ < 0) pending_reload_ = start_async(reload(mb, chunk));
-      wait(pending_reload_);
-      pending_reload_ = next_mb >= 0 ? start_async(reload(next_mb, next_chunk)) : -1;
+      // Reloads run activation_loading_horizon layers ahead of backward (whole chunks:
+      // at least the next one), for activations whose forward has already run.
+      const int ahead = std::max(1, (pc_.activation_loading_horizon + layers_per_chunk_ - 1) / layers_per_chunk_);
+      const int last = std::min<int>(backward_index + ahead, static_cast<int>(backward_order_.size()) - 1);
+      for (int j = backward_index; j <= last; ++j) {
+        const auto key = backward_order_[j];
+        if (!reloads_.count(key) && (j == backward_index || forwarded_.count(key)))
+          reloads_[key] = start_async(reload(key.first, key.second));
+      }
+      wait(reloads_.at({mb, chunk}));
     }
     const Checkpointing ckpt = pc_.activation_checkpointing;
     const double recompute = layer_.recompute(ckpt);
@@ -338,7 +346,9 @@ class ProgramBuilder {
   HeadTime head_;
   std::vector<int> outstanding_;
   int prefetched_ = -1;
-  int pending_reload_ = -1;
+  std::vector<std::pair<int, int>> backward_order_;  // (micro-batch, chunk) of this pass
+  std::set<std::pair<int, int>> forwarded_;
+  std::map<std::pair<int, int>, int> reloads_;         // -> index of the reload instruction
 };
 
 }  // namespace

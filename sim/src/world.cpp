@@ -3,6 +3,7 @@
 #include <xbt/log.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <map>
 #include <set>
@@ -432,7 +433,10 @@ SimResult World::run() {
     ++per_stage[rr.stage];
     busy_sum += rs->compute_busy;
     peak = std::max(peak, rs->memory_peak);
-    if (rs->compute_busy > critical->compute_busy) critical = rs.get();
+    // The critical rank finishes last (the busiest among those that do).
+    if (rs->end_time > critical->end_time + 1e-12 ||
+        (std::fabs(rs->end_time - critical->end_time) <= 1e-12 && rs->compute_busy > critical->compute_busy))
+      critical = rs.get();
   }
   for (int s = 0; s < p; ++s)
     if (per_stage[s]) out.stage_utilisation[s] /= per_stage[s];

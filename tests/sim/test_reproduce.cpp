@@ -1,0 +1,23 @@
+// The published tables through the simulator: the bar is that reproducing them
+// with the simulator is no less accurate than with the estimator, with every
+// before/after direction right. Expectations are the published numbers in
+// scenarios/tables/.
+#include <catch2/catch.hpp>
+
+#include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/table.hpp"
+#include "partune/sim/simulator.hpp"
+
+using namespace partune;
+
+TEST_CASE("the simulator reproduces the published tables at least as well as the estimator", "[sim][reproduce]") {
+  const auto tables = load_tables({std::string(PARTUNE_SOURCE_DIR) + "/scenarios/tables"});
+  const ReproduceResult analytic = reproduce(tables, [](const Job& j) { return estimate(j); });
+  const ReproduceResult simulated = reproduce(tables, [](const Job& j) { return sim::simulate(j).metrics; });
+  REQUIRE(simulated.rows.size() == analytic.rows.size());
+  INFO("TFLOPs-row MAPE: simulator " << simulated.mape_tflops_pct << "%, estimator " << analytic.mape_tflops_pct << "%");
+  CHECK(simulated.mape_tflops_pct <= analytic.mape_tflops_pct + 0.05);
+  CHECK(simulated.mape_tflops_pct <= 15.0);
+  CHECK(simulated.pairs == 9);
+  CHECK(simulated.pairs_right == simulated.pairs);
+}
