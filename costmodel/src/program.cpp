@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
@@ -209,37 +210,44 @@ class ProgramBuilder {
                             (l == layers_per_chunk_ - 1 && last_model_stage(chunk) ? head_.logits_fwd : 0.0);
         push(compute(OpKind::forward, mb, chunk, l, 1, layer_.forward() + head));
         tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
+        if (offloading()) start_async(copy(OpKind::offload, mb, chunk, l));
       }
     } else {
       push(compute(OpKind::forward, mb, chunk, -1, layers_per_chunk_,
                    layers_per_chunk_ * layer_.forward() + extra));
       tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
     }
-    if (pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none) {
-      Instruction off;
-      off.kind = OpKind::offload;
-      off.bytes = stored_layer_bytes_ * layers_per_chunk_;
-      off.microbatch = mb;
-      off.chunk = static_cast<std::int16_t>(chunk);
-      start_async(off);
-    }
+    if (offloading() && !per_layer_) start_async(copy(OpKind::offload, mb, chunk, -1));
     if (!last_model_stage(chunk)) start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
     forwarded_.insert({mb, chunk});
   }
 
-  Instruction reload(int mb, int chunk) const {
+  bool offloading() const {
+    return pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none;
+  }
+  // A device<->host copy of what checkpointing keeps: one layer's, or the chunk's (-1).
+  Instruction copy(OpKind kind, int mb, int chunk, int layer) const {
     Instruction in;
-    in.kind = OpKind::reload;
-    in.bytes = stored_layer_bytes_ * layers_per_chunk_;
+    in.kind = kind;
+    in.bytes = stored_layer_bytes_ * (layer < 0 ? layers_per_chunk_ : 1);
     in.microbatch = mb;
     in.chunk = static_cast<std::int16_t>(chunk);
+    in.layer = static_cast<std::int16_t>(layer);
+    in.layers = static_cast<std::int16_t>(layer < 0 ? layers_per_chunk_ : 1);
     return in;
+  }
+  // Per layer: reloads run activation_loading_horizon layers ahead of the backward.
+  void reload_layers_from(int mb, int chunk, int layer) {
+    for (int j = layer; j >= 0 && j > layer - pc_.activation_loading_horizon; --j) {
+      const auto key = std::make_tuple(mb, chunk, j);
+      if (!layer_reloads_.count(key)) layer_reloads_[key] = start_async(copy(OpKind::reload, mb, chunk, j));
+    }
+    wait(layer_reloads_.at(std::make_tuple(mb, chunk, layer)));
   }
 
   void backward(int mb, int chunk, bool sync_gradients, int backward_index) {
     if (!last_model_stage(chunk)) push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
-    const bool offload = pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none;
-    if (offload) {
+    if (offloading() && !per_layer_) {
       // Reloads run activation_loading_horizon layers ahead of backward (whole chunks:
       // at least the next one), for activations whose forward has already run.
       const int ahead = std::max(1, (pc_.activation_loading_horizon + layers_per_chunk_ - 1) / layers_per_chunk_);
@@ -247,7 +255,7 @@ class ProgramBuilder {
       for (int j = backward_index; j <= last; ++j) {
         const auto key = backward_order_[j];
         if (!reloads_.count(key) && (j == backward_index || forwarded_.count(key)))
-          reloads_[key] = start_async(reload(key.first, key.second));
+          reloads_[key] = start_async(copy(OpKind::reload, key.first, key.second, -1));
       }
       wait(reloads_.at({mb, chunk}));
     }
@@ -260,6 +268,7 @@ class ProgramBuilder {
       // Backward runs from the chunk's last layer to its first.
       for (int l = layers_per_chunk_ - 1; l >= 0; --l) {
         if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
+        if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
         if (recompute > 0) {
           push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
           tensor_all_reduce(recompute_ar, mb, chunk, l);
@@ -349,6 +358,7 @@ class ProgramBuilder {
   std::vector<std::pair<int, int>> backward_order_;  // (micro-batch, chunk) of this pass
   std::set<std::pair<int, int>> forwarded_;
   std::map<std::pair<int, int>, int> reloads_;         // -> index of the reload instruction
+  std::map<std::tuple<int, int, int>, int> layer_reloads_;
 };
 
 }  // namespace

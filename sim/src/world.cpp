@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 
@@ -194,8 +195,9 @@ void World::run_program(RankState& rs) {
   const bool last_stage_rank = rs.coords.pipeline == job_.parallel.pipeline_parallel_degree - 1;
   // Offloaded activations leave the device when their copy completes (checked between
   // instructions); a reload brings them back. Keyed by (micro-batch, chunk).
-  std::map<std::pair<int, int>, int> offload_pending;  // -> instruction index
-  std::set<std::pair<int, int>> offloaded;
+  using CopyKey = std::tuple<int, int, int>;  // micro-batch, chunk, layer (-1: whole chunk)
+  std::map<CopyKey, int> offload_pending;     // -> instruction index
+  std::set<CopyKey> offloaded;
   auto release_finished_offloads = [&] {
     for (auto it = offload_pending.begin(); it != offload_pending.end();) {
       if (comms[it->second] && comms[it->second]->test()) {
@@ -245,13 +247,15 @@ void World::run_program(RankState& rs) {
         rs.in_flight.erase(std::remove_if(rs.in_flight.begin(), rs.in_flight.end(),
                                           [&](CollectiveRequest* r) { return r->end >= 0 && r->end <= to; }),
                            rs.in_flight.end());
-        // Activations: a chunk's forward keeps what checkpointing keeps until its backward.
-        const bool chunk_end = in.layer < 0 || in.layer == static_cast<int>(job_.model.layers /
-                                   (job_.parallel.pipeline_parallel_degree * job_.parallel.virtual_stages)) - 1;
-        // The LM head's logits live on the last model chunk only.
-        const bool head_chunk = last_stage_rank && in.chunk == job_.parallel.virtual_stages - 1;
-        if (in.kind == OpKind::forward && chunk_end) memory(stored_per_chunk_ + (head_chunk ? logits_ : 0));
-        if (in.kind == OpKind::backward && (in.layer <= 0)) memory(-(stored_per_chunk_ + (head_chunk ? logits_ : 0)));
+        // Activations: what checkpointing keeps stays from a layer's forward to its
+        // backward; the LM head's logits live on the last model chunk only.
+        const int layers_per_chunk = job_.model.layers / (job_.parallel.pipeline_parallel_degree *
+                                                          job_.parallel.virtual_stages);
+        const double stored = stored_per_chunk_ / layers_per_chunk * in.layers;
+        const bool head = last_stage_rank && in.chunk == job_.parallel.virtual_stages - 1 &&
+                          (in.layer < 0 || in.layer == layers_per_chunk - 1);
+        if (in.kind == OpKind::forward) memory(stored + (head ? logits_ : 0));
+        if (in.kind == OpKind::backward) memory(-(stored + (head ? logits_ : 0)));
         if (in.kind == OpKind::recompute && working_ > 0) {
           rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live + working_);
         }
@@ -294,12 +298,12 @@ void World::run_program(RankState& rs) {
       }
       case OpKind::offload:
         comms[i] = s4u::Comm::sendto_async(rs.host, rs.cpu, static_cast<uint64_t>(in.bytes));
-        offload_pending[{in.microbatch, in.chunk}] = static_cast<int>(i);
+        offload_pending[CopyKey{in.microbatch, in.chunk, in.layer}] = static_cast<int>(i);
         break;
       case OpKind::reload: {
         // The device buffer is allocated when the copy starts; if the offload has not
         // finished, the activations never left.
-        const std::pair<int, int> key{in.microbatch, in.chunk};
+        const CopyKey key{in.microbatch, in.chunk, in.layer};
         if (offloaded.erase(key)) memory(in.bytes);
         else offload_pending.erase(key);
         comms[i] = s4u::Comm::sendto_async(rs.cpu, rs.host, static_cast<uint64_t>(in.bytes));
@@ -311,7 +315,7 @@ void World::run_program(RankState& rs) {
           comms[in.wait_for]->wait();
           const double blocked = s4u::Engine::get_clock() - start;
           if (awaited.kind == OpKind::offload) {
-            const std::pair<int, int> key{awaited.microbatch, awaited.chunk};
+            const CopyKey key{awaited.microbatch, awaited.chunk, awaited.layer};
             if (offload_pending.erase(key)) {
               memory(-awaited.bytes);
               offloaded.insert(key);
