@@ -62,7 +62,8 @@ std::string describe_job(const Job& job) {
   return s;
 }
 
-std::string estimate_text(const Job& job, const Estimate& e) {
+std::string estimate_text(const Job& job, const Estimate& e, double peak_bytes) {
+  if (peak_bytes < 0) peak_bytes = e.memory.total();
   const StepBreakdown& b = e.breakdown;
   std::string s = describe_job(job);
   s += "\n";
@@ -109,7 +110,7 @@ std::string estimate_text(const Job& job, const Estimate& e) {
   s += fmt::format("  {:<36} {:>12} of {}\n", "total", gib(m.total()), gib(e.memory_capacity));
   if (m.host_offload > 0) s += fmt::format("  {:<36} {:>12}\n", "offloaded to host (per GPU)", gib(m.host_offload));
   if (e.fits) {
-    s += fmt::format("fits: yes, headroom {} on the largest GPU\n", gib(e.memory_capacity - m.total()));
+    s += fmt::format("fits: yes, headroom {} on the largest GPU\n", gib(e.memory_capacity - peak_bytes));
   } else {
     s += fmt::format("DOES NOT FIT: {}\n", e.not_fit_reason);
   }
@@ -152,11 +153,6 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
 }
 
 namespace {
-Estimate with_simulated_memory(const sim::SimResult& r) {
-  // The report's memory section shows the cost model's breakdown of the largest stage;
-  // its total is replaced by the peak the simulation tracked over the timeline.
-  return r.metrics;
-}
 double simulated_peak(const sim::SimResult& r) {
   double peak = 0;
   for (const auto& rank : r.ranks) peak = std::max(peak, rank.peak_memory);
@@ -193,7 +189,8 @@ const char* why_they_differ(int part) {
                    "slowest stage's last backward";
     case 4: return "per-layer gathers and reduce-scatters queue on one stream in the simulation and the first "
                    "gather of every pass is exposed";
-    case 5: return "PCIe copies of neighbouring GPUs share their switch, and reloads run one backward ahead";
+    case 5: return "PCIe copies of neighbouring GPUs share their switch, and reloads run "
+                   "activation_loading_horizon layers (or whole chunks) ahead";
   }
   return "";
 }
@@ -224,13 +221,15 @@ std::string comparison_text(const Estimate& analytic, const sim::SimResult& r) {
 }
 
 std::string simulation_text(const Job& job, const sim::SimResult& r, const Estimate& analytic) {
-  std::string s = estimate_text(job, with_simulated_memory(r));
+  // The memory section keeps the cost model's breakdown of the largest stage; whether it
+  // fits is judged on the peak the simulation tracked over the timeline.
+  std::string s = estimate_text(job, r.metrics, simulated_peak(r));
   s += fmt::format("\nsimulation: {} ranks simulated{}, {} activities, {:.2f} s of wall time\n", r.ranks.size(),
                    r.symmetric ? " (one data-parallel replica stands for all)" : "", r.activities, r.wall_seconds);
   s += fmt::format("bubble fraction      {:.1f}%\n", 100 * r.bubble_fraction);
   s += "stage utilisation   ";
   for (double u : r.stage_utilisation) s += fmt::format(" {:.0f}%", 100 * u);
-  s += "\nexposed communication on the busiest rank\n";
+  s += "\nexposed communication on the critical rank (the one that finishes last)\n";
   s += fmt::format("  tensor-parallel {}, pipeline waits {}, data-parallel {}, sharded {}, offload {}\n",
                    seconds(r.exposed.tensor), seconds(r.exposed.pipeline), seconds(r.exposed.data),
                    seconds(r.exposed.sharded), seconds(r.exposed.offload));

@@ -52,7 +52,7 @@ struct SimResult {
   Estimate metrics;                  // same headline numbers and JSON keys as `estimate`
   std::vector<double> stage_utilisation;  // compute busy / step time, per pipeline stage
   double bubble_fraction = 0;        // 1 - compute busy / step time, mean over ranks
-  ExposedComm exposed;               // of the critical (busiest) rank
+  ExposedComm exposed;               // of the critical rank (the one that finishes last)
   std::vector<RankResult> ranks;     // simulated ranks
   std::vector<TraceEvent> events;    // when record_events
   bool symmetric = false;            // one replica stood for all
