@@ -142,12 +142,12 @@ InstanceType parse_instance_type(const Reader& r) {
   it.gpu.peak_flops_fp32 = peak.get_positive("fp32") * units::tera;
   it.gpu.peak_flops_tf32 = peak.get_positive("tf32", peak.get_positive("fp32")) * units::tera;
   it.gpu.peak_flops_fp16 = peak.get_positive("fp16") * units::tera;
-  it.gpu.peak_flops_bf16 = peak.get_double("bf16", 0) * units::tera;
+  it.gpu.peak_flops_bf16 = peak.get_non_negative("bf16", 0) * units::tera;  // 0: no bf16
   it.gpu.hbm_bytes = g.get_positive("hbm_GiB") * units::GiB;
   it.gpu.hbm_bw = g.get_positive("hbm_bw_GBps") * units::giga;
   it.gpu.hbm_efficiency = g.get_fraction("hbm_efficiency", it.gpu.hbm_efficiency);
-  it.gpu.kernel_overhead = g.get_double("kernel_overhead_us", it.gpu.kernel_overhead / units::us) * units::us;
-  it.gpu.reserved_bytes = g.get_double("reserved_GiB", 0) * units::GiB;
+  it.gpu.kernel_overhead = g.get_non_negative("kernel_overhead_us", it.gpu.kernel_overhead / units::us) * units::us;
+  it.gpu.reserved_bytes = g.get_non_negative("reserved_GiB", 0) * units::GiB;
   if (g.has("gemm")) {
     const Reader ge = g.child("gemm");
     ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "source"});
@@ -191,8 +191,8 @@ InstanceType parse_instance_type(const Reader& r) {
   if (r.has("host")) {
     const Reader h = r.child("host");
     h.allow_only({"cores", "memory_GiB"});
-    it.host_cores = h.get_int("cores", 0);
-    it.host_memory_bytes = h.get_double("memory_GiB", 0) * units::GiB;
+    it.host_cores = static_cast<int>(h.get_non_negative("cores", 0));
+    it.host_memory_bytes = h.get_non_negative("memory_GiB", 0) * units::GiB;
   }
   if (r.has("collectives")) {
     const Reader c = r.child("collectives");
@@ -206,6 +206,7 @@ InstanceType parse_instance_type(const Reader& r) {
 
 Cluster parse_cluster(const Reader& r) {
   r.allow_only({"kind", "name", "description", "instance_type", "nodes", "oversubscription"});
+  if (!r.node().IsMap()) r.fail("", "expected a mapping with instance_type and nodes");
   if (r.has("kind") && r.get_string("kind") != "cluster") r.fail("kind", "expected 'cluster'");
   Cluster c;
   if (!r.has("instance_type")) r.fail("instance_type", "missing");
@@ -305,13 +306,17 @@ Job parse_job_node(YAML::Node root, const std::string& file, const std::string& 
   const Resolved model = resolve_reference(root["model"], file, r.key_path("model"), "models");
   job.model = parse_model(Reader(model.node, model.file, model.key));
   if (!r.has("cluster")) r.fail("cluster", "missing");
-  const YAML::Node cnode = root["cluster"];
-  if (cnode.IsScalar()) {
-    const Resolved c = resolve_reference(cnode, file, r.key_path("cluster"), "clusters");
-    job.cluster = parse_cluster(Reader(c.node, c.file, c.key));
-  } else {
-    job.cluster = parse_cluster(r.child("cluster"));
+  // A cluster is a file of kind cluster (by path), or a mapping (optionally with base:).
+  const Resolved c = resolve_reference(root["cluster"], file, r.key_path("cluster"), "clusters");
+  if (c.node.IsMap() && c.node["kind"].IsDefined() && c.node["kind"].IsScalar() &&
+      c.node["kind"].as<std::string>() == "instance_type") {
+    const YAML::Node given = root["cluster"];
+    const std::string name = given.IsScalar() ? given.as<std::string>()
+                             : given["base"].IsScalar() ? given["base"].as<std::string>() : "this";
+    r.fail("cluster", "'" + name + "' is an instance type, not a cluster: write cluster: {instance_type: " + name +
+                          ", nodes: N}");
   }
+  job.cluster = parse_cluster(Reader(c.node, c.file, c.key));
   parse_training(r.child("training"), job.training);
   if (r.has("parallel")) parse_parallel(r.child("parallel"), job.parallel);
   if (r.has("parallel") && r.child("parallel").has("data_parallel_degree")) {

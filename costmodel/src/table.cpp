@@ -79,6 +79,8 @@ Table load_table_file(const std::string& file) {
     tr.published = row.get_positive("published");
     tr.note = row.get_string("note", "");
     tr.before = row.get_string("before", "");
+    if (!tr.before.empty() && tr.metric == Metric::speedup)
+      row.fail("before", "a speedup row is its own before/after pair (job vs baseline)");
     if (!row.has("job")) row.fail("job", "missing");
     tr.job = row_job(defaults, rows[i]["job"], file, key + ".job");
     if (!rows[i]["job"].IsScalar() && !rows[i]["job"]["name"].IsDefined()) tr.job.name = tr.name;

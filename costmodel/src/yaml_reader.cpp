@@ -65,6 +65,13 @@ double Reader::get_positive(const std::string& key, double fallback) const {
   return has(key) ? get_positive(key) : fallback;
 }
 
+double Reader::get_non_negative(const std::string& key, double fallback) const {
+  if (!has(key)) return fallback;
+  const double v = get_double(key);
+  if (v < 0) fail(key, "must be >= 0, got " + node_[key].Scalar());
+  return v;
+}
+
 double Reader::get_fraction(const std::string& key, double fallback) const {
   if (!has(key)) return fallback;
   const double v = get_double(key);

@@ -35,6 +35,7 @@ class Reader {
   double get_positive(const std::string& key) const;
   double get_positive(const std::string& key, double fallback) const;
   double get_fraction(const std::string& key, double fallback) const;  // in (0, 1]
+  double get_non_negative(const std::string& key, double fallback) const;
   int get_int(const std::string& key) const;
   int get_int(const std::string& key, int fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;

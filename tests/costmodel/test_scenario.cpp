@@ -277,3 +277,38 @@ TEST_CASE("parse_job applies YAML merge keys like load_job", "[scenario]") {
   CHECK(inline_job.parallel.tensor_parallel_degree == 2);
   CHECK(inline_job.parallel.microbatches == 4);
 }
+
+TEST_CASE("a cluster names an instance type and a node count, not an instance type alone", "[scenario]") {
+  const std::string head = "model: gpt2-small\ntraining: {global_batch: 8}\n";
+  SECTION("an instance type preset where a cluster belongs") {
+    const ScenarioError e = expect_error([&] { parse_job(head + "cluster: p4d.24xlarge\n", kOrigin); });
+    CHECK(e.key() == "cluster");
+    CHECK_THAT(e.reason(), Catch::Contains("instance_type: p4d.24xlarge"));
+  }
+  SECTION("base: an instance type") {
+    const ScenarioError e =
+        expect_error([&] { parse_job(head + "cluster: {base: p4d.24xlarge, nodes: 1}\n", kOrigin); });
+    CHECK(e.key() == "cluster");
+  }
+  SECTION("the right way") {
+    const Job j = parse_job(head + "cluster: {instance_type: p4d.24xlarge, nodes: 1}\n", kOrigin);
+    CHECK(j.world_size() == 8);
+  }
+}
+
+TEST_CASE("instance-type quantities that cannot be negative are rejected", "[scenario]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"gpu: {kernel_overhead_us: -1}", "instance_type.gpu.kernel_overhead_us"},
+      {"gpu: {reserved_GiB: -1}", "instance_type.gpu.reserved_GiB"},
+      {"gpu: {peak_tflops: {bf16: -1}}", "instance_type.gpu.peak_tflops.bf16"},
+      {"host: {memory_GiB: -1}", "instance_type.host.memory_GiB"},
+  };
+  for (const auto& [override_text, key] : cases) {
+    INFO(override_text);
+    const std::string yaml = std::string("model: gpt2-small\ntraining: {global_batch: 8}\ncluster:\n  nodes: 1\n") +
+                             "  instance_type: {base: p4d.24xlarge, " + override_text + "}\n";
+    const ScenarioError e = expect_error([&] { parse_job(yaml, kOrigin); });
+    CHECK(e.key() == std::string("cluster.") + key);
+    CHECK_THAT(e.reason(), Catch::Contains(">= 0"));
+  }
+}
