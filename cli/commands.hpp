@@ -8,6 +8,7 @@ namespace partune::cli {
 void register_estimate(CLI::App& app);
 void register_reproduce(CLI::App& app);
 void register_simulate(CLI::App& app);
+void register_search(CLI::App& app);
 void register_bench(CLI::App& app);
 
 // Thrown by a command to end with this exit status after it printed its message.

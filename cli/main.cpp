@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   partune::cli::register_estimate(app);
   partune::cli::register_simulate(app);
+  partune::cli::register_search(app);
   partune::cli::register_reproduce(app);
   partune::cli::register_bench(app);
   try {

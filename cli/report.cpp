@@ -258,6 +258,126 @@ nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Es
   return j;
 }
 
+namespace {
+const Estimate& best_view(const search::Candidate& c) { return c.simulated ? c.simulation : c.estimate; }
+
+nlohmann::json candidate_json(const search::Candidate& c) {
+  const Estimate& v = best_view(c);
+  const StepBreakdown& b = c.estimate.breakdown;
+  return {{"configuration", search::describe(c.job)},
+          {"pipeline_parallel_degree", c.job.parallel.pipeline_parallel_degree},
+          {"tensor_parallel_degree", c.job.parallel.tensor_parallel_degree},
+          {"data_parallel_degree", c.job.data_parallel_degree()},
+          {"sharded_data_parallel_degree", c.job.parallel.sharded_data_parallel_degree},
+          {"microbatches", c.job.parallel.microbatches},
+          {"microbatch_size", c.job.microbatch_size()},
+          {"simulated", c.simulated},
+          {"step_time_s", v.step_time},
+          {"samples_per_s", v.samples_per_s},
+          {"tflops_per_gpu", v.tflops_per_gpu},
+          {"hw_tflops_per_gpu", v.hw_tflops_per_gpu},
+          {"estimated_step_time_s", c.estimate.step_time},
+          {"peak_memory_bytes", c.estimate.memory.total()},
+          {"headroom_bytes", c.estimate.memory_capacity - c.estimate.memory.total()},
+          {"breakdown_s", {{"compute", b.compute}, {"tensor_parallel", b.tensor_parallel_comm},
+                           {"pipeline", b.pipeline_bubble + b.pipeline_p2p},
+                           {"data_parallel", b.data_parallel_exposed}, {"sharded", b.sharded_exposed},
+                           {"offload", b.offload_exposed}}}};
+}
+
+std::string duration(double s) {
+  if (s >= 86400) return fmt::format("{:.1f} days", s / 86400);
+  if (s >= 3600) return fmt::format("{:.1f} hours", s / 3600);
+  return fmt::format("{:.1f} minutes", s / 60);
+}
+}  // namespace
+
+std::string search_text(const Job& base, const search::SearchReport& r, const TrainingBudget& budget, int rows) {
+  std::string s = fmt::format("search: {} on {} x {} ({} GPUs), global batch {}\n", base.model.name, base.cluster.nodes,
+                              base.cluster.instance.name, base.world_size(), base.training.global_batch);
+  s += fmt::format("  enumerated {}, invalid {}, duplicate placements {}, estimated {} ({:.2f} s), pruned: {} do not "
+                   "fit, {} dominated; simulated {} ({:.2f} s)\n\n",
+                   r.enumerated, r.invalid, r.duplicates, r.estimated, r.estimate_seconds, r.pruned_memory,
+                   r.pruned_dominated, r.simulated, r.simulate_seconds);
+  s += fmt::format("{:>3}  {:<52} {:>9} {:>9} {:>7} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#", "configuration",
+                   "samples/s", "estimated", "TFLOPs", "headroom", "compute", "tensor", "pipe", "data", "shard");
+  const int n = std::min<int>(rows, static_cast<int>(r.ranked.size()));
+  for (int i = 0; i < n; ++i) {
+    const search::Candidate& c = r.ranked[i];
+    const Estimate& v = best_view(c);
+    const StepBreakdown& b = c.estimate.breakdown;
+    const double step = c.estimate.step_time;
+    auto pct = [&](double x) { return fmt::format("{:.0f}%", 100 * x / step); };
+    s += fmt::format("{:>3}  {:<52} {:>9.2f} {:>9.2f} {:>7.1f} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", i + 1,
+                     search::describe(c.job), v.samples_per_s, c.estimate.samples_per_s, v.tflops_per_gpu,
+                     gib(c.estimate.memory_capacity - c.estimate.memory.total()), pct(b.compute),
+                     pct(b.tensor_parallel_comm), pct(b.pipeline_bubble + b.pipeline_p2p), pct(b.data_parallel_exposed),
+                     pct(b.sharded_exposed));
+  }
+  s += "  (samples/s and TFLOPs/GPU: simulated where simulated; the breakdown is the estimator's share of its step)\n";
+  const search::Candidate& best = r.ranked.front();
+  const Estimate& v = best_view(best);
+  s += fmt::format("\nbest: {}\n  {:.2f} samples/s, {:.1f} model TFLOPs/GPU ({:.1f} hardware), MFU {:.1f}%, "
+                   "step {:.3f} s{}\n",
+                   search::describe(best.job), v.samples_per_s, v.tflops_per_gpu, v.hw_tflops_per_gpu, 100 * v.mfu,
+                   v.step_time, best.simulated ? " (simulated)" : " (estimated)");
+  if (r.ranked.size() > 1) {
+    const Estimate& second = best_view(r.ranked[1]);
+    s += fmt::format("  why it wins: {:.1f}% faster than the runner-up ({}); its step is {} compute, the rest "
+                     "exposed communication and bubble\n",
+                     100 * (second.step_time / v.step_time - 1), search::describe(r.ranked[1].job),
+                     share(best.estimate.breakdown.compute, best.estimate.step_time));
+  }
+  if (r.has_tensor_across_nodes && r.has_pipeline_across_nodes) {
+    const Estimate& t = best_view(r.best_tensor_across_nodes);
+    const Estimate& p = best_view(r.best_pipeline_across_nodes);
+    s += fmt::format("  model parallelism across nodes: pipeline ({}) {:.2f} samples/s vs tensor ({}) {:.2f} "
+                     "samples/s: pipeline is {:.2f}x {}\n",
+                     search::describe(r.best_pipeline_across_nodes.job), p.samples_per_s,
+                     search::describe(r.best_tensor_across_nodes.job), t.samples_per_s,
+                     p.samples_per_s / t.samples_per_s, p.samples_per_s >= t.samples_per_s ? "faster" : "slower");
+  }
+  if (budget.tokens > 0) {
+    const double steps = budget.tokens / (static_cast<double>(base.training.global_batch) * base.model.seq_len);
+    const double seconds_total = steps * v.step_time;
+    s += fmt::format("  {:.3g} tokens: {:.0f} steps, {} on {} nodes", budget.tokens, steps, duration(seconds_total),
+                     base.cluster.nodes);
+    if (budget.price_per_node_hour > 0)
+      s += fmt::format(", cost {:.0f} at {:.2f} per node-hour", seconds_total / 3600 * base.cluster.nodes *
+                                                                    budget.price_per_node_hour,
+                       budget.price_per_node_hour);
+    s += "\n";
+  }
+  return s;
+}
+
+nlohmann::json search_json(const Job& base, const search::SearchReport& r, const TrainingBudget& budget) {
+  nlohmann::json ranked = nlohmann::json::array();
+  for (const auto& c : r.ranked) ranked.push_back(candidate_json(c));
+  nlohmann::json j = {{"job", base.name},
+                      {"gpus", base.world_size()},
+                      {"enumerated", r.enumerated},
+                      {"invalid", r.invalid},
+                      {"duplicate_placements", r.duplicates},
+                      {"estimated", r.estimated},
+                      {"pruned_memory", r.pruned_memory},
+                      {"pruned_dominated", r.pruned_dominated},
+                      {"simulated", r.simulated},
+                      {"estimate_seconds", r.estimate_seconds},
+                      {"simulate_seconds", r.simulate_seconds},
+                      {"best", candidate_json(r.ranked.front())},
+                      {"ranked", ranked}};
+  if (r.has_tensor_across_nodes) j["best_tensor_across_nodes"] = candidate_json(r.best_tensor_across_nodes);
+  if (r.has_pipeline_across_nodes) j["best_pipeline_across_nodes"] = candidate_json(r.best_pipeline_across_nodes);
+  if (budget.tokens > 0) {
+    const double steps = budget.tokens / (static_cast<double>(base.training.global_batch) * base.model.seq_len);
+    const double secs = steps * best_view(r.ranked.front()).step_time;
+    j["time_to_train_s"] = secs;
+    if (budget.price_per_node_hour > 0) j["cost"] = secs / 3600 * base.cluster.nodes * budget.price_per_node_hour;
+  }
+  return j;
+}
+
 std::string reproduce_text(const ReproduceResult& r) {
   std::string s = fmt::format("{:<20} {:<32} {:<18} {:>10} {:>10} {:>8}  {}\n", "table", "row", "metric",
                               "published", "predicted", "error", "direction");

@@ -6,6 +6,7 @@
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/table.hpp"
+#include "partune/search/tuner.hpp"
 #include "partune/sim/simulator.hpp"
 
 namespace partune::cli {
@@ -20,6 +21,14 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e);
 // side and says where they differ.
 std::string simulation_text(const Job& job, const sim::SimResult& r, const Estimate& analytic);
 nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Estimate& analytic);
+
+// search: a table of the top candidates and a summary of the winner.
+struct TrainingBudget {
+  double tokens = 0;               // 0: no time-to-train line
+  double price_per_node_hour = 0;  // 0: no cost line
+};
+std::string search_text(const Job& base, const search::SearchReport& r, const TrainingBudget& budget, int rows);
+nlohmann::json search_json(const Job& base, const search::SearchReport& r, const TrainingBudget& budget);
 
 std::string reproduce_text(const ReproduceResult& r);
 nlohmann::json reproduce_json(const ReproduceResult& r);

@@ -1,0 +1,83 @@
+// partune search JOB.yaml: the fastest configuration that fits, and why it wins.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "job_writer.hpp"
+#include "progress.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "partune/search/tuner.hpp"
+#include "report.hpp"
+
+namespace partune::cli {
+
+void register_search(CLI::App& app) {
+  auto* cmd = app.add_subcommand("search", "Autotune: the fastest parallel configuration that fits");
+  struct Options {
+    std::string job, write_job;
+    std::vector<std::string> fix, explain, overrides;
+    int top_k = 32, workers = 0, show = 10;
+    bool json = false, estimator_only = false;
+    double tokens = 0, price_per_node_hour = 0;
+  };
+  auto opt = std::make_shared<Options>();
+  cmd->add_option("job", opt->job, "job file: model, cluster, batch, precision (its parallel settings are a starting point)")
+      ->required();
+  cmd->add_option("--fix", opt->fix, "restrict a knob: key=value or key=v1,v2 (e.g. tensor_parallel_degree=8)");
+  cmd->add_option("--set", opt->overrides, "override a job key before searching (e.g. nodes=16)");
+  cmd->add_option("--top-k", opt->top_k, "candidates re-evaluated by the simulator")->check(CLI::PositiveNumber);
+  cmd->add_option("--workers", opt->workers, "simulations at once (default: one per core)");
+  cmd->add_option("--show", opt->show, "rows in the table of top candidates")->check(CLI::PositiveNumber);
+  cmd->add_flag("--estimator-only", opt->estimator_only, "rank with the estimator alone");
+  cmd->add_option("--explain", opt->explain,
+                  "say why pruned candidates matching key=value filters were dropped (repeatable)");
+  cmd->add_option("--write-job", opt->write_job, "write the winner as a job file");
+  cmd->add_option("--tokens", opt->tokens, "token budget for time-to-train (e.g. 300e9)");
+  cmd->add_option("--price-per-node-hour", opt->price_per_node_hour, "price of one node-hour for the cost estimate");
+  cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->callback([opt] {
+    const Job base = load_job(opt->job, opt->overrides);
+    search::SearchSpace space;
+    for (const auto& f : opt->fix) {
+      try {
+        search::restrict_space(space, f);
+      } catch (const std::invalid_argument& e) {
+        throw ScenarioError("--fix", f, e.what());
+      }
+    }
+    search::SearchOptions so;
+    so.top_k = opt->top_k;
+    so.workers = opt->workers;
+    so.simulate = !opt->estimator_only;
+    const bool terminal = ::isatty(STDERR_FILENO) && !opt->json;
+    if (terminal) so.progress = progress_bar;
+    const search::SearchReport report = search::run_search(base, space, so);
+    if (terminal) std::fprintf(stderr, "\r%80s\r", "");
+    if (report.ranked.empty()) {
+      std::cerr << "partune: no configuration fits. Why some were dropped:\n";
+      for (const auto& line : search::explain(report, base, {}, 10)) std::cerr << "  " << line << "\n";
+      throw Exit{3};
+    }
+    TrainingBudget budget{opt->tokens, opt->price_per_node_hour};
+    if (opt->json) std::cout << search_json(base, report, budget).dump(2) << "\n";
+    else std::cout << search_text(base, report, budget, opt->show);
+    if (!opt->explain.empty()) {
+      std::cout << "\nwhy candidates matching " << fmt::format("{}", fmt::join(opt->explain, " ")) << " were dropped:\n";
+      std::vector<std::string> filters;
+      for (const auto& e : opt->explain)
+        for (const auto& part : std::vector<std::string>{e}) filters.push_back(part);
+      for (const auto& line : search::explain(report, base, filters)) std::cout << "  " << line << "\n";
+    }
+    if (!opt->write_job.empty()) {
+      write_job_file(opt->write_job, report.ranked.front().job, opt->job);
+      if (!opt->json) std::cout << "wrote " << opt->write_job << "\n";
+    }
+  });
+}
+
+}  // namespace partune::cli

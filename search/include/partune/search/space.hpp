@@ -1,0 +1,70 @@
+#pragma once
+// The search space: every knob the autotuner may turn, each a list of allowed values.
+// An empty list means "every legal value" for that knob; a pinned knob has one value.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/job.hpp"
+
+namespace partune::search {
+
+struct SearchSpace {
+  std::vector<int> pipeline_degrees;
+  std::vector<int> tensor_degrees;
+  std::vector<int> sharded_degrees;       // sharded_data_parallel_degree
+  std::vector<int> microbatch_sizes;      // sequences per micro-batch
+  std::vector<PipelineSchedule> schedules;
+  std::vector<int> virtual_stages;
+  std::vector<std::string> placements;    // cluster, spread or DPT permutations
+  std::vector<Checkpointing> checkpointing;
+  std::vector<bool> offload_activations;
+  std::vector<bool> shard_optimizer_state;
+  std::vector<bool> flash_attention;
+  std::vector<CollectiveAlgorithm> sharded_collectives;
+};
+
+// Restricts one knob: "key=value" or "key=v1,v2" with the job file's key names
+// (pipeline_parallel_degree, tensor_parallel_degree, sharded_data_parallel_degree,
+// microbatch_size, pipeline, virtual_stages, placement_strategy, activation_checkpointing,
+// offload_activations, shard_optimizer_state, flash_attention, sharded_collective).
+// Throws std::invalid_argument naming the key and the reason.
+void restrict_space(SearchSpace& space, const std::string& assignment);
+
+// Turns a job's own settings into pins: the keys listed in `pinned_keys` keep the base
+// job's value (used for knobs the job file fixes explicitly).
+void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::string>& pinned_keys);
+
+// One point of the space: the knobs that vary, applied to a base job (model, cluster,
+// batch, precision and optimizer stay the base's). Plain data, so millions fit in memory.
+struct Point {
+  int pipeline = 1, tensor = 1, sharded = 1;
+  int microbatch_size = 1, microbatches = 1, virtual_stages = 1;
+  PipelineSchedule schedule = PipelineSchedule::interleaved;
+  int placement = 0;  // index into placement_names()
+  Checkpointing checkpointing = Checkpointing::none;
+  bool offload = false, shard_optimizer = false, flash = false;
+  CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
+};
+const std::vector<std::string>& placement_names();  // "DPT", "DTP", "PDT", "PTD", "TDP", "TPD"
+
+// Writes the point's knobs into `job` (a copy of the base).
+void apply(const Point& point, Job& job);
+Job make_job(const Job& base, const Point& point);
+
+struct EnumerationStats {
+  long considered = 0;   // combinations looked at
+  long invalid = 0;      // rejected by the job rules (degrees, divisibility, layers)
+  long duplicates = 0;   // placements giving the same communication groups as another
+  long legal = 0;
+};
+// Calls `visit` for every legal, distinct point, in a deterministic order.
+EnumerationStats enumerate(const Job& base, const SearchSpace& space,
+                           const std::function<void(const Point&)>& visit);
+
+// A short stable description of a candidate's parallel configuration.
+std::string describe(const Job& job);
+// Whether `job` matches "key=value[,value...]" filters (for --explain); unknown keys throw.
+bool matches(const Job& job, const std::vector<std::string>& filters);
+
+}  // namespace partune::search

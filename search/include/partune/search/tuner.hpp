@@ -1,0 +1,65 @@
+#pragma once
+// The autotuner: enumerate the space, prune what cannot fit (recording why) and what is
+// clearly dominated, rank the rest with the analytical estimator, then re-evaluate the
+// best K with the discrete-event simulator in worker processes; the answer is the
+// simulator's best.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/estimator.hpp"
+#include "partune/search/space.hpp"
+
+namespace partune::search {
+
+struct Candidate {
+  Job job;
+  Estimate estimate;         // the estimator's view
+  bool simulated = false;
+  Estimate simulation;       // the simulator's view (when simulated)
+  double score() const { return simulated ? simulation.step_time : estimate.step_time; }
+};
+
+// A candidate dropped before simulation, kept compact (the space can be millions of
+// points); explain() turns it into words.
+struct Pruned {
+  Point point;
+  enum class Stage : char { memory, dominated } stage = Stage::memory;
+  double peak_bytes = 0;     // estimated peak memory
+  double step_time = 0;      // estimated step time (dominated ones)
+  double better_step = 0;    // dominated: the step time of a candidate that beats it
+  double better_bytes = 0;   //            and that candidate's peak memory
+};
+
+struct SearchOptions {
+  int top_k = 32;             // candidates re-evaluated by the simulator
+  int workers = 0;            // simulations at once; 0 = one per core
+  bool simulate = true;       // false: estimator only
+  double dominance_margin = 0.10;  // pruned if another is this much faster and no larger
+  // Called as work advances: (done, total, what).
+  std::function<void(long, long, const char*)> progress;
+};
+
+struct SearchReport {
+  std::vector<Candidate> ranked;   // best first: the simulated top K by simulated step, then
+                                   // the next survivors by estimated step (at most 4 K in all)
+  std::vector<Pruned> pruned;
+  // The best candidate (by the estimator, then simulated) whose tensor-parallel groups
+  // span nodes, and the best whose pipeline spans nodes with tensor parallelism inside
+  // nodes: the choice the Latent Space case is about. `has_*` false when none fits.
+  bool has_tensor_across_nodes = false, has_pipeline_across_nodes = false;
+  Candidate best_tensor_across_nodes, best_pipeline_across_nodes;
+  long enumerated = 0, invalid = 0, duplicates = 0;
+  long pruned_memory = 0, pruned_dominated = 0;
+  long estimated = 0, simulated = 0;
+  double enumerate_seconds = 0, estimate_seconds = 0, simulate_seconds = 0;
+};
+
+SearchReport run_search(const Job& base, const SearchSpace& space, const SearchOptions& options);
+
+// Why the pruned candidates matching `filters` ("key=value[,value]", as --fix) were
+// dropped, one line each (at most `limit` lines).
+std::vector<std::string> explain(const SearchReport& report, const Job& base, const std::vector<std::string>& filters,
+                                 std::size_t limit = 20);
+
+}  // namespace partune::search

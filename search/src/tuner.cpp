@@ -1,0 +1,200 @@
+#include "partune/search/tuner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "partune/costmodel/placement.hpp"
+#include "partune/costmodel/units.hpp"
+#include "partune/sim/simulator.hpp"
+
+namespace partune::search {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+struct Fitting {
+  Point point;
+  double step_time;
+  double peak_bytes;
+};
+
+}  // namespace
+
+SearchReport run_search(const Job& base, const SearchSpace& space, const SearchOptions& options) {
+  SearchReport report;
+  auto progress = [&](long done, long total, const char* what) {
+    if (options.progress) options.progress(done, total, what);
+  };
+
+  // --- tier 1: every legal point through the estimator; what cannot fit is pruned.
+  auto t0 = clock_type::now();
+  std::vector<Fitting> fitting;
+  Job scratch = base;
+  const EnumerationStats stats = enumerate(base, space, [&](const Point& p) {
+    apply(p, scratch);
+    const Estimate e = estimate(scratch);
+    ++report.estimated;
+    if (!e.fits) {
+      Pruned pr;
+      pr.point = p;
+      pr.stage = Pruned::Stage::memory;
+      pr.peak_bytes = e.memory.total();
+      pr.step_time = e.step_time;
+      report.pruned.push_back(pr);
+    } else {
+      fitting.push_back({p, e.step_time, e.memory.total()});
+    }
+    if ((report.estimated & 0xFFF) == 0) progress(report.estimated, 0, "estimated");
+  });
+  report.enumerated = stats.considered;
+  report.invalid = stats.invalid;
+  report.duplicates = stats.duplicates;
+  report.pruned_memory = static_cast<long>(report.pruned.size());
+  report.estimate_seconds = seconds_since(t0);
+  report.enumerate_seconds = 0;  // enumeration is interleaved with estimation
+
+  // --- the two ways of crossing nodes with model parallelism, best of each.
+  {
+    const int G = base.cluster.instance.gpus_per_node;
+    const Fitting* best_tp = nullptr;
+    const Fitting* best_pp = nullptr;
+    for (const Fitting& f : fitting) {
+      const int dp = base.world_size() / (f.point.pipeline * f.point.tensor);
+      const Placement pl(placement_names()[f.point.placement], dp, f.point.pipeline, f.point.tensor);
+      const bool tp_across = f.point.tensor > 1 && group_span(pl, Axis::tensor, G).nodes > 1;
+      const bool pp_across = f.point.pipeline > 1 && group_span(pl, Axis::pipeline, G).nodes > 1 && !tp_across;
+      if (tp_across && (!best_tp || f.step_time < best_tp->step_time)) best_tp = &f;
+      if (pp_across && (!best_pp || f.step_time < best_pp->step_time)) best_pp = &f;
+    }
+    auto fill = [&](const Fitting* f, bool& has, Candidate& c) {
+      if (!f) return;
+      has = true;
+      c.job = make_job(base, f->point);
+      c.estimate = estimate(c.job);
+      if (options.simulate) {
+        c.simulation = sim::simulate(c.job).metrics;
+        c.simulated = true;
+      }
+    };
+    fill(best_tp, report.has_tensor_across_nodes, report.best_tensor_across_nodes);
+    fill(best_pp, report.has_pipeline_across_nodes, report.best_pipeline_across_nodes);
+  }
+
+  // --- dominated: another candidate is clearly faster (by the margin) and no larger.
+  std::sort(fitting.begin(), fitting.end(), [](const Fitting& a, const Fitting& b) {
+    return a.step_time < b.step_time || (a.step_time == b.step_time && a.peak_bytes < b.peak_bytes);
+  });
+  std::vector<Fitting> survivors;
+  std::size_t j = 0;
+  double min_bytes = 0, min_bytes_step = 0;
+  for (const Fitting& f : fitting) {
+    const double threshold = (1.0 - options.dominance_margin) * f.step_time;
+    while (j < fitting.size() && fitting[j].step_time <= threshold) {
+      if (j == 0 || fitting[j].peak_bytes < min_bytes) min_bytes = fitting[j].peak_bytes, min_bytes_step = fitting[j].step_time;
+      ++j;
+    }
+    if (j > 0 && min_bytes <= f.peak_bytes) {
+      Pruned pr;
+      pr.point = f.point;
+      pr.stage = Pruned::Stage::dominated;
+      pr.peak_bytes = f.peak_bytes;
+      pr.step_time = f.step_time;
+      pr.better_step = min_bytes_step;
+      pr.better_bytes = min_bytes;
+      report.pruned.push_back(pr);
+      ++report.pruned_dominated;
+    } else {
+      survivors.push_back(f);
+    }
+  }
+
+  // --- tier 2: the best K by the estimator, re-evaluated by the simulator.
+  const std::size_t keep = std::min<std::size_t>(survivors.size(), std::max(1, 4 * options.top_k));
+  for (std::size_t i = 0; i < keep; ++i) {
+    Candidate c;
+    c.job = make_job(base, survivors[i].point);
+    c.estimate = estimate(c.job);
+    report.ranked.push_back(std::move(c));
+  }
+  if (options.simulate && !report.ranked.empty()) {
+    auto t1 = clock_type::now();
+    const std::size_t k = std::min<std::size_t>(report.ranked.size(), std::max(0, options.top_k));
+    int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
+    workers = std::max(1, std::min<int>(workers, static_cast<int>(k)));
+    std::atomic<std::size_t> next{0};
+    std::atomic<long> done{0};
+    std::mutex progress_mutex;
+    std::vector<std::string> errors(k);
+    // Each simulation runs in its own child process (SimGrid keeps one engine per
+    // process); threads only wait on them.
+    auto worker = [&] {
+      for (std::size_t i = next++; i < k; i = next++) {
+        try {
+          report.ranked[i].simulation = sim::simulate(report.ranked[i].job).metrics;
+          report.ranked[i].simulated = true;
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+        const long d = ++done;
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        progress(d, static_cast<long>(k), "simulated");
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 0; w < workers; ++w) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+    for (const auto& e : errors)
+      if (!e.empty()) throw std::runtime_error("search: a simulation failed: " + e);
+    report.simulated = static_cast<long>(k);
+    report.simulate_seconds = seconds_since(t1);
+    // Simulated first (by simulated step), then the rest in estimator order; the sort
+    // is stable so ties keep the estimator's order.
+    std::stable_sort(report.ranked.begin(), report.ranked.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.simulated != b.simulated) return a.simulated;
+      return a.score() < b.score();
+    });
+  }
+  return report;
+}
+
+std::vector<std::string> explain(const SearchReport& report, const Job& base, const std::vector<std::string>& filters,
+                                 std::size_t limit) {
+  std::vector<std::string> lines;
+  std::size_t matched = 0;
+  for (const Pruned& pr : report.pruned) {
+    const Job job = make_job(base, pr.point);
+    if (!matches(job, filters)) continue;
+    ++matched;
+    if (lines.size() >= limit) continue;
+    if (pr.stage == Pruned::Stage::memory) {
+      const Estimate e = estimate(job);
+      lines.push_back(fmt::format("{}: does not fit: {}", describe(job), e.not_fit_reason));
+    } else {
+      lines.push_back(fmt::format("{}: dominated: {:.3f} s and {:.1f} GiB, while another candidate takes {:.3f} s "
+                                  "with {:.1f} GiB",
+                                  describe(job), pr.step_time, pr.peak_bytes / units::GiB, pr.better_step,
+                                  pr.better_bytes / units::GiB));
+    }
+  }
+  if (matched > lines.size())
+    lines.push_back(fmt::format("... and {} more pruned candidates match", matched - lines.size()));
+  if (matched == 0) {
+    bool survived = false;
+    for (const Candidate& c : report.ranked) survived = survived || matches(c.job, filters);
+    lines.push_back(survived ? "no pruned candidate matches: matching candidates are among the ranked ones"
+                             : "no candidate matches: the space or the job rules exclude it (check --fix and the "
+                               "degrees' divisibility)");
+  }
+  return lines;
+}
+
+}  // namespace partune::search
