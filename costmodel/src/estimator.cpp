@@ -67,7 +67,6 @@ Estimate estimate(const Job& job) {
   const double m = pc.microbatches, v = pc.virtual_stages;
   const double ga = job.training.gradient_accumulation;
   const double b = job.microbatch_size();
-  const double layers = static_cast<double>(model.layers) / pp;
   const double eb = bytes_per_element(prec);
 
   const Placement placement(pc.placement_strategy, dp, pp, tp);
@@ -77,34 +76,65 @@ Estimate estimate(const Job& job) {
   const GroupSpan dp_span = group_span(placement, Axis::data, G);
   const GroupSpan sdp_span = subgroup_span(placement, Axis::data, sdp, G);
 
-  // --- compute of one micro-batch on the first and last stage; the slower one paces
-  // the pipeline.
-  const LayerTime lt = layer_time(gpu, model, prec, b, tp, pc.flash_attention);
-  const HeadTime ht = head_time(gpu, model, prec, b, tp);
-  StageWork first, last;
-  first.forward = layers * lt.forward() + ht.embedding_fwd;
-  first.backward = layers * lt.backward() + ht.embedding_bwd;
-  first.recompute = layers * lt.recompute(pc.activation_checkpointing);
-  last = first;
-  if (pp > 1) {
-    last.forward = layers * lt.forward();
-    last.backward = layers * lt.backward();
-  }
-  last.forward += ht.logits_fwd;
-  last.backward += ht.logits_bwd;
-  const StageWork& stage = last.total() > first.total() ? last : first;
-
   // --- tensor parallel: two all-reduces of the layer's activations forward, two
-  // backward, two more when the forward is recomputed; plus the vocab-parallel
-  // embedding's all-reduce. On the critical path (they sit between dependent GEMMs).
-  double tp_per_microbatch = 0;
+  // backward, two more when full checkpointing recomputes the layer; plus the
+  // vocab-parallel embedding's all-reduce. On the critical path (they sit between
+  // dependent GEMMs).
+  double ar = 0;
   if (tp > 1) {
     const double act = b * model.seq_len * model.hidden * eb;
-    const double ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, act,
-                                      tp_span, inst, oversub).total();
-    const double per_layer = pc.activation_checkpointing == Checkpointing::full ? 6 : 4;
-    tp_per_microbatch = layers * per_layer * ar + 2 * ar;
+    ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, act, tp_span, inst, oversub).total();
   }
+  const double recompute_ar = pc.activation_checkpointing == Checkpointing::full ? 2 : 0;
+
+  // --- each stage's work for one micro-batch (its layers, the embedding on stage 0, the
+  // LM head on the head's stage, recompute of its checkpointed layers) and its slot
+  // (work + tensor-parallel all-reduces). The slowest slot paces the pipeline.
+  const LayerTime lt = layer_time(gpu, model, prec, b, tp, pc.flash_attention);
+  const HeadTime ht = head_time(gpu, model, prec, b, tp);
+  const double layer_recompute = lt.recompute(pc.activation_checkpointing);
+  const bool head_first = job.lm_head_on_first_stage();
+  const int head_stage = job.lm_head_stage();
+  auto stage_work = [&](int s) {
+    StageWork w;
+    const double L = job.layers_on_stage(s), K = job.checkpointed_layers_on_stage(s);
+    w.forward = L * lt.forward();
+    w.backward = L * lt.backward();
+    w.recompute = K * layer_recompute;
+    if (s == 0) {
+      w.forward += ht.embedding_fwd;
+      w.backward += ht.embedding_bwd;
+    }
+    if (s == head_stage) {
+      w.forward += ht.logits_fwd;
+      w.backward += ht.logits_bwd;
+    }
+    return w;
+  };
+  auto stage_tp = [&](int s) {
+    return (job.layers_on_stage(s) * 4.0 + job.checkpointed_layers_on_stage(s) * recompute_ar + 2.0) * ar;
+  };
+  // slot_s = work + tensor all-reduces.
+  // Uniform stages come in three kinds (first, middle, last): one of each is enough.
+  const bool uniform = pc.stage_layers.empty();
+  int critical = 0;
+  double slot = -1, slot_sum = 0;
+  auto visit = [&](int s, double count) {
+    const double slot_s = stage_work(s).total() + stage_tp(s);
+    slot_sum += count * slot_s;
+    if (slot_s > slot) slot = slot_s, critical = s;
+  };
+  if (uniform) {
+    visit(0, 1);
+    if (pp > 2) visit(1, pp - 2);
+    if (pp > 1) visit(pp - 1, 1);
+  } else {
+    for (int s = 0; s < pp; ++s) visit(s, 1);
+  }
+  const StageWork stage = stage_work(critical);
+  const double tp_per_microbatch = stage_tp(critical);
+  const double layers = job.layers_on_stage(critical);
+  const double checkpointed = job.checkpointed_layers_on_stage(critical);
 
   // --- sharded data parallel: per layer, an all-gather of its weights before forward
   // and again before backward, a reduce-scatter of its gradients after; prefetched one
@@ -121,17 +151,21 @@ Estimate estimate(const Job& job) {
                                       sdp_span, inst, oversub).total();
     const double ag_ov = profile_of(inst, pc.sharded_collective).compute_overlap;
     const double rs_ov = profile_of(inst, rs_algo).compute_overlap;
-    const double fwd_layer = lt.forward();
-    const double bwd_layer = lt.backward() + lt.recompute(pc.activation_checkpointing);
     sharded_per_microbatch = layers * (2 * ag + rs);
-    const double fwd_exposed = exposed(ag, ag_ov, fwd_layer);
-    const double bwd_exposed = exposed(ag + rs, (ag * ag_ov + rs * rs_ov) / (ag + rs), bwd_layer);
+    const double fwd_exposed = exposed(ag, ag_ov, lt.forward());
+    const double bwd_overlap = (ag * ag_ov + rs * rs_ov) / (ag + rs);
+    const double bwd_exposed = exposed(ag + rs, bwd_overlap, lt.backward() + layer_recompute);
+    const double bwd_exposed_plain = exposed(ag + rs, bwd_overlap, lt.backward());  // not checkpointed
     // The first layer's gather has nothing to hide under.
-    sharded_exposed_per_microbatch = layers * (fwd_exposed + bwd_exposed) + ag;
+    sharded_exposed_per_microbatch =
+        layers * fwd_exposed + checkpointed * bwd_exposed + (layers - checkpointed) * bwd_exposed_plain + ag;
     // Embedding and head weights are gathered and reduced the same way.
     const double head_bytes = (model.embedding_params() + model.head_params()) / tp * eb;
-    const double head_comm = 2 * collective_cost(CollectiveKind::all_gather, pc.sharded_collective,
-                                                 head_bytes, sdp_span, inst, oversub).total() +
+    // A head on stage 0 gathers the tied weight once more for its own forward and
+    // backward (its gradient joins the embedding's reduce-scatter).
+    const double head_ag = collective_cost(CollectiveKind::all_gather, pc.sharded_collective, head_bytes,
+                                           sdp_span, inst, oversub).total();
+    const double head_comm = (head_first ? 3 : 2) * head_ag +
                              collective_cost(CollectiveKind::reduce_scatter, rs_algo, head_bytes,
                                              sdp_span, inst, oversub).total();
     sharded_per_microbatch += head_comm;
@@ -142,7 +176,7 @@ Estimate estimate(const Job& job) {
   // backward, over the PCIe switch the GPU shares with its neighbours.
   double offload_per_microbatch = 0, offload_exposed_per_microbatch = 0;
   if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
-    const double ckpt = stored_layer_bytes(job, b) * layers;
+    const double ckpt = stored_layer_bytes(job, b) * checkpointed;  // only checkpointed layers move
     const double pcie = inst.pcie_bw / std::max(1, inst.gpus_per_pcie_switch);
     const double one_way = ckpt / pcie;
     offload_per_microbatch = 2 * one_way;
@@ -151,19 +185,12 @@ Estimate estimate(const Job& job) {
   }
 
   // --- pipeline: the slowest stage sets the pace of the m micro-batches; filling and
-  // draining costs every other stage's work once (divided by v with virtual stages):
+  // draining costs every other stage's slot once (divided by v with virtual stages):
   //   pass = m * slot_max + (sum of all stages' slots - slot_max) / v,
   // which is (m + (p-1)/v) * slot for uniform stages. GPipe runs in windows of
   // active_microbatches, each with its own fill and drain. Each slot waits on a blocking
-  // activation (forward) and gradient (backward) transfer.
-  const double slot = stage.total() + tp_per_microbatch;
-  StageWork middle;
-  middle.forward = layers * lt.forward();
-  middle.backward = layers * lt.backward();
-  middle.recompute = first.recompute;
-  const double slot_sum = pp == 1 ? slot
-                                  : first.total() + last.total() + (pp - 2) * middle.total() +
-                                        pp * tp_per_microbatch;
+  // activation (forward) and gradient (backward) transfer; a head on stage 0 adds the
+  // hop from the last stage to stage 0 and back for every micro-batch.
   const int active = job.effective_active_microbatches();
   const double windows = pc.pipeline == PipelineSchedule::simple ? std::ceil(m / std::min<double>(active, m)) : 1.0;
   double p2p_per_pass = 0;
@@ -172,20 +199,17 @@ Estimate estimate(const Job& job) {
     GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
     const double hop = collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, act,
                                        pair, inst, oversub).total();
-    p2p_per_pass = 2.0 * (m * v + pp - 1) * hop;
+    p2p_per_pass = 2.0 * (m * v + pp - 1) * hop + (head_first ? 2.0 * m * hop : 0.0);
   }
   const double bubble_per_pass = windows * (slot_sum - slot) / v;
 
   // --- data parallel gradient synchronisation (once per step), overlapped with the
   // backward of the last micro-batch.
   double dp_comm = 0, dp_exposed = 0;
-  const double stage_params = [&] {
-    double p = layers * model.layer_params();
-    if (pp == 1) p += model.embedding_params() + model.head_params();
-    else p += std::max(model.embedding_params(), model.head_params() +
-                       (model.tied_embeddings ? double(model.vocab) * model.hidden : 0.0));
-    return p / tp;
-  }();
+  // The stage with the most parameters synchronises (and updates) the most.
+  // (With uniform stages a middle stage holds only layers: the ends hold the most.)
+  double stage_params = stage_parameter_count(job, 0);
+  for (int s = uniform ? pp - 1 : 1; s < pp; ++s) stage_params = std::max(stage_params, stage_parameter_count(job, s));
   if (sdp == 1 && dp > 1) {
     const double grads = stage_params * eb;
     const CollectiveAlgorithm algo = pc.data_parallel_collective;
@@ -239,7 +263,7 @@ Estimate estimate(const Job& job) {
   e.samples_per_s = B / e.step_time;
   e.tokens_per_s = e.samples_per_s * model.seq_len;
   e.model_flops = model_flops_per_step(model, B);
-  e.hardware_flops = hardware_flops_per_step(model, B, pc.activation_checkpointing);
+  e.hardware_flops = hardware_flops_per_step(model, B, pc.activation_checkpointing, job.checkpointed_fraction());
   e.tflops_per_gpu = e.model_flops / (e.step_time * N) / units::tera;
   e.hw_tflops_per_gpu = e.hardware_flops / (e.step_time * N) / units::tera;
   e.mfu = e.model_flops / (e.step_time * N * gpu.peak_flops(prec));

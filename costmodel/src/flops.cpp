@@ -26,12 +26,13 @@ double model_flops_per_step(const ModelSpec& m, double global_batch) {
                 logits_forward_flops(m, global_batch));
 }
 
-double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt) {
+double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
+                               double checkpointed_fraction) {
   const LayerFlops lf = layer_forward_flops(m, global_batch);
   double recompute = 0;
   if (ckpt == Checkpointing::full) recompute = m.layers * lf.total();
   if (ckpt == Checkpointing::selective) recompute = m.layers * lf.attention();
-  return model_flops_per_step(m, global_batch) + recompute;
+  return model_flops_per_step(m, global_batch) + checkpointed_fraction * recompute;
 }
 
 double megatron_model_flops(double B, double s, double l, double h, double V) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "partune/costmodel/placement.hpp"
 
 namespace partune {
@@ -26,6 +28,43 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::all_to_all: return "all_to_all";
   }
   return "?";
+}
+
+const char* to_string(LmHeadStage h) { return h == LmHeadStage::first ? "first" : "last"; }
+
+int Job::layers_on_stage(int stage) const {
+  if (!parallel.stage_layers.empty()) return parallel.stage_layers[stage];
+  return model.layers / parallel.pipeline_parallel_degree;
+}
+
+int Job::global_layer(int stage, int chunk, int layer) const {
+  if (!parallel.stage_layers.empty()) {
+    // Uneven stages have one chunk each: the layers before this stage come first.
+    int first = 0;
+    for (int s = 0; s < stage; ++s) first += parallel.stage_layers[s];
+    return first + layer;
+  }
+  const int model_stage = chunk * parallel.pipeline_parallel_degree + stage;
+  return model_stage * layers_per_chunk(stage) + layer;
+}
+
+int Job::checkpointed_layers_on_stage(int stage) const {
+  if (parallel.activation_checkpointing == Checkpointing::none) return 0;
+  const int layers = layers_on_stage(stage);
+  return parallel.checkpointed_layers < 0 ? layers : std::min(parallel.checkpointed_layers, layers);
+}
+
+int Job::checkpointed_layers_in_chunk(int stage, int chunk) const {
+  const int per_chunk = layers_per_chunk(stage);
+  return std::clamp(checkpointed_layers_on_stage(stage) - chunk * per_chunk, 0, per_chunk);
+}
+
+double Job::checkpointed_fraction() const {
+  if (parallel.activation_checkpointing == Checkpointing::none || model.layers <= 0) return 0.0;
+  if (parallel.checkpointed_layers < 0) return 1.0;
+  int checkpointed = 0;
+  for (int s = 0; s < parallel.pipeline_parallel_degree; ++s) checkpointed += checkpointed_layers_on_stage(s);
+  return static_cast<double>(checkpointed) / model.layers;
 }
 
 int Job::data_parallel_degree() const {
@@ -90,10 +129,44 @@ JobViolation check_job(const Job& job) {
     return bad("parallel.virtual_stages", "virtual stages need pipeline: interleaved");
   if (pc.virtual_stages > 1 && pp == 1)
     return bad("parallel.virtual_stages", "virtual stages need pipeline_parallel_degree > 1");
-  if (m.layers % (pp * pc.virtual_stages) != 0)
+  if (!pc.stage_layers.empty()) {
+    // Uneven stages: one entry per stage, each >= 1, adding up to the model's layers.
+    const auto& sl = pc.stage_layers;
+    if (static_cast<int>(sl.size()) != pp)
+      return bad("parallel.stage_layers", fmt::format("has {} entries; pipeline_parallel_degree is {}",
+                                                      sl.size(), pp));
+    long sum = 0;
+    for (std::size_t i = 0; i < sl.size(); ++i) {
+      if (sl[i] < 1)
+        return bad("parallel.stage_layers", fmt::format("stage {} has {} layers; every stage needs >= 1", i, sl[i]));
+      sum += sl[i];
+    }
+    if (sum != m.layers)
+      return bad("parallel.stage_layers",
+                 fmt::format("the stages hold {} layers; the model has {}", sum, m.layers));
+    if (pc.virtual_stages != 1)
+      return bad("parallel.stage_layers",
+                 fmt::format("uneven stages need virtual_stages 1 (got {})", pc.virtual_stages));
+  } else if (m.layers % (pp * pc.virtual_stages) != 0) {
     return bad("parallel.pipeline_parallel_degree",
                fmt::format("the model's {} layers do not split into {} stages x {} virtual stages",
                            m.layers, pp, pc.virtual_stages));
+  }
+  if (pc.lm_head_stage == LmHeadStage::first) {
+    if (pp < 2)
+      return bad("parallel.lm_head_stage", "first needs pipeline_parallel_degree > 1");
+    if (pc.virtual_stages != 1)
+      return bad("parallel.lm_head_stage",
+                 fmt::format("first needs virtual_stages 1 (got {})", pc.virtual_stages));
+    if (!m.tied_embeddings)
+      return bad("parallel.lm_head_stage",
+                 "first places the head beside the embedding it shares: the model needs tied_embeddings");
+  }
+  if (pc.checkpointed_layers < -1)
+    return bad("parallel.checkpointed_layers", "must be >= 0, or -1 for every layer");
+  if (pc.checkpointed_layers >= 0 && pc.activation_checkpointing == Checkpointing::none)
+    return bad("parallel.checkpointed_layers",
+               "chooses which layers are checkpointed: turn on activation_checkpointing (selective or full)");
   if (pc.virtual_stages > 1 && pc.microbatches % pp != 0)
     return bad("parallel.microbatches",
                fmt::format("interleaved 1F1B with virtual stages needs microbatches ({}) to be a "

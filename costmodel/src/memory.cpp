@@ -18,21 +18,21 @@ StateBytes state_bytes(Precision p, Optimizer o) {
   return {4.0, 4.0, moments};
 }
 
-// Parameters held by one GPU of `stage` (its layers, plus embeddings on the first stage
-// and the head on the last; a tied embedding is kept on both ends, as Megatron does).
-double stage_params(const Job& job, int stage) {
+}  // namespace
+
+double stage_parameter_count(const Job& job, int stage) {
   const ModelSpec& m = job.model;
   const int pp = job.parallel.pipeline_parallel_degree, tp = job.parallel.tensor_parallel_degree;
-  double p = (static_cast<double>(m.layers) / pp) * m.layer_params();
+  double p = static_cast<double>(job.layers_on_stage(stage)) * m.layer_params();
   if (stage == 0) p += m.embedding_params();
-  if (stage == pp - 1) {
+  if (stage == job.lm_head_stage()) {
     p += m.head_params();
-    if (pp > 1 && m.tied_embeddings) p += static_cast<double>(m.vocab) * m.hidden;
+    // A tied embedding is kept on both pipeline ends when the head sits on the last
+    // stage (Megatron); on the first stage the head uses the embedding itself.
+    if (pp > 1 && m.tied_embeddings && !job.lm_head_on_first_stage()) p += static_cast<double>(m.vocab) * m.hidden;
   }
   return p / tp;
 }
-
-}  // namespace
 
 double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
                               bool flash_attention) {
@@ -52,7 +52,19 @@ double stored_layer_bytes(const Job& job, double sequences) {
     case Checkpointing::full:
       return 2.0 * m.seq_len * sequences * m.hidden * act_bytes;
   }
-  return layer_activation_bytes(m, sequences, pc.tensor_parallel_degree, pc.flash_attention) * act_bytes;
+  return full_layer_bytes(job, sequences);
+}
+
+double full_layer_bytes(const Job& job, double sequences) {
+  const ParallelConfig& pc = job.parallel;
+  const double act_bytes = bytes_per_element(job.training.precision) / 2.0;  // formulas assume 16-bit
+  return layer_activation_bytes(job.model, sequences, pc.tensor_parallel_degree, pc.flash_attention) * act_bytes;
+}
+
+double stored_stage_bytes(const Job& job, double sequences, int stage) {
+  const int checkpointed = job.checkpointed_layers_on_stage(stage);
+  return checkpointed * stored_layer_bytes(job, sequences) +
+         (job.layers_on_stage(stage) - checkpointed) * full_layer_bytes(job, sequences);
 }
 
 double logits_bytes_per_microbatch(const Job& job) {
@@ -71,7 +83,8 @@ double in_flight_microbatches(const ParallelConfig& pc, int stage) {
     // each 1/v of the stage (Korthikanti et al.: p + (p - 1) / v on the first stage).
     held = ((p - stage - 1) * 2 + (v - 1) * p + 1) / v;
   } else {
-    held = p - stage;
+    // 1F1B; a head on stage 0 counts as one more stage (schedule_steps).
+    held = p - stage + (pc.lm_head_stage == LmHeadStage::first ? 1 : 0);
   }
   // active_microbatches caps GPipe windows and the 1F1B warm-up; interleaved 1F1B needs
   // its full warm-up (schedule_interleaved.cpp).
@@ -88,11 +101,10 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   const int tp = pc.tensor_parallel_degree, sdp = pc.sharded_data_parallel_degree;
   const int dp = job.data_parallel_degree();
   const StateBytes sb = state_bytes(job.training.precision, job.training.optimizer);
-  const double act_bytes = bytes_per_element(job.training.precision) / 2.0;  // formulas assume 16-bit
 
   MemoryBreakdown mb;
   mb.stage = stage;
-  const double params = stage_params(job, stage);
+  const double params = stage_parameter_count(job, stage);
   mb.parameters = params * sb.param / sdp;
   mb.gradients = params * sb.grad / sdp;
   double opt_divisor = sdp;
@@ -105,27 +117,34 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   }
 
   const double b = job.microbatch_size();
-  const double layers = static_cast<double>(m.layers) / pc.pipeline_parallel_degree;
-  const double full_layer = layer_activation_bytes(m, b, tp, pc.flash_attention) * act_bytes;
+  const double layers = job.layers_on_stage(stage);
+  const double checkpointed = job.checkpointed_layers_on_stage(stage);
+  const double full_layer = full_layer_bytes(job, b);
   const double in_flight = in_flight_microbatches(pc, stage);
   const double per_layer_stored = stored_layer_bytes(job, b);
   // Recomputing a checkpointed layer materialises what it did not keep.
-  if (pc.activation_checkpointing == Checkpointing::selective) mb.activation_working = full_layer - per_layer_stored;
-  if (pc.activation_checkpointing == Checkpointing::full) mb.activation_working = full_layer;
-  const double stored_layers = layers * in_flight;
-  if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
-    const double on_device = std::min<double>(stored_layers, pc.activation_loading_horizon + 1);
-    mb.activations = on_device * per_layer_stored;
-    mb.host_offload = (stored_layers - on_device) * per_layer_stored;
-  } else {
-    mb.activations = stored_layers * per_layer_stored;
+  if (checkpointed > 0) {
+    if (pc.activation_checkpointing == Checkpointing::selective) mb.activation_working = full_layer - per_layer_stored;
+    if (pc.activation_checkpointing == Checkpointing::full) mb.activation_working = full_layer;
   }
-  if (stage == pc.pipeline_parallel_degree - 1) {
+  // Checkpointed layers keep what the policy keeps (and only that is offloaded); the
+  // others keep their full activations.
+  const double checkpointed_layers = checkpointed * in_flight;
+  const double full_layers = (layers - checkpointed) * in_flight;
+  if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
+    const double on_device = std::min<double>(checkpointed_layers, pc.activation_loading_horizon + 1);
+    mb.activations = on_device * per_layer_stored + full_layers * full_layer;
+    mb.host_offload = (checkpointed_layers - on_device) * per_layer_stored;
+  } else {
+    mb.activations = checkpointed_layers * per_layer_stored + full_layers * full_layer;
+  }
+  if (stage == job.lm_head_stage()) {
     // fp16 logits plus the fp32 copy the cross-entropy works on, vocabulary split over TP.
     // Kept from each micro-batch's forward (where the loss is computed) to its backward:
     // GPipe holds every in-flight micro-batch's; 1F1B runs the last stage's forward and
-    // backward back to back, and interleaving keeps the head on one chunk.
-    const bool gpipe = pc.pipeline == PipelineSchedule::simple;
+    // backward back to back, and interleaving keeps the head on one chunk. A head on the
+    // first stage runs its forward and backward back to back under every schedule.
+    const bool gpipe = pc.pipeline == PipelineSchedule::simple && !job.lm_head_on_first_stage();
     mb.logits = logits_bytes_per_microbatch(job) * (gpipe ? in_flight : 1.0);
   }
   if (dp > 1 && sdp == 1) mb.communication_buffers = 2.0 * 25.0 * 1024 * 1024;  // DDP buckets
@@ -134,13 +153,18 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
 }
 
 MemoryBreakdown peak_memory(const Job& job) {
+  // Uniform stages: stage 0 holds the most in-flight activations and the embedding, the
+  // head's stage the logits; middle stages are never larger than both ends. Uneven
+  // stages (or a head on stage 0) can make any stage the largest: look at every one.
   const int pp = job.parallel.pipeline_parallel_degree;
-  // Stage 0 holds the most in-flight activations and the embedding; the last stage
-  // holds the head and logits. Middle stages are never larger than both ends.
-  MemoryBreakdown first = stage_memory(job, 0);
-  if (pp == 1) return first;
-  MemoryBreakdown last = stage_memory(job, pp - 1);
-  return last.total() > first.total() ? last : first;
+  MemoryBreakdown best = stage_memory(job, 0);
+  if (pp == 1) return best;
+  const bool every = !job.parallel.stage_layers.empty();
+  for (int s = every ? 1 : pp - 1; s < pp; ++s) {
+    MemoryBreakdown mb = stage_memory(job, s);
+    if (mb.total() > best.total()) best = mb;
+  }
+  return best;
 }
 
 }  // namespace partune

@@ -1,10 +1,13 @@
 #include "partune/costmodel/program.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
+#include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
 
@@ -52,6 +55,78 @@ bool is_collective(OpKind k) {
 
 namespace {
 
+// One step of a stage's program: a schedule step, or (stage 0, lm_head_stage: first) the
+// LM head of a micro-batch.
+struct Step {
+  enum Kind : std::uint8_t { forward, backward, head } kind = forward;
+  int microbatch = 0;
+  int chunk = 0;
+};
+
+// Predicted per-micro-batch times of every stage, for placing the head steps.
+struct StageTimes {
+  std::vector<double> forward, backward;  // per stage: kernels + tensor all-reduces
+  double head = 0;                        // the head's forward + backward on stage 0
+  double hop = 0;                         // one pipeline transfer
+};
+
+// lm_head_stage: first. Stage 0's schedule with the head steps H(k) inserted by list
+// scheduling over the cost model's times: every stage follows its own schedule, and
+// stage 0, whenever it is free, runs whichever is ready first — its next schedule step
+// or the head of the next micro-batch whose activation has come back from the last
+// stage (the head first on a tie). H(k) always comes after F(k) (it needs the last
+// stage's F(k), which needs stage 0's) and before B(k) (which needs H(k)'s gradient),
+// in micro-batch order, so every order this gives is deadlock-free; the times only
+// decide where between the two it sits. See docs/architecture.md, section 4.7.
+std::vector<Step> place_head_steps(const ParallelConfig& pc, const StageTimes& times) {
+  const int p = pc.pipeline_parallel_degree, m = pc.microbatches;
+  constexpr double never = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<ScheduleStep>> steps(p);
+  for (int s = 0; s < p; ++s) steps[s] = schedule_steps(pc, s);
+  std::vector<std::size_t> next(p, 0);
+  std::vector<double> free_at(p, 0.0);
+  std::vector<std::vector<double>> forward_end(p, std::vector<double>(m, never)),
+      backward_end(p, std::vector<double>(m, never));
+  std::vector<double> head_end(m, never);
+  int next_head = 0;
+  std::vector<Step> order;
+  order.reserve(steps[0].size() + m);
+  for (;;) {
+    // (start, head first, stage): the earliest startable step over all stages.
+    double best_start = never;
+    int best_stage = -1;
+    bool best_head = false;
+    for (int s = 0; s < p; ++s) {
+      if (s == 0 && next_head < m) {
+        const double start = std::max(free_at[0], forward_end[p - 1][next_head] + times.hop);
+        if (start < best_start) best_start = start, best_stage = 0, best_head = true;
+      }
+      if (next[s] == steps[s].size()) continue;
+      const ScheduleStep& st = steps[s][next[s]];
+      if (s == 0 && !st.forward && st.microbatch >= next_head) continue;  // B(k) after H(k)
+      double ready;
+      if (st.forward) ready = s == 0 ? 0.0 : forward_end[s - 1][st.microbatch] + times.hop;
+      else ready = (s == p - 1 ? head_end[st.microbatch] : backward_end[s + 1][st.microbatch]) + times.hop;
+      const double start = std::max(free_at[s], ready);
+      if (start < best_start) best_start = start, best_stage = s, best_head = false;
+    }
+    if (best_stage < 0) break;  // everything placed
+    if (best_head) {
+      free_at[0] = head_end[next_head] = best_start + times.head;
+      order.push_back({Step::head, next_head++, 0});
+      continue;
+    }
+    const ScheduleStep& st = steps[best_stage][next[best_stage]++];
+    const double end = best_start + (st.forward ? times.forward[best_stage] : times.backward[best_stage]);
+    free_at[best_stage] = end;
+    (st.forward ? forward_end : backward_end)[best_stage][st.microbatch] = end;
+    if (best_stage == 0) order.push_back({st.forward ? Step::forward : Step::backward, st.microbatch, st.chunk});
+  }
+  if (order.size() != steps[0].size() + static_cast<std::size_t>(m))
+    throw std::logic_error("place_head_steps: the pipeline schedules deadlock");  // cannot happen for 1F1B/GPipe
+  return order;
+}
+
 // Builds one rank's program. Holds the per-job costs so each instruction is a lookup.
 class ProgramBuilder {
  public:
@@ -72,35 +147,39 @@ class ProgramBuilder {
     tp_ = pc_.tensor_parallel_degree;
     dp_ = job.data_parallel_degree();
     sdp_ = pc_.sharded_data_parallel_degree;
-    layers_per_chunk_ = m.layers / (p_ * v_);
+    stage_ = program_.coords.pipeline;
+    layers_per_chunk_ = job.layers_per_chunk(stage_);
+    head_first_ = job.lm_head_on_first_stage();
+    head_chunk_ = v_;
     eb_ = bytes_per_element(prec);
     layer_ = layer_time(gpu, m, prec, b_, tp_, pc_.flash_attention);
     head_ = head_time(gpu, m, prec, b_, tp_);
     activation_bytes_ = b_ * m.seq_len * m.hidden * eb_;
     layer_param_bytes_ = m.layer_params() / tp_ * eb_;
-    stored_layer_bytes_ = stored_layer_bytes(job, b_);
+    stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
     sharded_ = sdp_ > 1;
     per_layer_ = sharded_ || options.granularity == Granularity::layer;
   }
 
   RankProgram build() {
-    const int stage = program_.coords.pipeline;
-    const std::vector<ScheduleStep> steps = schedule_steps(pc_, stage);
+    const std::vector<Step> steps = stage_steps();
     const int passes = job_.training.gradient_accumulation;
     // The last backward of each chunk in the step carries the gradient buckets.
     std::vector<int> last_backward(v_, -1);
     for (int i = 0; i < static_cast<int>(steps.size()); ++i)
-      if (!steps[i].forward) last_backward[steps[i].chunk] = i;
+      if (steps[i].kind == Step::backward) last_backward[steps[i].chunk] = i;
     for (int pass = 0; pass < passes; ++pass) {
       backward_order_.clear();
-      for (const ScheduleStep& s : steps)
-        if (!s.forward) backward_order_.push_back({pass * pc_.microbatches + s.microbatch, s.chunk});
+      for (const Step& s : steps)
+        if (s.kind == Step::backward) backward_order_.push_back({pass * pc_.microbatches + s.microbatch, s.chunk});
       int backward_index = 0;
       for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
-        const ScheduleStep& s = steps[i];
+        const Step& s = steps[i];
         const int mb = pass * pc_.microbatches + s.microbatch;
-        if (s.forward) {
+        if (s.kind == Step::forward) {
           forward(mb, s.chunk);
+        } else if (s.kind == Step::head) {
+          head(mb);
         } else {
           const bool sync_gradients = pass == passes - 1 && i == last_backward[s.chunk];
           backward(mb, s.chunk, sync_gradients, backward_index++);
@@ -117,6 +196,45 @@ class ProgramBuilder {
   int model_stage(int chunk) const { return chunk * p_ + program_.coords.pipeline; }
   bool first_model_stage(int chunk) const { return model_stage(chunk) == 0; }
   bool last_model_stage(int chunk) const { return model_stage(chunk) == p_ * v_ - 1; }
+  // The chunk's forward and backward include the LM head (lm_head_stage: last).
+  bool runs_head(int chunk) const { return !head_first_ && last_model_stage(chunk); }
+  // Layers of the chunk that are checkpointed (its first ones) and recomputed.
+  int checkpointed(int chunk) const { return job_.checkpointed_layers_in_chunk(stage_, chunk); }
+
+  // The schedule's steps for this stage; with the head on stage 0, stage 0's also hold
+  // the head steps (place_head_steps).
+  std::vector<Step> stage_steps() const {
+    if (head_first_ && stage_ == 0) return place_head_steps(pc_, stage_times());
+    std::vector<Step> out;
+    for (const ScheduleStep& s : schedule_steps(pc_, stage_))
+      out.push_back({s.forward ? Step::forward : Step::backward, s.microbatch, s.chunk});
+    return out;
+  }
+  // What place_head_steps needs: every stage's kernels and tensor all-reduces for one
+  // micro-batch, the head's time and one pipeline hop, from the cost model.
+  StageTimes stage_times() const {
+    const InstanceType& inst = job_.cluster.instance;
+    const int G = inst.gpus_per_node;
+    const double oversub = job_.cluster.oversubscription;
+    const double ar = tp_ > 1 ? collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, activation_bytes_,
+                                                group_span(placement_, Axis::tensor, G), inst, oversub).total()
+                              : 0.0;
+    const GroupSpan pp_span = group_span(placement_, Axis::pipeline, G);
+    const GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
+    StageTimes t;
+    t.hop = collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, activation_bytes_ / tp_, pair, inst,
+                            oversub).total();
+    t.head = head_.logits_fwd + head_.logits_bwd;
+    const double recompute_ar = pc_.activation_checkpointing == Checkpointing::full ? 2 : 0;
+    for (int s = 0; s < p_; ++s) {
+      const double L = job_.layers_on_stage(s), K = job_.checkpointed_layers_on_stage(s);
+      const double embedding = s == 0 ? 1 : 0;
+      t.forward.push_back(L * layer_.forward() + embedding * head_.embedding_fwd + (2 * L + embedding) * ar);
+      t.backward.push_back(L * layer_.backward() + K * layer_.recompute(pc_.activation_checkpointing) +
+                           embedding * head_.embedding_bwd + (2 * L + K * recompute_ar + embedding) * ar);
+    }
+    return t;
+  }
 
   int neighbour(int chunk, int direction) const {
     RankCoords c = program_.coords;
@@ -201,79 +319,113 @@ class ProgramBuilder {
   void forward(int mb, int chunk) {
     if (!first_model_stage(chunk)) push(p2p(OpKind::recv_activation, neighbour(chunk, -1), mb, chunk));
     const double extra = (first_model_stage(chunk) ? head_.embedding_fwd : 0.0) +
-                         (last_model_stage(chunk) ? head_.logits_fwd : 0.0);
+                         (runs_head(chunk) ? head_.logits_fwd : 0.0);
     const int embed_ar = first_model_stage(chunk) ? 1 : 0;
+    const int ckpt = checkpointed(chunk);
     if (per_layer_) {
       for (int l = 0; l < layers_per_chunk_; ++l) {
         if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, false);
         const double head = (l == 0 && first_model_stage(chunk) ? head_.embedding_fwd : 0.0) +
-                            (l == layers_per_chunk_ - 1 && last_model_stage(chunk) ? head_.logits_fwd : 0.0);
+                            (l == layers_per_chunk_ - 1 && runs_head(chunk) ? head_.logits_fwd : 0.0);
         push(compute(OpKind::forward, mb, chunk, l, 1, layer_.forward() + head));
         tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
-        if (offloading()) start_async(copy(OpKind::offload, mb, chunk, l));
+        if (offloading() && l < ckpt) start_async(copy(OpKind::offload, mb, chunk, l));
       }
     } else {
       push(compute(OpKind::forward, mb, chunk, -1, layers_per_chunk_,
                    layers_per_chunk_ * layer_.forward() + extra));
       tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
     }
-    if (offloading() && !per_layer_) start_async(copy(OpKind::offload, mb, chunk, -1));
-    if (!last_model_stage(chunk)) start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
+    if (offloading() && !per_layer_ && ckpt > 0) start_async(copy(OpKind::offload, mb, chunk, -1));
+    if (!last_model_stage(chunk)) {
+      start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
+    } else if (head_first_) {
+      // The head runs on stage 0: the output goes there (the head's own chunk tag).
+      start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, head_chunk_));
+    }
     forwarded_.insert({mb, chunk});
+  }
+
+  // lm_head_stage: first, on stage 0: the LM head of one micro-batch, forward and
+  // backward back to back, between the last stage's activation and its gradient. Every
+  // instruction carries chunk = virtual_stages (the head's own chunk).
+  void head(int mb) {
+    const int last = neighbour(0, -1);
+    push(p2p(OpKind::recv_activation, last, mb, head_chunk_));
+    if (sharded_) {
+      // The tied weight is sharded: gather it for the head (its gradient joins the
+      // embedding's reduce-scatter with layer 0's backward).
+      const int g = start_async(collective(OpKind::all_gather, CommGroup::sharded,
+                                           (embedding_params(0) + head_params(0)) * eb_, 1, mb, head_chunk_, -1));
+      wait(g);
+    }
+    push(compute(OpKind::forward, mb, head_chunk_, -1, 0, head_.logits_fwd));
+    push(compute(OpKind::backward, mb, head_chunk_, -1, 0, head_.logits_bwd));
+    start_async(p2p(OpKind::send_gradient, last, mb, head_chunk_));
   }
 
   bool offloading() const {
     return pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none;
   }
-  // A device<->host copy of what checkpointing keeps: one layer's, or the chunk's (-1).
+  // A device<->host copy of what checkpointing keeps: one checkpointed layer's, or the
+  // chunk's (-1: its checkpointed layers, the chunk's first ones).
   Instruction copy(OpKind kind, int mb, int chunk, int layer) const {
+    const int layers = layer < 0 ? checkpointed(chunk) : 1;
     Instruction in;
     in.kind = kind;
-    in.bytes = stored_layer_bytes_ * (layer < 0 ? layers_per_chunk_ : 1);
+    in.bytes = stored_layer_bytes_ * layers;
     in.microbatch = mb;
     in.chunk = static_cast<std::int16_t>(chunk);
     in.layer = static_cast<std::int16_t>(layer);
-    in.layers = static_cast<std::int16_t>(layer < 0 ? layers_per_chunk_ : 1);
+    in.layers = static_cast<std::int16_t>(layers);
     return in;
   }
-  // Per layer: reloads run activation_loading_horizon layers ahead of the backward.
+  // Per layer: reloads run activation_loading_horizon layers ahead of the backward, for
+  // the checkpointed layers (the others never left the device).
   void reload_layers_from(int mb, int chunk, int layer) {
-    for (int j = layer; j >= 0 && j > layer - pc_.activation_loading_horizon; --j) {
+    const int ckpt = checkpointed(chunk);
+    for (int j = std::min(layer, ckpt - 1); j >= 0 && j > layer - pc_.activation_loading_horizon; --j) {
       const auto key = std::make_tuple(mb, chunk, j);
       if (!layer_reloads_.count(key)) layer_reloads_[key] = start_async(copy(OpKind::reload, mb, chunk, j));
     }
-    wait(layer_reloads_.at(std::make_tuple(mb, chunk, layer)));
+    if (layer < ckpt) wait(layer_reloads_.at(std::make_tuple(mb, chunk, layer)));
   }
 
   void backward(int mb, int chunk, bool sync_gradients, int backward_index) {
-    if (!last_model_stage(chunk)) push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
-    if (offloading() && !per_layer_) {
+    if (!last_model_stage(chunk)) {
+      push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
+    } else if (head_first_) {
+      push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, head_chunk_));  // from stage 0's head
+    }
+    const int ckpt = checkpointed(chunk);
+    if (offloading() && !per_layer_ && ckpt > 0) {
       // Reloads run activation_loading_horizon layers ahead of backward (whole chunks:
       // at least the next one), for activations whose forward has already run.
       const int ahead = std::max(1, (pc_.activation_loading_horizon + layers_per_chunk_ - 1) / layers_per_chunk_);
       const int last = std::min<int>(backward_index + ahead, static_cast<int>(backward_order_.size()) - 1);
       for (int j = backward_index; j <= last; ++j) {
         const auto key = backward_order_[j];
-        if (!reloads_.count(key) && (j == backward_index || forwarded_.count(key)))
+        if (!reloads_.count(key) && checkpointed(key.second) > 0 && (j == backward_index || forwarded_.count(key)))
           reloads_[key] = start_async(copy(OpKind::reload, key.first, key.second, -1));
       }
       wait(reloads_.at({mb, chunk}));
     }
-    const Checkpointing ckpt = pc_.activation_checkpointing;
-    const double recompute = layer_.recompute(ckpt);
-    const int recompute_ar = ckpt == Checkpointing::full ? 2 : 0;
+    const Checkpointing policy = pc_.activation_checkpointing;
+    const double recompute = layer_.recompute(policy);
+    const int recompute_ar = policy == Checkpointing::full ? 2 : 0;
     const int embed_ar = first_model_stage(chunk) ? 1 : 0;
     const bool buckets = sync_gradients && dp_ > 1 && !sharded_;
     if (per_layer_ || buckets) {
-      // Backward runs from the chunk's last layer to its first.
+      // Backward runs from the chunk's last layer to its first; only the checkpointed
+      // layers (the first `ckpt`) recompute.
       for (int l = layers_per_chunk_ - 1; l >= 0; --l) {
         if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
         if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
-        if (recompute > 0) {
+        if (recompute > 0 && l < ckpt) {
           push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
           tensor_all_reduce(recompute_ar, mb, chunk, l);
         }
-        const double head = (l == layers_per_chunk_ - 1 && last_model_stage(chunk) ? head_.logits_bwd : 0.0) +
+        const double head = (l == layers_per_chunk_ - 1 && runs_head(chunk) ? head_.logits_bwd : 0.0) +
                             (l == 0 && first_model_stage(chunk) ? head_.embedding_bwd : 0.0);
         push(compute(OpKind::backward, mb, chunk, l, 1, layer_.backward() + head));
         tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
@@ -288,12 +440,13 @@ class ProgramBuilder {
         }
       }
     } else {
-      if (recompute > 0) {
-        push(compute(OpKind::recompute, mb, chunk, -1, layers_per_chunk_, layers_per_chunk_ * recompute));
-        tensor_all_reduce(recompute_ar * layers_per_chunk_, mb, chunk, -1);
+      if (recompute > 0 && ckpt > 0) {
+        // The chunk's checkpointed layers (its first `ckpt`) recompute, as one instruction.
+        push(compute(OpKind::recompute, mb, chunk, -1, ckpt, ckpt * recompute));
+        tensor_all_reduce(recompute_ar * ckpt, mb, chunk, -1);
       }
       const double extra = (first_model_stage(chunk) ? head_.embedding_bwd : 0.0) +
-                           (last_model_stage(chunk) ? head_.logits_bwd : 0.0);
+                           (runs_head(chunk) ? head_.logits_bwd : 0.0);
       push(compute(OpKind::backward, mb, chunk, -1, layers_per_chunk_,
                    layers_per_chunk_ * layer_.backward() + extra));
       tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
@@ -302,22 +455,27 @@ class ProgramBuilder {
   }
 
   // Embedding and head parameters a chunk holds besides its layers (a tied embedding is
-  // kept on both pipeline ends, as Megatron does).
+  // kept on both pipeline ends when the head is on the last stage, as Megatron does; a
+  // head on the first stage uses the embedding itself).
   double embedding_params(int chunk) const {
     return first_model_stage(chunk) ? job_.model.embedding_params() / tp_ : 0.0;
   }
   double head_params(int chunk) const {
     const ModelSpec& m = job_.model;
+    if (head_first_) return first_model_stage(chunk) ? m.head_params() / tp_ : 0.0;
     if (!last_model_stage(chunk)) return 0.0;
     double params = m.head_params();
     if (p_ > 1 && m.tied_embeddings) params += static_cast<double>(m.vocab) * m.hidden;
     return params / tp_;
   }
-  // They travel with the gradient bucket of the layer next to them.
+  // They travel with the gradient bucket of the layer next to them: the embedding with
+  // layer 0 of the first model stage, the head with the last layer of the last (or, on
+  // the first stage, with layer 0 too: its gradient is complete once every head step
+  // has run, and they all precede the last backward).
   double extra_param_bytes(int chunk, int layer) const {
     double params = 0;
-    if (layer == 0) params += embedding_params(chunk);
-    if (layer == layers_per_chunk_ - 1) params += head_params(chunk);
+    if (layer == 0) params += embedding_params(chunk) + (head_first_ ? head_params(chunk) : 0.0);
+    if (layer == layers_per_chunk_ - 1 && !head_first_) params += head_params(chunk);
     return params * eb_;
   }
 
@@ -328,6 +486,7 @@ class ProgramBuilder {
     double params = 0;
     for (int c = 0; c < v_; ++c)
       params += layers_per_chunk_ * m.layer_params() / tp_ + embedding_params(c) + head_params(c);
+    // (= stage_parameter_count(job, stage): the memory model's count.)
     if (sharded_ && dp_ > sdp_) {
       push(collective(OpKind::all_reduce, CommGroup::replica, params / sdp_ * eb_, 1, -1, 0, -1));
     }
@@ -349,8 +508,9 @@ class ProgramBuilder {
   ProgramOptions options_;
   RankProgram program_;
   double b_ = 0, eb_ = 0, activation_bytes_ = 0, layer_param_bytes_ = 0, stored_layer_bytes_ = 0;
-  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, layers_per_chunk_ = 0;
-  bool sharded_ = false, per_layer_ = false;
+  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, stage_ = 0, layers_per_chunk_ = 0;
+  int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
+  bool sharded_ = false, per_layer_ = false, head_first_ = false;
   LayerTime layer_;
   HeadTime head_;
   std::vector<int> outstanding_;

@@ -240,7 +240,8 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "data_parallel_degree", "microbatches", "active_microbatches", "pipeline",
                 "virtual_stages", "placement_strategy", "activation_checkpointing",
                 "offload_activations", "activation_loading_horizon", "shard_optimizer_state",
-                "flash_attention", "sharded_collective", "data_parallel_collective"});
+                "flash_attention", "sharded_collective", "data_parallel_collective", "stage_layers",
+                "lm_head_stage", "checkpointed_layers"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1);
   p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1);
   p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1);
@@ -257,6 +258,9 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.flash_attention = r.get_bool("flash_attention", false);
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);
   p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
+  p.stage_layers = r.get_int_list("stage_layers", {});
+  p.lm_head_stage = static_cast<LmHeadStage>(r.get_choice("lm_head_stage", {"last", "first"}, 0));
+  p.checkpointed_layers = r.get_int("checkpointed_layers", -1);
 }
 
 // Splits "section.key=value" (or "key=value") and writes it into the job's YAML.

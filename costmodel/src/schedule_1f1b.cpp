@@ -24,6 +24,10 @@ std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage) {
   const int active = pc.active_microbatches > 0 ? pc.active_microbatches : p + 2;
   if (pc.pipeline == PipelineSchedule::simple) return schedule_gpipe(p, m, stage, active);
   if (pc.virtual_stages > 1) return schedule_interleaved(p, m, pc.virtual_stages, stage, active);
+  // A head on stage 0 (lm_head_stage: first) is one more pipeline stage after the last:
+  // every stage warms up with one more forward, so that the last stage has its next
+  // forward to run while its output makes the round trip through the head.
+  if (pc.lm_head_stage == LmHeadStage::first) return schedule_1f1b(p + 1, m, stage, active);
   return schedule_1f1b(p, m, stage, active);
 }
 

@@ -102,6 +102,23 @@ bool Reader::get_bool(const std::string& key, bool fallback) const {
   return v;
 }
 
+std::vector<int> Reader::get_int_list(const std::string& key, std::vector<int> fallback) const {
+  if (!has(key)) return fallback;
+  const YAML::Node n = node_[key];
+  if (!n.IsSequence())
+    fail(key, "expected a list of integers such as [10, 14], got '" +
+                  (n.IsScalar() ? n.Scalar() : std::string("a mapping")) + "'");
+  std::vector<int> out;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    long long v = 0;
+    if (!n[i].IsScalar() || !YAML::convert<long long>::decode(n[i], v) || v < -2147483647LL || v > 2147483647LL)
+      fail(key, "entry " + std::to_string(i) + ": expected an integer, got '" +
+                    (n[i].IsScalar() ? n[i].Scalar() : std::string("a collection")) + "'");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 int Reader::get_choice(const std::string& key, std::initializer_list<const char*> choices,
                        int fallback) const {
   if (!has(key)) return fallback;

@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "partune/costmodel/error.hpp"
 
@@ -39,6 +40,8 @@ class Reader {
   int get_int(const std::string& key) const;
   int get_int(const std::string& key, int fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
+  // A YAML sequence of integers ([10, 14]); the fallback when absent or null.
+  std::vector<int> get_int_list(const std::string& key, std::vector<int> fallback) const;
   // One of `choices`; returns its index.
   int get_choice(const std::string& key, std::initializer_list<const char*> choices, int fallback) const;
 

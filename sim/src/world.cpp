@@ -96,8 +96,8 @@ World::World(const Job& job, const SimOptions& options)
   for (int r : simulated_) programs_.push_back(build_program(job, r, po));
 
   const double b = job.microbatch_size();
-  const int chunks = job.parallel.pipeline_parallel_degree * job.parallel.virtual_stages;
-  stored_per_chunk_ = stored_layer_bytes(job, b) * job.model.layers / chunks;
+  stored_checkpointed_ = stored_layer_bytes(job, b);
+  stored_full_ = full_layer_bytes(job, b);
 }
 
 void World::record(const RankState& rs, int stream, const Instruction& in, double start, double end) {
@@ -116,9 +116,12 @@ void World::record(const RankState& rs, int stream, const Instruction& in, doubl
   events_.push_back(e);
 }
 
-s4u::Mailbox* World::p2p_mailbox(int from, int to, OpKind kind) {
+s4u::Mailbox* World::p2p_mailbox(int from, int to, OpKind kind, bool head_hop) {
+  // One FIFO channel per (sender, receiver, kind); the hop to and from a head on stage 0
+  // (lm_head_stage: first, instructions tagged with the head's chunk) has its own.
   const bool activation = kind == OpKind::send_activation || kind == OpKind::recv_activation;
-  return s4u::Mailbox::by_name(std::to_string(from) + (activation ? ">a>" : ">g>") + std::to_string(to));
+  const char* tag = activation ? (head_hop ? ">ha>" : ">a>") : (head_hop ? ">hg>" : ">g>");
+  return s4u::Mailbox::by_name(std::to_string(from) + tag + std::to_string(to));
 }
 
 void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req) {
@@ -192,7 +195,22 @@ void World::run_program(RankState& rs) {
     rs.memory_live += delta;
     rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live);
   };
-  const bool last_stage_rank = rs.coords.pipeline == job_.parallel.pipeline_parallel_degree - 1;
+  const int stage = rs.coords.pipeline, chunks = job_.parallel.virtual_stages;
+  const bool head_first = job_.lm_head_on_first_stage();
+  const bool head_stage_rank = stage == job_.lm_head_stage();
+  const int layers_per_chunk = job_.layers_per_chunk(stage);
+  // A head on stage 0 runs as instructions of its own chunk (chunk = virtual_stages).
+  auto head_hop = [&](const Instruction& in) { return head_first && in.chunk == chunks; };
+  // What a compute instruction's layers keep for backward: each chunk's first
+  // checkpointed_layers_in_chunk layers are checkpointed, the others keep everything.
+  auto stored_bytes = [&](const Instruction& in) {
+    const int ckpt = job_.checkpointed_layers_in_chunk(stage, in.chunk);
+    if (in.layer >= 0) return in.layer < ckpt ? stored_checkpointed_ : stored_full_;
+    if (in.layers == 0) return 0.0;  // the head alone
+    return ckpt * stored_checkpointed_ + (layers_per_chunk - ckpt) * stored_full_;
+  };
+  // Recomputing a checkpointed layer materialises what it did not keep.
+  const double working = stage_memory(job_, stage).activation_working;
   // Offloaded activations leave the device when their copy completes (checked between
   // instructions); a reload brings them back. Keyed by (micro-batch, chunk).
   using CopyKey = std::tuple<int, int, int>;  // micro-batch, chunk, layer (-1: whole chunk)
@@ -247,28 +265,30 @@ void World::run_program(RankState& rs) {
         rs.in_flight.erase(std::remove_if(rs.in_flight.begin(), rs.in_flight.end(),
                                           [&](CollectiveRequest* r) { return r->end >= 0 && r->end <= to; }),
                            rs.in_flight.end());
-        // Activations: what checkpointing keeps stays from a layer's forward to its
-        // backward; the LM head's logits live on the last model chunk only.
-        const int layers_per_chunk = job_.model.layers / (job_.parallel.pipeline_parallel_degree *
-                                                          job_.parallel.virtual_stages);
-        const double stored = stored_per_chunk_ / layers_per_chunk * in.layers;
-        const bool head = last_stage_rank && in.chunk == job_.parallel.virtual_stages - 1 &&
-                          (in.layer < 0 || in.layer == layers_per_chunk - 1);
-        if (in.kind == OpKind::forward) memory(stored + (head ? logits_ : 0));
-        if (in.kind == OpKind::backward) memory(-(stored + (head ? logits_ : 0)));
-        if (in.kind == OpKind::recompute && working_ > 0) {
-          rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live + working_);
+        // Activations: what a layer keeps stays from its forward to its backward; the LM
+        // head's logits live on the last model chunk only (its last layer), or with a head
+        // on stage 0 from the head's forward to its backward.
+        if (in.kind == OpKind::forward || in.kind == OpKind::backward) {
+          const bool head = head_stage_rank &&
+                            (head_first ? head_hop(in)
+                                        : in.chunk == chunks - 1 && (in.layer < 0 || in.layer == layers_per_chunk - 1));
+          const double bytes = stored_bytes(in) + (head ? logits_ : 0);
+          memory(in.kind == OpKind::forward ? bytes : -bytes);
+        }
+        if (in.kind == OpKind::recompute && working > 0) {
+          rs.memory_peak = std::max(rs.memory_peak, rs.memory_static + rs.memory_live + working);
         }
         break;
       }
       case OpKind::send_activation:
       case OpKind::send_gradient:
-        comms[i] = p2p_mailbox(rs.rank, in.peer, in.kind)->put_async(&token, static_cast<uint64_t>(in.bytes));
+        comms[i] = p2p_mailbox(rs.rank, in.peer, in.kind, head_hop(in))
+                       ->put_async(&token, static_cast<uint64_t>(in.bytes));
         if (!in.async) comms[i]->wait();
         break;
       case OpKind::recv_activation:
       case OpKind::recv_gradient: {
-        p2p_mailbox(in.peer, rs.rank, in.kind)->get<int>();
+        p2p_mailbox(in.peer, rs.rank, in.kind, head_hop(in))->get<int>();
         s4u::this_actor::sleep_for(node_of(in.peer) == rs.node ? intra_latency : net_latency);
         rs.exposed.pipeline += s4u::Engine::get_clock() - start;
         break;
@@ -365,7 +385,6 @@ SimResult World::run() {
   // transient parts, from the cost model; activations are tracked as they come and go.
   std::vector<MemoryBreakdown> stage_mem;
   for (int s = 0; s < job_.parallel.pipeline_parallel_degree; ++s) stage_mem.push_back(stage_memory(job_, s));
-  working_ = stage_mem[0].activation_working;
   logits_ = logits_bytes_per_microbatch(job_);
 
   Platform platform(job_, simulated_, symmetric_);
@@ -454,7 +473,8 @@ SimResult World::run() {
   e.samples_per_s = B / step;
   e.tokens_per_s = e.samples_per_s * job_.model.seq_len;
   e.model_flops = model_flops_per_step(job_.model, B);
-  e.hardware_flops = hardware_flops_per_step(job_.model, B, job_.parallel.activation_checkpointing);
+  e.hardware_flops = hardware_flops_per_step(job_.model, B, job_.parallel.activation_checkpointing,
+                                             job_.checkpointed_fraction());
   e.tflops_per_gpu = e.model_flops / (step * N) / units::tera;
   e.hw_tflops_per_gpu = e.hardware_flops / (step * N) / units::tera;
   e.mfu = e.model_flops / (step * N * job_.cluster.instance.gpu.peak_flops(job_.training.precision));

@@ -80,7 +80,7 @@ class World {
   void build_platform();
   void execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req);
   void record(const RankState& rs, int stream, const Instruction& in, double start, double end);
-  s4u::Mailbox* p2p_mailbox(int from, int to, OpKind kind);
+  s4u::Mailbox* p2p_mailbox(int from, int to, OpKind kind, bool head_hop);
   int node_of(int rank) const { return rank / job_.cluster.instance.gpus_per_node; }
 
   const Job& job_;
@@ -94,8 +94,9 @@ class World {
   std::map<std::tuple<int, int, long>, std::pair<s4u::BarrierPtr, int>> barriers_;
   std::vector<TraceEvent> events_;
   long activities_ = 0;
-  // Memory per chunk and micro-batch, from the cost model.
-  double stored_per_chunk_ = 0, working_ = 0, logits_ = 0;
+  // Memory per layer and micro-batch, from the cost model: what a checkpointed layer
+  // and a layer that is not checkpointed keep for backward; the logits of a micro-batch.
+  double stored_checkpointed_ = 0, stored_full_ = 0, logits_ = 0;
 };
 
 }  // namespace partune::sim

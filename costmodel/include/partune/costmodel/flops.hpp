@@ -31,7 +31,10 @@ double logits_forward_flops(const ModelSpec& m, double sequences);
 double model_flops_per_step(const ModelSpec& m, double global_batch);
 // As above plus the forward work repeated by activation recompute: full checkpointing
 // recomputes every layer's forward (the 96 formula), selective only the attention core.
-double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt);
+// `checkpointed_fraction` is the share of the model's layers that are checkpointed
+// (Job::checkpointed_fraction(); parallel.checkpointed_layers): only they recompute.
+double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
+                               double checkpointed_fraction = 1.0);
 
 // The closed forms, kept separate so tests compare the op-by-op sum against them.
 double megatron_model_flops(double B, double s, double l, double h, double V);

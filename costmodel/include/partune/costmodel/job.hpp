@@ -2,6 +2,7 @@
 // A training job: model + cluster + training settings + parallel configuration, with
 // SageMaker model parallel's knobs and names.
 #include <string>
+#include <vector>
 
 #include "partune/costmodel/hardware.hpp"
 #include "partune/costmodel/model.hpp"
@@ -12,11 +13,17 @@ enum class Optimizer { adam, sgd };
 enum class PipelineSchedule { simple, interleaved };  // simple = GPipe, interleaved = 1F1B
 enum class Checkpointing { none, selective, full };
 enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all };
+// Which pipeline stage runs the LM head (logits and loss). `first` is SMP's rule for tied
+// embeddings: modules that share a parameter sit on the same device, so the head reuses
+// stage 0's embedding weight; the last stage sends its output to stage 0 and gets the
+// gradient back (docs/architecture.md, section 4.7).
+enum class LmHeadStage { last, first };
 
 const char* to_string(Optimizer o);
 const char* to_string(PipelineSchedule s);
 const char* to_string(Checkpointing c);
 const char* to_string(CollectiveAlgorithm a);
+const char* to_string(LmHeadStage h);
 
 struct TrainingConfig {
   int global_batch = 0;          // sequences per optimizer step
@@ -41,6 +48,14 @@ struct ParallelConfig {
   bool flash_attention = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   CollectiveAlgorithm data_parallel_collective = CollectiveAlgorithm::ring;
+  // Transformer layers of each pipeline stage (size pipeline_parallel_degree, sum =
+  // model.layers, virtual_stages 1). Empty: layers / pp on every stage.
+  std::vector<int> stage_layers;
+  LmHeadStage lm_head_stage = LmHeadStage::last;
+  // Under selective or full checkpointing, how many layers of each stage (its first
+  // ones, in chunk order) are checkpointed and recomputed; the others keep their full
+  // activations. -1 = every layer. Clamped to the stage's layers.
+  int checkpointed_layers = -1;
 };
 
 struct Job {
@@ -56,6 +71,29 @@ struct Job {
   int data_parallel_degree() const;
   int microbatch_size() const;  // sequences per micro-batch per data-parallel rank
   int effective_active_microbatches() const;
+
+  // --- Layers per pipeline stage (parallel.stage_layers, or layers / pp).
+  int layers_on_stage(int stage) const;
+  // Layers of each of the stage's chunks: layers_on_stage / virtual_stages.
+  int layers_per_chunk(int stage) const { return layers_on_stage(stage) / parallel.virtual_stages; }
+  // The model's layer index of layer `layer` (0-based inside the chunk) of `chunk` on
+  // `stage`: chunk c of stage s is model stage c * pp + s (Megatron interleaving).
+  int global_layer(int stage, int chunk, int layer) const;
+
+  // --- Partial activation checkpointing (parallel.checkpointed_layers).
+  // Layers of the stage that are checkpointed and recomputed: 0 without checkpointing,
+  // else min(checkpointed_layers, layers_on_stage), or all of them when it is -1.
+  int checkpointed_layers_on_stage(int stage) const;
+  // Of those, the ones in `chunk` (the stage's first layers in chunk order: chunk 0's
+  // layers first): they are the chunk's first layers.
+  int checkpointed_layers_in_chunk(int stage, int chunk) const;
+  // Checkpointed layers over all stages / model.layers (0 without checkpointing).
+  double checkpointed_fraction() const;
+
+  // --- LM head placement (parallel.lm_head_stage).
+  bool lm_head_on_first_stage() const { return parallel.lm_head_stage == LmHeadStage::first; }
+  // The pipeline stage that runs the LM head and the loss.
+  int lm_head_stage() const { return lm_head_on_first_stage() ? 0 : parallel.pipeline_parallel_degree - 1; }
 };
 
 // Checks every cross-field rule (degrees multiply to the GPU count, TP fits in a node,

@@ -17,7 +17,7 @@ struct MemoryBreakdown {
   double gathered_parameters = 0;  // sharded DP: full layers materialised for compute
   double activations = 0;      // stored for backward, all in-flight micro-batches
   double activation_working = 0;   // one layer's full activations during recompute/backward
-  double logits = 0;           // LM-head output and loss buffers on the last stage
+  double logits = 0;           // LM-head output and loss buffers on the head's stage
   double communication_buffers = 0;
   double reserved = 0;         // CUDA context, allocator slack
   double host_offload = 0;     // host bytes for offloaded activations (not on the GPU)
@@ -33,12 +33,27 @@ struct MemoryBreakdown {
 double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
                               bool flash_attention);
 
-// Bytes one layer keeps for backward per micro-batch under the job's checkpointing
-// policy (what offloading moves to the host): everything without checkpointing, all
-// but the attention core with selective, the layer's input with full.
+// Bytes one checkpointed layer keeps for backward per micro-batch under the job's
+// checkpointing policy (what offloading moves to the host): everything without
+// checkpointing, all but the attention core with selective, the layer's input with full.
+// Layers left out by parallel.checkpointed_layers keep full_layer_bytes instead.
 double stored_layer_bytes(const Job& job, double sequences);
 
-// LM-head output and loss buffers of one micro-batch on the last stage: fp16 logits
+// Bytes a layer that is not checkpointed keeps for backward per micro-batch (Korthikanti,
+// no 5as/ht term with FlashAttention): what stored_layer_bytes gives without checkpointing.
+double full_layer_bytes(const Job& job, double sequences);
+
+// What one micro-batch leaves stored on `stage` for backward: its checkpointed layers
+// (Job::checkpointed_layers_on_stage) at stored_layer_bytes, the others at full_layer_bytes.
+double stored_stage_bytes(const Job& job, double sequences, int stage);
+
+// Parameters one GPU of `stage` holds (its layers, the embedding on stage 0, the head on
+// the head's stage; with the head on the last stage and tied embeddings, pp > 1, the
+// last stage keeps its own copy of the embedding), divided by tensor parallelism, before
+// any data-parallel sharding.
+double stage_parameter_count(const Job& job, int stage);
+
+// LM-head output and loss buffers of one micro-batch on the head's stage: fp16 logits
 // plus the fp32 copy the cross-entropy works on, vocabulary split over tensor parallel.
 double logits_bytes_per_microbatch(const Job& job);
 
