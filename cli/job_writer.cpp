@@ -98,6 +98,14 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   if (pc.active_microbatches > 0) p["active_microbatches"] = pc.active_microbatches;
   p["pipeline"] = to_string(pc.pipeline);
   p["virtual_stages"] = pc.virtual_stages;
+  if (!pc.stage_layers.empty()) {
+    YAML::Node layers(YAML::NodeType::Sequence);
+    for (int l : pc.stage_layers) layers.push_back(l);
+    layers.SetStyle(YAML::EmitterStyle::Flow);
+    p["stage_layers"] = layers;
+  }
+  p["lm_head_stage"] = to_string(pc.lm_head_stage);
+  if (pc.checkpointed_layers >= 0) p["checkpointed_layers"] = pc.checkpointed_layers;
   p["placement_strategy"] = pc.placement_strategy;
   p["activation_checkpointing"] = to_string(pc.activation_checkpointing);
   p["offload_activations"] = pc.offload_activations;

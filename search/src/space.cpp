@@ -155,6 +155,11 @@ void apply(const Point& p, Job& job) {
   pc.shard_optimizer_state = p.shard_optimizer;
   pc.flash_attention = p.flash;
   pc.sharded_collective = p.sharded_collective;
+  // Layout settings of the base job belong to its own degrees; a point starts uniform
+  // (the partitioner may set stages later).
+  pc.stage_layers.clear();
+  pc.lm_head_stage = LmHeadStage::last;
+  pc.checkpointed_layers = -1;
   job.training.gradient_accumulation = 1;
 }
 

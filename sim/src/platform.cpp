@@ -13,6 +13,7 @@ constexpr double kHostSpeed = 1e9;
 // Encodes the host-memory and mirror endpoints in the routed-pair set.
 constexpr int kCpuBase = 1 << 28;
 constexpr int kMirrorBase = 1 << 29;
+constexpr int kIntraMirrorBase = 1 << 30;
 }  // namespace
 
 Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool mirrors)
@@ -22,6 +23,7 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
   zone_ = s4u::create_full_zone("cluster");
   gpu_.assign(world, nullptr);
   mirror_.assign(world, nullptr);
+  intra_mirror_.assign(world, nullptr);
   simulated_.assign(world, false);
   cpu_.assign(nodes, nullptr);
   nvswitch_port_.assign(world, nullptr);
@@ -36,7 +38,10 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
     node_used[node_of(r)] = true;
     const std::string id = std::to_string(r);
     gpu_[r] = zone_->create_host("gpu" + id, kHostSpeed);
-    if (mirrors_) mirror_[r] = zone_->create_host("mirror" + id, kHostSpeed);
+    if (mirrors_) {
+      mirror_[r] = zone_->create_host("mirror" + id, kHostSpeed);
+      intra_mirror_[r] = zone_->create_host("imirror" + id, kHostSpeed);
+    }
     nvswitch_port_[r] = zone_->create_split_duplex_link("nvswitch" + id, inst.intra_node.bw * inst.intra_node.efficiency);
   }
   for (int n = 0; n < nodes; ++n) {
@@ -76,6 +81,14 @@ int Platform::nic_of(int rank) const {
 
 void Platform::route(int from, int to) {
   if (!routed_.insert({from, to}).second) return;
+  if (to >= kIntraMirrorBase) {
+    // Up and back down the sender's own NVSwitch port.
+    const int dst = to - kIntraMirrorBase;
+    zone_->add_route(gpu_[from]->get_netpoint(), intra_mirror_[dst]->get_netpoint(), nullptr, nullptr,
+                     {s4u::LinkInRoute(nvswitch_port_[from], Dir::UP), s4u::LinkInRoute(nvswitch_port_[dst], Dir::DOWN)},
+                     false);
+    return;
+  }
   const bool to_mirror = to >= kMirrorBase;
   const int dst = to_mirror ? to - kMirrorBase : to;
   std::vector<s4u::LinkInRoute> links;
@@ -119,8 +132,13 @@ void Platform::connect_group(int rank, const std::vector<int>& members, GroupSpa
   const int position = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
   if (local.size() > 1) {
     const int next = local[(position + 1) % local.size()];
-    route(rank, next);
-    intra_successor = gpu_[next];
+    if (simulated_[next]) {
+      route(rank, next);
+      intra_successor = gpu_[next];
+    } else {
+      route(rank, kIntraMirrorBase + rank);
+      intra_successor = intra_mirror_[rank];
+    }
   }
   if (nodes.size() > 1) {
     const int my_node = static_cast<int>(std::find(nodes.begin(), nodes.end(), node_of(rank)) - nodes.begin());

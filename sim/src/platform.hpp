@@ -23,8 +23,9 @@ class Platform {
 
   // Successors of `rank` inside `members` (its communicator): the next member on its
   // node, and the member at its local position on the next node of the group. With
-  // mirrors, a member whose peers are not simulated sends to its own mirror through its
-  // NIC, which by symmetry loads the links as the real peer would.
+  // mirrors, a member whose successor is not simulated sends to its own mirror instead
+  // (through its NIC, or through its NVSwitch port for a successor on its node), which
+  // by symmetry loads the links as the real peer would.
   void connect_group(int rank, const std::vector<int>& members, GroupSpan& span,
                      simgrid::s4u::Host*& intra_successor, simgrid::s4u::Host*& net_successor,
                      int& simulated_members);
@@ -40,7 +41,7 @@ class Platform {
   int gpus_per_node_;
   bool mirrors_;
   simgrid::s4u::NetZone* zone_;
-  std::vector<simgrid::s4u::Host*> gpu_, mirror_, cpu_;
+  std::vector<simgrid::s4u::Host*> gpu_, mirror_, intra_mirror_, cpu_;
   std::vector<simgrid::s4u::Link*> nvswitch_port_, nic_, pcie_, uplink_;
   std::vector<bool> simulated_;
   std::set<std::pair<int, int>> routed_;

@@ -48,21 +48,62 @@ std::vector<int> group_members(const Placement& p, const Job& job, int rank, Com
 
 }  // namespace
 
-bool replicas_are_symmetric(const Job& job, std::string* why_not) {
+bool tensor_groups_are_symmetric(const Job& job) {
+  // Members of a tensor-parallel group run the same program; when the group sits in one
+  // node, its rank 0 stands for all: its collectives go up and down its own NVSwitch port,
+  // and its network and PCIe transfers carry the bytes of the members that share its NIC
+  // or PCIe switch (they move identical amounts at the same moments).
+  const int tp = job.parallel.tensor_parallel_degree;
+  if (tp <= 1) return false;
+  const Placement p(job.parallel.placement_strategy, job.data_parallel_degree(), job.parallel.pipeline_parallel_degree,
+                    tp);
+  return group_span(p, Axis::tensor, job.cluster.instance.gpus_per_node).nodes == 1 &&
+         p.stride(Axis::tensor) * tp <= job.cluster.instance.gpus_per_node;
+}
+
+int replica_cluster_size(const Job& job, std::string* why_not) {
   auto no = [&](const char* reason) {
     if (why_not) *why_not = reason;
-    return false;
+    return 0;
   };
-  const int dp = job.data_parallel_degree();
+  const int dp = job.data_parallel_degree(), world = job.world_size();
+  const int sdp = job.parallel.sharded_data_parallel_degree;
   if (dp <= 1) return no("there is one data-parallel replica");
-  if (job.parallel.sharded_data_parallel_degree > 1)
-    return no("sharded data parallel groups span replicas");
   const Placement p(job.parallel.placement_strategy, dp, job.parallel.pipeline_parallel_degree,
                     job.parallel.tensor_parallel_degree);
   const int G = job.cluster.instance.gpus_per_node;
-  for (int r = 0; r < job.world_size(); ++r)
-    if (p.coords(r).data != p.coords(r / G * G).data) return no("replicas share nodes");
-  return true;
+  // The replicas that share nodes with replica 0, and those sharing nodes with them, ...
+  std::vector<bool> in(dp, false);
+  in[0] = true;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int r = 0; r < world; ++r) {
+      if (!in[p.coords(r).data]) continue;
+      const int first = r / G * G;
+      for (int q = first; q < std::min(world, first + G); ++q)
+        if (!in[p.coords(q).data]) in[p.coords(q).data] = true, grew = true;
+    }
+  }
+  int size = 0;
+  while (size < dp && in[size]) ++size;
+  for (int d = size; d < dp; ++d)
+    if (in[d]) return no("the replicas sharing nodes with replica 0 are not a leading block");
+  if (size == dp) return no("every replica shares nodes with the others");
+  if (dp % size != 0) return no("the replicas do not split into equal blocks of nodes");
+  if (sdp > 1 && size % sdp != 0) return no("sharded groups would span simulated and mirrored replicas");
+  // Exactness: a data-parallel group's members inside the block sit on one node, so every
+  // network successor lies outside it and its mirror loads the same links.
+  for (int r = 0; r < world; ++r) {
+    if (p.coords(r).data >= size) continue;
+    const std::vector<int> group = p.group(r, Axis::data);
+    for (int d = 1; d < size; ++d)
+      if (group[d] / G != group[0] / G) return no("a data-parallel group spans nodes inside the replica block");
+  }
+  return size;
+}
+
+bool replicas_are_symmetric(const Job& job, std::string* why_not) {
+  return replica_cluster_size(job, why_not) > 0;
 }
 
 CollectiveAlgorithm GroupView::algorithm(OpKind op, const ParallelConfig& pc) const {
@@ -83,10 +124,12 @@ World::World(const Job& job, const SimOptions& options)
       options_(options),
       placement_(job.parallel.placement_strategy, job.data_parallel_degree(),
                  job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
-  symmetric_ = options.use_symmetry && replicas_are_symmetric(job);
+  const int block = options.use_symmetry ? replica_cluster_size(job) : 0;
+  tensor_symmetric_ = options.use_symmetry && tensor_groups_are_symmetric(job);
+  symmetric_ = block > 0 || tensor_symmetric_;
   slot_of_rank_.assign(job.world_size(), -1);
   for (int r = 0; r < job.world_size(); ++r)
-    if (!symmetric_ || placement_.coords(r).data == 0) {
+    if ((block == 0 || placement_.coords(r).data < block) && (!tensor_symmetric_ || placement_.coords(r).tensor == 0)) {
       slot_of_rank_[r] = static_cast<int>(simulated_.size());
       simulated_.push_back(r);
     }
@@ -149,7 +192,7 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
     if (intra > 0 && gv.intra_successor)
       flows.push_back(s4u::Comm::sendto_async(rs.host, gv.intra_successor, static_cast<uint64_t>(intra)));
     if (net > 0 && gv.net_successor)
-      flows.push_back(s4u::Comm::sendto_async(rs.host, gv.net_successor, static_cast<uint64_t>(net)));
+      flows.push_back(s4u::Comm::sendto_async(rs.host, gv.net_successor, static_cast<uint64_t>(net * rs.nic_share)));
     if (!flows.empty()) s4u::Comm::wait_all(flows);
     activities_ += static_cast<long>(flows.size());
   }
@@ -283,7 +326,8 @@ void World::run_program(RankState& rs) {
       case OpKind::send_activation:
       case OpKind::send_gradient:
         comms[i] = p2p_mailbox(rs.rank, in.peer, in.kind, head_hop(in))
-                       ->put_async(&token, static_cast<uint64_t>(in.bytes));
+                       ->put_async(&token, static_cast<uint64_t>(in.bytes * (node_of(in.peer) == rs.node ? 1.0
+                                                                                                          : rs.nic_share)));
         if (!in.async) comms[i]->wait();
         break;
       case OpKind::recv_activation:
@@ -317,7 +361,7 @@ void World::run_program(RankState& rs) {
         break;
       }
       case OpKind::offload:
-        comms[i] = s4u::Comm::sendto_async(rs.host, rs.cpu, static_cast<uint64_t>(in.bytes));
+        comms[i] = s4u::Comm::sendto_async(rs.host, rs.cpu, static_cast<uint64_t>(in.bytes * rs.pcie_share));
         offload_pending[CopyKey{in.microbatch, in.chunk, in.layer}] = static_cast<int>(i);
         break;
       case OpKind::reload: {
@@ -326,7 +370,7 @@ void World::run_program(RankState& rs) {
         const CopyKey key{in.microbatch, in.chunk, in.layer};
         if (offloaded.erase(key)) memory(in.bytes);
         else offload_pending.erase(key);
-        comms[i] = s4u::Comm::sendto_async(rs.cpu, rs.host, static_cast<uint64_t>(in.bytes));
+        comms[i] = s4u::Comm::sendto_async(rs.cpu, rs.host, static_cast<uint64_t>(in.bytes * rs.pcie_share));
         break;
       }
       case OpKind::wait: {
@@ -396,6 +440,19 @@ SimResult World::run() {
     rs->coords = placement_.coords(rs->rank);
     rs->host = platform.gpu(rs->rank);
     rs->cpu = platform.cpu(rs->node);
+    if (tensor_symmetric_) {
+      // The unsimulated members of this rank's tensor group that share its NIC or PCIe
+      // switch move the same bytes at the same moments: carry them on this rank's flows.
+      const InstanceType& inst = job_.cluster.instance;
+      const int G = inst.gpus_per_node;
+      const int my_gpu = rs->rank % G;
+      for (int m : placement_.group(rs->rank, Axis::tensor)) {
+        if (m == rs->rank) continue;
+        const int gpu = m % G;
+        if (gpu / inst.gpus_per_nic() == my_gpu / inst.gpus_per_nic()) rs->nic_share += 1;
+        if (gpu / inst.gpus_per_pcie_switch == my_gpu / inst.gpus_per_pcie_switch) rs->pcie_share += 1;
+      }
+    }
     rs->program = &programs_[i];
     const MemoryBreakdown& m = stage_mem[rs->coords.pipeline];
     rs->memory_static = m.parameters + m.gradients + m.optimizer_states + m.gathered_parameters +

@@ -49,6 +49,7 @@ struct Stream {
 struct RankState {
   int rank = 0;
   int node = 0;
+  double nic_share = 1, pcie_share = 1;  // tensor symmetry: members this rank carries
   RankCoords coords;
   s4u::Host* host = nullptr;
   s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
@@ -87,6 +88,7 @@ class World {
   SimOptions options_;
   Placement placement_;
   bool symmetric_ = false;
+  bool tensor_symmetric_ = false;
   std::vector<int> simulated_;           // ranks with actors
   std::vector<RankProgram> programs_;
   std::vector<std::unique_ptr<RankState>> ranks_;

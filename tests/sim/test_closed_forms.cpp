@@ -389,7 +389,9 @@ TEST_CASE("symmetry: one replica stands for all when replicas sit on disjoint no
     const sim::SimResult a = sim::simulate(job, with), b = sim::simulate(job, without);
     CHECK(a.symmetric);
     CHECK_FALSE(b.symmetric);
-    CHECK(a.ranks.size() == static_cast<std::size_t>(c.pp * c.tp));  // one replica
+    // One replica, and one rank per tensor-parallel group when the group sits in a node.
+    const std::size_t per_replica = c.pp * (sim::tensor_groups_are_symmetric(job) ? 1 : c.tp);
+    CHECK(a.ranks.size() == per_replica);
     CHECK(b.ranks.size() == static_cast<std::size_t>(job.world_size()));
     CHECK(a.metrics.step_time == Approx(b.metrics.step_time).epsilon(1e-6).margin(1e-8));
     CHECK(a.bubble_fraction == Approx(b.bubble_fraction).epsilon(1e-6).margin(1e-8));
@@ -410,8 +412,9 @@ TEST_CASE("symmetry does not apply when replicas share nodes", "[sim][symmetry]"
   CHECK_FALSE(sim::replicas_are_symmetric(job, &why));
   CHECK_FALSE(why.empty());
   const sim::SimResult r = sim::simulate(job);  // use_symmetry on by default
-  CHECK_FALSE(r.symmetric);
-  CHECK(r.ranks.size() == 8u);
+  // Both replicas are simulated; only the tensor pairs (inside the node) fold to one rank.
+  REQUIRE(sim::tensor_groups_are_symmetric(job));
+  CHECK(r.ranks.size() == 4u);
   // One replica has nothing to mirror.
   Job single = p4d_job("gpt2-small", 1, 8);
   single.parallel.pipeline_parallel_degree = 8;

@@ -12,9 +12,11 @@
 namespace partune::sim {
 
 struct SimOptions {
-  // Simulate one data-parallel replica when replicas are provably identical (they sit on
-  // disjoint nodes and run the same program; data-parallel traffic then loads each
-  // node's NICs exactly as its mirror image does). Off: every rank is simulated.
+  // Simulate one block of data-parallel replicas when the blocks are provably identical:
+  // the smallest leading block of replicas whose nodes hold no other replica, with each
+  // data-parallel group's members inside it on one node (so every network successor is
+  // outside the block, and a mirror of the sender loads the same links as the real
+  // peer). One replica when replicas sit on disjoint nodes. Off: every rank is simulated.
   bool use_symmetry = true;
   bool record_events = false;   // keep every instruction's interval (for --trace)
   Granularity granularity = Granularity::chunk;
@@ -55,7 +57,7 @@ struct SimResult {
   ExposedComm exposed;               // of the critical rank (the one that finishes last)
   std::vector<RankResult> ranks;     // simulated ranks
   std::vector<TraceEvent> events;    // when record_events
-  bool symmetric = false;            // one replica stood for all
+  bool symmetric = false;            // a block of replicas stood for all
   long activities = 0;               // simulated executions + communications + waits
   double wall_seconds = 0;           // host time spent simulating
 };
@@ -66,5 +68,10 @@ SimResult simulate(const Job& job, const SimOptions& options = {});
 
 // Whether use_symmetry can apply to this job (and why not, when it cannot).
 bool replicas_are_symmetric(const Job& job, std::string* why_not = nullptr);
+// Whether one rank per tensor-parallel group can stand for the group (groups inside one
+// node: the others run the same program and load their own links identically).
+bool tensor_groups_are_symmetric(const Job& job);
+// The number of replicas simulated under symmetry (0 when it cannot apply).
+int replica_cluster_size(const Job& job, std::string* why_not = nullptr);
 
 }  // namespace partune::sim

@@ -1,0 +1,383 @@
+// The search space: what enumerate() visits (legal, distinct, complete), a count worked
+// out by hand, placement de-duplication by communication groups, restrict_space and
+// matches().
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "job_fixtures.hpp"
+#include "partune/costmodel/placement.hpp"
+#include "partune/search/space.hpp"
+
+using namespace partune;
+using namespace partune::search;
+using testing::p4d_job;
+
+namespace {
+
+// The knobs of a point other than its placement.
+using Knobs = std::tuple<int, int, int, int, int, int, int, int, bool, bool, bool, int>;
+Knobs knobs(const Point& p) {
+  return {p.pipeline, p.tensor, p.sharded, p.microbatch_size, p.microbatches, p.virtual_stages,
+          static_cast<int>(p.schedule), static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer, p.flash,
+          static_cast<int>(p.sharded_collective)};
+}
+
+// The communication groups a placement gives: for each axis, the set of its groups
+// (each a sorted list of global ranks). Two placements are the same when these are.
+using Groups = std::vector<std::set<std::vector<int>>>;
+Groups groups_of(const std::string& order, int dp, int pp, int tp) {
+  const Placement pl(order, dp, pp, tp);
+  Groups g(3);
+  const Axis axes[] = {Axis::data, Axis::pipeline, Axis::tensor};
+  for (int a = 0; a < 3; ++a)
+    for (int r = 0; r < pl.world_size(); ++r) {
+      std::vector<int> members = pl.group(r, axes[a]);
+      std::sort(members.begin(), members.end());
+      g[a].insert(members);
+    }
+  return g;
+}
+
+std::vector<Point> visit_all(const Job& base, const SearchSpace& space, EnumerationStats* stats = nullptr) {
+  std::vector<Point> points;
+  const EnumerationStats s = enumerate(base, space, [&](const Point& p) { points.push_back(p); });
+  if (stats) *stats = s;
+  return points;
+}
+
+SearchSpace restricted(const std::vector<std::string>& fixes) {
+  SearchSpace s;
+  for (const auto& f : fixes) restrict_space(s, f);
+  return s;
+}
+
+// Every boolean knob (and checkpointing, and the sharded collective) pinned to one value.
+const std::vector<std::string> kPinned = {"activation_checkpointing=none", "offload_activations=false",
+                                          "shard_optimizer_state=false", "flash_attention=false",
+                                          "sharded_collective=ring"};
+
+// restrict_space's message when it throws std::invalid_argument ("" if it does not).
+std::string rejection(const std::string& assignment) {
+  SearchSpace s;
+  try {
+    restrict_space(s, assignment);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("enumerate visits only legal, distinct points", "[search][space]") {
+  struct Case {
+    const char* model;
+    int nodes, batch;
+  };
+  const Case cases[] = {{"gpt2-small", 1, 16}, {"gpt2-xl", 2, 32}, {"gpt3-2.7b", 2, 64}};
+  for (const Case& c : cases) {
+    INFO(c.model << " on " << c.nodes << " p4d, global batch " << c.batch);
+    const Job base = p4d_job(c.model, c.nodes, c.batch);
+    EnumerationStats stats;
+    const std::vector<Point> points = visit_all(base, SearchSpace{}, &stats);
+    REQUIRE(!points.empty());
+    CHECK(stats.legal == static_cast<long>(points.size()));
+    CHECK(stats.considered >= stats.legal + stats.invalid);
+    std::set<std::pair<Knobs, Groups>> seen;
+    std::set<std::string> descriptions;
+    for (const Point& p : points) {
+      const Job job = make_job(base, p);
+      const JobViolation v = check_job(job);
+      INFO(describe(job) << ": " << v.key << ": " << v.reason);
+      CHECK_FALSE(v);
+      // The point's knobs reach the job; what is not searched stays the base's.
+      CHECK(job.parallel.pipeline_parallel_degree == p.pipeline);
+      CHECK(job.parallel.tensor_parallel_degree == p.tensor);
+      CHECK(job.parallel.sharded_data_parallel_degree == p.sharded);
+      CHECK(job.microbatch_size() == p.microbatch_size);
+      CHECK(static_cast<long>(job.data_parallel_degree()) * p.microbatches * p.microbatch_size ==
+            base.training.global_batch);
+      CHECK(job.model.name == base.model.name);
+      CHECK(job.cluster.nodes == base.cluster.nodes);
+      CHECK(job.training.global_batch == base.training.global_batch);
+      // No two visited points give the same configuration and the same groups.
+      const auto key = std::make_pair(knobs(p), groups_of(placement_names()[p.placement], job.data_parallel_degree(),
+                                                          p.pipeline, p.tensor));
+      CHECK(seen.insert(key).second);
+      descriptions.insert(describe(job) + " " + to_string(p.sharded_collective));
+    }
+    // describe() plus the collective tells the visited points apart.
+    CHECK(descriptions.size() == points.size());
+  }
+}
+
+TEST_CASE("enumerate: the count of a small space, worked out by hand", "[search][space]") {
+  // gpt2-small (12 layers, 12 heads, ffn 3072) on one p4d node (8 GPUs), global batch 16,
+  // checkpointing, offload, ZeRO-1, FlashAttention and the sharded collective pinned.
+  //   pp in {1, 2, 4} (divide 8 and 12); tp in {1, 2, 4} (8 does not divide 12 heads);
+  //   pp x tp must divide 8: all pairs but (4, 4).  dp = 8 / (pp tp).
+  //   sdp: divisors of dp that are powers of two (or dp):  dp 8: 4, dp 4: 3, dp 2: 2, dp 1: 1.
+  //   micro-batch size b: powers of two with dp b | 16:    dp 8: 2, dp 4: 3, dp 2: 4, dp 1: 5.
+  //   schedules: pp 1: one; pp > 1: simple, 1F1B, 1F1B v2 (needs 12 % (2 pp) == 0 and
+  //   microbatches % pp == 0), 1F1B v4 (needs 12 % (4 pp) == 0: never here).
+  //   distinct placements: 1 with one axis > 1, 2 with two, 6 with three.
+  //   (1,1) dp8: 4 sdp x 2 b x 1 x 1                                   =   8
+  //   (1,2) dp4: 3 x 3 x 1 x 2                                         =  18
+  //   (1,4) dp2: 2 x 4 x 1 x 2                                         =  16
+  //   (2,1) dp4: 3 sdp x (b 1,2: 3 schedules; b 4 (1 micro-batch): 2) x 2 = 3 x 8 x 2  =  48
+  //   (2,2) dp2: 2 x (b 1,2,4: 3; b 8: 2 = 11) x 6                     = 132
+  //   (2,4) dp1: 1 x (b 1,2,4,8: 3; b 16: 2 = 14) x 2                  =  28
+  //   (4,1) dp2: 2 x (4 b x 2 schedules) x 2                           =  32
+  //   (4,2) dp1: 1 x (5 b x 2 schedules) x 2                           =  20
+  //   total                                                            = 302
+  const Job base = p4d_job("gpt2-small", 1, 16);
+  EnumerationStats stats;
+  const std::vector<Point> points = visit_all(base, restricted(kPinned), &stats);
+  CHECK(points.size() == 302);
+  CHECK(stats.legal == 302);
+
+  // The same count per (pp, tp), from the table above.
+  std::map<std::pair<int, int>, int> per_pair;
+  for (const Point& p : points) ++per_pair[{p.pipeline, p.tensor}];
+  const std::map<std::pair<int, int>, int> expected = {{{1, 1}, 8},  {{1, 2}, 18}, {{1, 4}, 16}, {{2, 1}, 48},
+                                                       {{2, 2}, 132}, {{2, 4}, 28}, {{4, 1}, 32}, {{4, 2}, 20}};
+  CHECK(per_pair == expected);
+
+  // Completeness: for each configuration, the visited placements are exactly the
+  // distinct group structures the six orders give.
+  std::map<Knobs, std::set<Groups>> visited;
+  for (const Point& p : points) {
+    const int dp = 8 / (p.pipeline * p.tensor);
+    CHECK(visited[knobs(p)].insert(groups_of(placement_names()[p.placement], dp, p.pipeline, p.tensor)).second);
+  }
+  for (const auto& [k, structures] : visited) {
+    const int pp = std::get<0>(k), tp = std::get<1>(k), dp = 8 / (pp * tp);
+    std::set<Groups> all;
+    for (const auto& order : placement_names()) all.insert(groups_of(order, dp, pp, tp));
+    CHECK(structures == all);
+  }
+}
+
+TEST_CASE("enumerate: placements that give the same groups are visited once", "[search][space]") {
+  const Job base = p4d_job("gpt2-small", 1, 16);
+  std::vector<std::string> fixes = kPinned;
+  fixes.push_back("pipeline_parallel_degree=1");
+  fixes.push_back("tensor_parallel_degree=1");
+  SECTION("tp 1 and pp 1: the six orders are one") {
+    EnumerationStats stats;
+    const std::vector<Point> points = visit_all(base, restricted(fixes), &stats);
+    CHECK(points.size() == 8);  // 4 sdp x 2 micro-batch sizes
+    CHECK(stats.duplicates == 5);
+    std::set<int> placements;
+    for (const Point& p : points) placements.insert(p.placement);
+    CHECK(placements.size() == 1);
+    // Pinning one order (or naming it cluster / spread) gives the same count.
+    for (const char* order : {"cluster", "spread", "PTD"}) {
+      std::vector<std::string> f = fixes;
+      f.push_back(std::string("placement_strategy=") + order);
+      CHECK(visit_all(base, restricted(f)).size() == 8);
+    }
+  }
+  SECTION("tp 2, pp 1: two distinct orders out of six") {
+    fixes.back() = "tensor_parallel_degree=2";
+    EnumerationStats stats;
+    const std::vector<Point> points = visit_all(base, restricted(fixes), &stats);
+    CHECK(stats.duplicates == 4);
+    CHECK(points.size() == 18);
+    std::set<std::string> tensor_strides;
+    for (const Point& p : points) {
+      const Placement pl(placement_names()[p.placement], 4, 1, 2);
+      tensor_strides.insert(std::to_string(pl.stride(Axis::tensor)));
+    }
+    CHECK(tensor_strides == std::set<std::string>{"1", "4"});  // inside pairs, or across
+  }
+  SECTION("pp 2, tp 2, dp 2: all six orders differ") {
+    fixes[fixes.size() - 2] = "pipeline_parallel_degree=2";
+    fixes.back() = "tensor_parallel_degree=2";
+    EnumerationStats stats;
+    const std::vector<Point> points = visit_all(base, restricted(fixes), &stats);
+    CHECK(stats.duplicates == 0);
+    CHECK(points.size() == 132);
+  }
+}
+
+TEST_CASE("restrict_space parses key=v1,v2 and rejects what it cannot use", "[search][space]") {
+  SearchSpace s;
+  restrict_space(s, "tensor_parallel_degree=2,4");
+  CHECK(s.tensor_degrees == std::vector<int>{2, 4});
+  restrict_space(s, "parallel.pipeline_parallel_degree=8");  // the job file's dotted key
+  CHECK(s.pipeline_degrees == std::vector<int>{8});
+  restrict_space(s, "sharded_data_parallel_degree=1,2");
+  CHECK(s.sharded_degrees == std::vector<int>{1, 2});
+  restrict_space(s, "microbatch_size=1,2,4");
+  CHECK(s.microbatch_sizes == std::vector<int>{1, 2, 4});
+  restrict_space(s, "virtual_stages=2");
+  CHECK(s.virtual_stages == std::vector<int>{2});
+  restrict_space(s, "pipeline=simple,interleaved");
+  CHECK(s.schedules == std::vector<PipelineSchedule>{PipelineSchedule::simple, PipelineSchedule::interleaved});
+  restrict_space(s, "placement_strategy=cluster,spread,PDT");
+  CHECK(s.placements == std::vector<std::string>{"DPT", "TPD", "PDT"});
+  restrict_space(s, "activation_checkpointing=none,full");
+  CHECK(s.checkpointing == std::vector<Checkpointing>{Checkpointing::none, Checkpointing::full});
+  restrict_space(s, "offload_activations=true");
+  CHECK(s.offload_activations == std::vector<bool>{true});
+  restrict_space(s, "shard_optimizer_state=false,true");
+  CHECK(s.shard_optimizer_state == std::vector<bool>{false, true});
+  restrict_space(s, "flash_attention=on");
+  CHECK(s.flash_attention == std::vector<bool>{true});
+  restrict_space(s, "sharded_collective=all_to_all,ring");
+  CHECK(s.sharded_collectives == std::vector<CollectiveAlgorithm>{CollectiveAlgorithm::all_to_all,
+                                                                   CollectiveAlgorithm::ring});
+  // A later restriction of the same key replaces the earlier one.
+  restrict_space(s, "tensor_parallel_degree=8");
+  CHECK(s.tensor_degrees == std::vector<int>{8});
+
+  // Unknown keys and bad values: std::invalid_argument naming the key (and the value).
+  struct Bad {
+    const char* assignment;
+    std::vector<const char*> mentions;
+  };
+  const Bad bad[] = {
+      {"nonsense=1", {"nonsense"}},
+      {"tensor_parallel_degree=eight", {"tensor_parallel_degree", "eight"}},
+      {"tensor_parallel_degree=0", {"tensor_parallel_degree", "0"}},
+      {"pipeline_parallel_degree=2,x", {"pipeline_parallel_degree", "x"}},
+      {"microbatch_size=-2", {"microbatch_size"}},
+      {"flash_attention=maybe", {"flash_attention", "maybe"}},
+      {"pipeline=zigzag", {"pipeline", "zigzag"}},
+      {"placement_strategy=DDP", {"placement_strategy", "DDP"}},
+      {"activation_checkpointing=half", {"activation_checkpointing", "half"}},
+      {"sharded_collective=butterfly", {"sharded_collective", "butterfly"}},
+      {"tensor_parallel_degree=", {"tensor_parallel_degree"}},
+      {"microbatches=4", {"microbatches"}},  // derived from the batch, not a knob
+      {"tensor_parallel_degree", {"tensor_parallel_degree"}},
+      {"=2", {}},
+  };
+  for (const Bad& b : bad) {
+    INFO("--fix " << b.assignment);
+    const std::string message = rejection(b.assignment);
+    CHECK_FALSE(message.empty());
+    for (const char* m : b.mentions) CHECK_THAT(message, Catch::Contains(m));
+  }
+}
+
+TEST_CASE("a restricted space visits only the allowed values", "[search][space]") {
+  const Job base = p4d_job("gpt2-small", 2, 32);
+  const SearchSpace space = restricted({"tensor_parallel_degree=2,4", "activation_checkpointing=full",
+                                        "flash_attention=true", "pipeline=simple", "microbatch_size=2"});
+  const std::vector<Point> points = visit_all(base, space);
+  REQUIRE(!points.empty());
+  std::set<int> tps;
+  for (const Point& p : points) {
+    tps.insert(p.tensor);
+    CHECK(p.checkpointing == Checkpointing::full);
+    CHECK(p.flash);
+    CHECK(p.microbatch_size == 2);
+    if (p.pipeline > 1) CHECK(p.schedule == PipelineSchedule::simple);
+    CHECK(p.virtual_stages == 1);
+  }
+  CHECK(tps == std::set<int>{2, 4});
+  // A value no job can take leaves nothing (tp 3 does not divide the 16 GPUs).
+  CHECK(visit_all(base, restricted({"tensor_parallel_degree=3"})).empty());
+}
+
+TEST_CASE("matches() filters jobs as restrict_space restricts the space", "[search][space]") {
+  Job job = p4d_job("gpt2-small", 1, 16);
+  job.parallel.pipeline_parallel_degree = 2;
+  job.parallel.tensor_parallel_degree = 2;
+  job.parallel.microbatches = 4;
+  job.parallel.placement_strategy = "cluster";
+  job.parallel.activation_checkpointing = Checkpointing::full;
+  testing::require_valid(job);
+  CHECK(matches(job, {}));
+  CHECK(matches(job, {"tensor_parallel_degree=2"}));
+  CHECK(matches(job, {"tensor_parallel_degree=1,2", "pipeline_parallel_degree=2"}));
+  CHECK(matches(job, {"placement_strategy=DPT"}));
+  CHECK(matches(job, {"microbatch_size=2"}));  // 16 / (dp 2 x 4 micro-batches)
+  CHECK(matches(job, {"activation_checkpointing=full", "flash_attention=false"}));
+  CHECK_FALSE(matches(job, {"tensor_parallel_degree=4"}));
+  CHECK_FALSE(matches(job, {"tensor_parallel_degree=2", "pipeline_parallel_degree=4"}));
+  CHECK_FALSE(matches(job, {"placement_strategy=spread"}));
+  CHECK_FALSE(matches(job, {"microbatch_size=4"}));
+  CHECK_FALSE(matches(job, {"activation_checkpointing=none,selective"}));
+  CHECK_THROWS_AS(matches(job, {"nonsense=1"}), std::invalid_argument);
+  CHECK_THROWS_AS(matches(job, {"tensor_parallel_degree=two"}), std::invalid_argument);
+
+  // Over a whole space, the points matching a filter are the points of the space
+  // restricted by it (keys whose de-duplication does not depend on the restriction).
+  const Job base = p4d_job("gpt2-small", 1, 16);
+  const std::vector<Point> all = visit_all(base, SearchSpace{});
+  for (const std::vector<std::string>& filter :
+       {std::vector<std::string>{"tensor_parallel_degree=2"},
+        std::vector<std::string>{"microbatch_size=1,4", "activation_checkpointing=selective"},
+        std::vector<std::string>{"pipeline_parallel_degree=2", "sharded_data_parallel_degree=2"},
+        std::vector<std::string>{"flash_attention=true", "offload_activations=true"}}) {
+    INFO("filter " << filter.front());
+    long matching = 0;
+    for (const Point& p : all) matching += matches(make_job(base, p), filter) ? 1 : 0;
+    CHECK(matching > 0);
+    CHECK(matching == static_cast<long>(visit_all(base, restricted(filter)).size()));
+  }
+}
+
+TEST_CASE("pin_from_job keeps the job's own values", "[search][space]") {
+  Job job = p4d_job("gpt2-small", 1, 16);
+  job.parallel.pipeline_parallel_degree = 2;
+  job.parallel.tensor_parallel_degree = 2;
+  job.parallel.microbatches = 4;
+  job.parallel.placement_strategy = "spread";
+  job.parallel.flash_attention = true;
+  SearchSpace s;
+  pin_from_job(s, job, {"pipeline_parallel_degree", "tensor_parallel_degree", "microbatch_size",
+                        "placement_strategy", "flash_attention"});
+  CHECK(s.pipeline_degrees == std::vector<int>{2});
+  CHECK(s.tensor_degrees == std::vector<int>{2});
+  CHECK(s.microbatch_sizes == std::vector<int>{2});
+  CHECK(s.placements == std::vector<std::string>{"TPD"});
+  CHECK(s.flash_attention == std::vector<bool>{true});
+  CHECK(s.schedules.empty());
+  CHECK_THROWS_AS(pin_from_job(s, job, {"nonsense"}), std::invalid_argument);
+}
+
+// The base job's per-layout settings (stage_layers, checkpointed_layers, lm_head_stage)
+// belong to its own degrees: a point starts uniform, or the base's layout would reject
+// every point it does not suit (regression).
+TEST_CASE("a base job's stage_layers does not restrict the pipeline degrees searched", "[search][space]") {
+  Job base = p4d_job("gpt2-small", 1, 16);
+  base.parallel.pipeline_parallel_degree = 2;
+  base.parallel.microbatches = 2;
+  base.parallel.stage_layers = {5, 7};
+  testing::require_valid(base);
+  const std::vector<Point> points = visit_all(base, restricted(kPinned));
+  std::set<int> pps;
+  for (const Point& p : points) pps.insert(p.pipeline);
+  CHECK(pps == std::set<int>{1, 2, 4});
+  CHECK(points.size() == 302);  // as without stage_layers
+}
+
+TEST_CASE("a base job's checkpointed_layers does not rule out activation_checkpointing none",
+          "[search][space]") {
+  Job base = p4d_job("gpt2-small", 1, 16);
+  base.parallel.activation_checkpointing = Checkpointing::full;
+  base.parallel.checkpointed_layers = 3;
+  testing::require_valid(base);
+  CHECK(visit_all(base, restricted(kPinned)).size() == 302);  // kPinned has checkpointing none
+}
+
+TEST_CASE("a base job's lm_head_stage first does not rule out pipeline degree 1", "[search][space]") {
+  Job base = p4d_job("gpt2-small", 1, 16);
+  base.parallel.pipeline_parallel_degree = 2;
+  base.parallel.microbatches = 2;
+  base.parallel.lm_head_stage = LmHeadStage::first;
+  testing::require_valid(base);
+  std::vector<std::string> fixes = kPinned;
+  fixes.push_back("pipeline_parallel_degree=1");
+  CHECK(visit_all(base, restricted(fixes)).size() == 8 + 18 + 16);  // the pp 1 rows of the hand count
+}

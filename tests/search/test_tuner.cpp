@@ -1,0 +1,352 @@
+// The two-tier search: on small spaces, the estimator's top K re-run by the simulator
+// finds the configuration that simulating every fitting point finds; memory pruning is
+// exactly estimate().fits == false; explain() words; the report's counts add up; the
+// Latent Space case (pipeline across nodes beats tensor across nodes).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "job_fixtures.hpp"
+#include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/placement.hpp"
+#include "partune/search/space.hpp"
+#include "partune/search/tuner.hpp"
+#include "partune/sim/simulator.hpp"
+
+using namespace partune;
+using namespace partune::search;
+using testing::p4d_job;
+
+namespace {
+
+SearchSpace restricted(const std::vector<std::string>& fixes) {
+  SearchSpace s;
+  for (const auto& f : fixes) restrict_space(s, f);
+  return s;
+}
+
+std::string fixes_text(const std::vector<std::string>& fixes) {
+  std::string s;
+  for (const auto& f : fixes) s += " --fix " + f;
+  return s;
+}
+
+// A point as comparable data (Point has no operator==).
+using PointKey = std::tuple<int, int, int, int, int, int, int, int, int, bool, bool, bool, int>;
+PointKey key_of(const Point& p) {
+  return {p.pipeline, p.tensor, p.sharded, p.microbatch_size, p.microbatches, p.virtual_stages,
+          static_cast<int>(p.schedule), p.placement, static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer,
+          p.flash, static_cast<int>(p.sharded_collective)};
+}
+
+struct SmallSpace {
+  const char* model;
+  int nodes, batch;
+  std::vector<std::string> fixes;
+};
+
+// Spaces small enough to simulate every point (<= 40 legal points each), across
+// models, node counts, batches and knobs.
+const std::vector<SmallSpace>& small_spaces() {
+  static const std::vector<SmallSpace> spaces = {
+      // pipeline x tensor on one node, one placement
+      {"gpt2-small", 1, 16,
+       {"pipeline_parallel_degree=1,2", "tensor_parallel_degree=1,2", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "activation_checkpointing=none", "offload_activations=false",
+        "shard_optimizer_state=false", "flash_attention=true"}},
+      // sharded data parallelism, collectives and ZeRO-1 on one node
+      {"gpt2-small", 1, 32,
+       {"pipeline_parallel_degree=1", "tensor_parallel_degree=1", "microbatch_size=2,4",
+        "activation_checkpointing=none", "offload_activations=false", "flash_attention=true"}},
+      // placements across two nodes: tensor inside or across nodes
+      {"gpt2-small", 2, 32,
+       {"pipeline_parallel_degree=2", "tensor_parallel_degree=2,4", "sharded_data_parallel_degree=1",
+        "microbatch_size=2", "pipeline=interleaved", "virtual_stages=1", "activation_checkpointing=none",
+        "offload_activations=false", "shard_optimizer_state=false", "flash_attention=true"}},
+      // gpt2-xl on one node: memory prunes the large micro-batches without checkpointing
+      {"gpt2-xl", 1, 64,
+       {"tensor_parallel_degree=1", "pipeline_parallel_degree=1,2,4", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "pipeline=interleaved", "virtual_stages=1",
+        "activation_checkpointing=none,full", "offload_activations=false", "shard_optimizer_state=false",
+        "flash_attention=true"}},
+      // gpt2-xl on two nodes: GPipe against 1F1B and virtual stages
+      {"gpt2-xl", 2, 32,
+       {"tensor_parallel_degree=1", "pipeline_parallel_degree=4,8", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "microbatch_size=1,2", "activation_checkpointing=full",
+        "offload_activations=false", "shard_optimizer_state=false", "flash_attention=true"}},
+      // gpt2-medium: checkpointing and FlashAttention choices
+      {"gpt2-medium", 1, 32,
+       {"pipeline_parallel_degree=1,2", "tensor_parallel_degree=2", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "microbatch_size=2,4", "pipeline=interleaved", "virtual_stages=1",
+        "shard_optimizer_state=false", "offload_activations=false"}},
+      // gpt2-medium on two nodes: every placement of pp 2 x tp 2 x dp 4
+      {"gpt2-medium", 2, 32,
+       {"pipeline_parallel_degree=2", "tensor_parallel_degree=2", "sharded_data_parallel_degree=1",
+        "microbatch_size=2,4", "pipeline=interleaved", "virtual_stages=1", "activation_checkpointing=none",
+        "offload_activations=false", "shard_optimizer_state=false", "flash_attention=true"}},
+      // gpt2-large (20 heads) on two nodes: tensor 2 or 4, pipeline 1 to 4
+      {"gpt2-large", 2, 32,
+       {"tensor_parallel_degree=2,4", "pipeline_parallel_degree=1,2,4", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "microbatch_size=2", "pipeline=interleaved", "virtual_stages=1",
+        "activation_checkpointing=selective", "offload_activations=false", "shard_optimizer_state=false",
+        "flash_attention=true"}},
+      // gpt3-2.7b (sequence 2048) on one node: tensor against pipeline
+      {"gpt3-2.7b", 1, 8,
+       {"tensor_parallel_degree=2,4,8", "pipeline_parallel_degree=1,2,4", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "pipeline=interleaved", "virtual_stages=1",
+        "activation_checkpointing=full", "offload_activations=false", "shard_optimizer_state=false",
+        "flash_attention=true"}},
+      // gpt3-2.7b on two nodes with sharded data parallelism
+      {"gpt3-2.7b", 2, 16,
+       {"tensor_parallel_degree=4,8", "pipeline_parallel_degree=1", "microbatch_size=1,2",
+        "activation_checkpointing=full", "offload_activations=false", "shard_optimizer_state=false",
+        "flash_attention=true", "sharded_collective=ring", "placement_strategy=cluster"}},
+      // gpt3-2.7b on one node without checkpointing or sharding: tp 1 x pp 1 does not fit
+      {"gpt3-2.7b", 1, 16,
+       {"tensor_parallel_degree=1,2", "pipeline_parallel_degree=1,2", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "pipeline=interleaved", "virtual_stages=1", "activation_checkpointing=none",
+        "shard_optimizer_state=false", "flash_attention=true"}},
+      // gpt2-small with offloading and checkpointing under a pipeline
+      {"gpt2-small", 1, 16,
+       {"pipeline_parallel_degree=2", "tensor_parallel_degree=2", "sharded_data_parallel_degree=1",
+        "placement_strategy=cluster", "microbatch_size=1,4", "pipeline=simple", "flash_attention=true",
+        "shard_optimizer_state=false"}},
+  };
+  return spaces;
+}
+
+}  // namespace
+
+TEST_CASE("two tiers: the simulated top K finds the best of simulating every fitting point", "[search][tuner]") {
+  int spaces_checked = 0, spaces_beyond_k = 0;
+  for (const SmallSpace& sp : small_spaces()) {
+    const Job base = p4d_job(sp.model, sp.nodes, sp.batch);
+    const SearchSpace space = restricted(sp.fixes);
+    INFO(sp.model << " on " << sp.nodes << " p4d, global batch " << sp.batch << fixes_text(sp.fixes));
+
+    // Exhaustive: every legal point that fits (by the estimator), simulated.
+    std::vector<Point> points;
+    enumerate(base, space, [&](const Point& p) { points.push_back(p); });
+    REQUIRE(points.size() <= 40);
+    std::vector<Job> jobs;  // the fitting ones
+    for (const Point& p : points) {
+      Job job = make_job(base, p);
+      if (estimate(job).fits) jobs.push_back(std::move(job));
+    }
+    // Two at a time (sim::simulate runs each in its own child process).
+    std::vector<double> steps(jobs.size(), std::numeric_limits<double>::infinity());
+    std::vector<std::string> errors(jobs.size());
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+      for (std::size_t i = next++; i < jobs.size(); i = next++) {
+        try {
+          steps[i] = sim::simulate(jobs[i]).metrics.step_time;
+        } catch (const std::exception& e) {
+          errors[i] = describe(jobs[i]) + ": " + e.what();
+        }
+      }
+    };
+    std::thread helper(worker);
+    worker();
+    helper.join();
+    for (const auto& e : errors) CHECK(e.empty());
+    double best_step = std::numeric_limits<double>::infinity();
+    std::string best_config;
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+      if (steps[i] < best_step) best_step = steps[i], best_config = describe(jobs[i]);
+    const int fitting = static_cast<int>(jobs.size());
+    REQUIRE(fitting > 0);
+    spaces_beyond_k += fitting > 8 ? 1 : 0;
+
+    SearchOptions options;
+    options.top_k = 8;
+    options.workers = 2;
+    const SearchReport report = run_search(base, space, options);
+    REQUIRE(!report.ranked.empty());
+    const Candidate& best = report.ranked.front();
+    INFO("exhaustive best " << best_config << " (" << best_step << " s); search best " << describe(best.job) << " ("
+                            << best.score() << " s); " << points.size() << " legal, " << fitting << " fit");
+    CHECK(best.simulated);
+    CHECK(std::abs(best.simulation.step_time - best_step) <= 1e-9 * best_step);
+    ++spaces_checked;
+  }
+  CHECK(spaces_checked >= 10);
+  // Most spaces have more fitting points than K, so the first tier really chooses.
+  CHECK(spaces_beyond_k >= 8);
+}
+
+TEST_CASE("memory pruning is exactly estimate().fits == false; the counts add up", "[search][tuner]") {
+  for (const SmallSpace& sp : small_spaces()) {
+    const Job base = p4d_job(sp.model, sp.nodes, sp.batch);
+    const SearchSpace space = restricted(sp.fixes);
+    INFO(sp.model << " on " << sp.nodes << " p4d, global batch " << sp.batch << fixes_text(sp.fixes));
+    std::set<PointKey> not_fitting;
+    long legal = 0;
+    const EnumerationStats stats = enumerate(base, space, [&](const Point& p) {
+      ++legal;
+      if (!estimate(make_job(base, p)).fits) not_fitting.insert(key_of(p));
+    });
+    for (int top_k : {1, 2, 8}) {
+      INFO("top_k " << top_k);
+      SearchOptions options;
+      options.top_k = top_k;
+      options.simulate = false;
+      const SearchReport r = run_search(base, space, options);
+      std::set<PointKey> pruned_memory, pruned_dominated;
+      for (const Pruned& pr : r.pruned) {
+        if (pr.stage == Pruned::Stage::memory) {
+          CHECK(pruned_memory.insert(key_of(pr.point)).second);
+          CHECK(pr.peak_bytes == Approx(estimate(make_job(base, pr.point)).memory.total()));
+        } else {
+          CHECK(pruned_dominated.insert(key_of(pr.point)).second);
+          // A dominated point is slower by the margin than a point no larger.
+          CHECK(pr.better_step <= (1 - options.dominance_margin) * pr.step_time * (1 + 1e-12));
+          CHECK(pr.better_bytes <= pr.peak_bytes);
+          CHECK(estimate(make_job(base, pr.point)).fits);
+        }
+      }
+      CHECK(pruned_memory == not_fitting);
+      CHECK(r.pruned_memory == static_cast<long>(not_fitting.size()));
+      CHECK(r.pruned_dominated == static_cast<long>(pruned_dominated.size()));
+      CHECK(r.pruned.size() == static_cast<std::size_t>(r.pruned_memory + r.pruned_dominated));
+      // Every legal point is estimated once; it is pruned, or it survives (ranked, up to 4 K).
+      CHECK(r.estimated == legal);
+      CHECK(r.enumerated == stats.considered);
+      CHECK(r.invalid == stats.invalid);
+      CHECK(r.duplicates == stats.duplicates);
+      const long survivors = r.estimated - r.pruned_memory - r.pruned_dominated;
+      CHECK(survivors >= 1);
+      CHECK(static_cast<long>(r.ranked.size()) == std::min<long>(survivors, 4L * top_k));
+      CHECK(r.simulated == 0);
+      // Ranked candidates are neither pruned nor repeated, fit, and come fastest first.
+      std::set<std::string> ranked_configs;
+      for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+        const Candidate& c = r.ranked[i];
+        CHECK(c.estimate.fits);
+        CHECK_FALSE(c.simulated);
+        CHECK(ranked_configs.insert(describe(c.job) + to_string(c.job.parallel.sharded_collective)).second);
+        if (i > 0) CHECK(r.ranked[i - 1].estimate.step_time <= c.estimate.step_time);
+      }
+      // The estimator-only best is the fastest fitting point by the estimate.
+      double fastest = std::numeric_limits<double>::infinity();
+      enumerate(base, space, [&](const Point& p) {
+        const Estimate e = estimate(make_job(base, p));
+        if (e.fits) fastest = std::min(fastest, e.step_time);
+      });
+      CHECK(r.ranked.front().estimate.step_time == Approx(fastest).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("explain() says why a pruned candidate was dropped", "[search][tuner]") {
+  // gpt3-2.7b on one node without checkpointing or sharding: tp 1 x pp 1 (43 GB of
+  // weights and optimizer state alone) does not fit in 40 GiB.
+  const Job base = p4d_job("gpt3-2.7b", 1, 16);
+  const SearchSpace space = restricted({"tensor_parallel_degree=1,2", "pipeline_parallel_degree=1,2",
+                                        "sharded_data_parallel_degree=1", "placement_strategy=cluster",
+                                        "pipeline=interleaved", "virtual_stages=1", "activation_checkpointing=none",
+                                        "shard_optimizer_state=false", "flash_attention=true"});
+  SearchOptions options;
+  options.simulate = false;
+  options.top_k = 2;
+  const SearchReport r = run_search(base, space, options);
+  REQUIRE(r.pruned_memory > 0);
+
+  // A filter naming a memory-pruned point exactly: its line says it does not fit.
+  const Pruned* memory = nullptr;
+  for (const Pruned& pr : r.pruned)
+    if (pr.stage == Pruned::Stage::memory) memory = &pr;
+  REQUIRE(memory);
+  const Job dropped = make_job(base, memory->point);
+  const std::vector<std::string> exact = {
+      "pipeline_parallel_degree=" + std::to_string(dropped.parallel.pipeline_parallel_degree),
+      "tensor_parallel_degree=" + std::to_string(dropped.parallel.tensor_parallel_degree),
+      "microbatch_size=" + std::to_string(dropped.microbatch_size()),
+      std::string("activation_checkpointing=") + to_string(dropped.parallel.activation_checkpointing),
+      std::string("pipeline=") + to_string(dropped.parallel.pipeline),
+      "virtual_stages=" + std::to_string(dropped.parallel.virtual_stages)};
+  INFO("dropped " << describe(dropped) << ", filters" << fixes_text(exact));
+  const std::vector<std::string> lines = explain(r, base, exact);
+  REQUIRE(!lines.empty());
+  bool found = false;
+  for (const auto& line : lines)
+    found = found || (line.find("does not fit") != std::string::npos && line.find(describe(dropped)) != std::string::npos);
+  CHECK(found);
+
+  // Every line for a broad filter explains a drop (memory or dominated), capped at `limit`.
+  const std::vector<std::string> none = explain(r, base, {"flash_attention=true"}, 3);
+  CHECK(none.size() <= 4);  // three lines and "... and N more"
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, none.size()); ++i)
+    CHECK((none[i].find("does not fit") != std::string::npos || none[i].find("dominated") != std::string::npos));
+
+  // Nothing in the space matches: a helpful message rather than silence.
+  const std::vector<std::string> nothing = explain(r, base, {"tensor_parallel_degree=4"});
+  REQUIRE(nothing.size() == 1);
+  CHECK_THAT(nothing.front(), Catch::Contains("no candidate matches"));
+
+  // The winner's own configuration was not pruned: the message says it is ranked.
+  const Job& winner = r.ranked.front().job;
+  std::vector<std::string> winner_filters = {
+      "pipeline_parallel_degree=" + std::to_string(winner.parallel.pipeline_parallel_degree),
+      "tensor_parallel_degree=" + std::to_string(winner.parallel.tensor_parallel_degree),
+      "microbatch_size=" + std::to_string(winner.microbatch_size()),
+      std::string("activation_checkpointing=") + to_string(winner.parallel.activation_checkpointing),
+      std::string("pipeline=") + to_string(winner.parallel.pipeline),
+      "virtual_stages=" + std::to_string(winner.parallel.virtual_stages)};
+  const std::vector<std::string> kept = explain(r, base, winner_filters);
+  REQUIRE(kept.size() == 1);
+  CHECK_THAT(kept.front(), Catch::Contains("ranked"));
+
+  // Unknown keys are errors, as with --fix.
+  CHECK_THROWS_AS(explain(r, base, {"nonsense=1"}), std::invalid_argument);
+}
+
+TEST_CASE("Latent Space: gpt3-2.7b on 16 p4d prefers pipeline across nodes, tensor inside", "[search][tuner][latent]") {
+  const Job base = p4d_job("gpt3-2.7b", 16, 512);
+  SearchOptions options;
+  options.simulate = false;
+  options.top_k = 8;
+  const SearchReport r = run_search(base, SearchSpace{}, options);
+  REQUIRE(!r.ranked.empty());
+  const Job& best = r.ranked.front().job;
+  const int G = base.cluster.instance.gpus_per_node;
+  const Placement pl(best.parallel.placement_strategy, best.data_parallel_degree(),
+                     best.parallel.pipeline_parallel_degree, best.parallel.tensor_parallel_degree);
+  INFO("best " << describe(best));
+  CHECK(group_span(pl, Axis::tensor, G).nodes == 1);  // tensor-parallel groups inside nodes
+
+  REQUIRE(r.has_pipeline_across_nodes);
+  REQUIRE(r.has_tensor_across_nodes);
+  const Job& pp_job = r.best_pipeline_across_nodes.job;
+  const Job& tp_job = r.best_tensor_across_nodes.job;
+  auto span = [&](const Job& j, Axis axis) {
+    const Placement p(j.parallel.placement_strategy, j.data_parallel_degree(), j.parallel.pipeline_parallel_degree,
+                      j.parallel.tensor_parallel_degree);
+    return group_span(p, axis, G).nodes;
+  };
+  // Each representative is what its name says.
+  CHECK(pp_job.parallel.pipeline_parallel_degree > 1);
+  CHECK(span(pp_job, Axis::pipeline) > 1);
+  CHECK(span(pp_job, Axis::tensor) == 1);
+  CHECK(tp_job.parallel.tensor_parallel_degree > 1);
+  CHECK(span(tp_job, Axis::tensor) > 1);
+  CHECK(r.best_pipeline_across_nodes.estimate.fits);
+  CHECK(r.best_tensor_across_nodes.estimate.fits);
+  const double pp_step = r.best_pipeline_across_nodes.estimate.step_time;
+  const double tp_step = r.best_tensor_across_nodes.estimate.step_time;
+  WARN("Latent Space (estimator): pipeline across nodes " << describe(pp_job) << " " << pp_step
+                                                          << " s/step; tensor across nodes " << describe(tp_job) << " "
+                                                          << tp_step << " s/step; pipeline is " << tp_step / pp_step
+                                                          << "x faster");
+  CHECK(pp_step < tp_step);
+  // The overall best is at least as fast as either representative.
+  CHECK(r.ranked.front().estimate.step_time <= pp_step * (1 + 1e-12));
+}
