@@ -43,6 +43,13 @@ void register_search(CLI::App& app) {
   cmd->callback([opt] {
     const Job base = load_job(opt->job, opt->overrides);
     search::SearchSpace space;
+    for (const auto& f : base.search_restrictions) {
+      try {
+        search::restrict_space(space, f);
+      } catch (const std::invalid_argument& e) {
+        throw ScenarioError(opt->job, "search", e.what());
+      }
+    }
     for (const auto& f : opt->fix) {
       try {
         search::restrict_space(space, f);

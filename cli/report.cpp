@@ -273,6 +273,9 @@ nlohmann::json candidate_json(const search::Candidate& c) {
           {"microbatch_size", c.job.microbatch_size()},
           {"pipeline", to_string(c.job.parallel.pipeline)},
           {"virtual_stages", c.job.parallel.virtual_stages},
+          {"stage_layers", c.job.parallel.stage_layers},
+          {"lm_head_stage", to_string(c.job.parallel.lm_head_stage)},
+          {"checkpointed_layers", c.job.parallel.checkpointed_layers},
           {"placement_strategy", c.job.parallel.placement_strategy},
           {"activation_checkpointing", to_string(c.job.parallel.activation_checkpointing)},
           {"offload_activations", c.job.parallel.offload_activations},
@@ -304,9 +307,9 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
   std::string s = fmt::format("search: {} on {} x {} ({} GPUs), global batch {}\n", base.model.name, base.cluster.nodes,
                               base.cluster.instance.name, base.world_size(), base.training.global_batch);
   s += fmt::format("  enumerated {}, invalid {}, duplicate placements {}, estimated {} ({:.2f} s), pruned: {} do not "
-                   "fit, {} dominated; simulated {} ({:.2f} s)\n\n",
+                   "fit, {} dominated; re-partitioned {}; simulated {} ({:.2f} s)\n\n",
                    r.enumerated, r.invalid, r.duplicates, r.estimated, r.estimate_seconds, r.pruned_memory,
-                   r.pruned_dominated, r.simulated, r.simulate_seconds);
+                   r.pruned_dominated, r.partitioned, r.simulated, r.simulate_seconds);
   s += fmt::format("{:>3}  {:<52} {:>9} {:>9} {:>7} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#", "configuration",
                    "samples/s", "estimated", "TFLOPs", "headroom", "compute", "tensor", "pipe", "data", "shard");
   const int n = std::min<int>(rows, static_cast<int>(r.ranked.size()));
@@ -371,6 +374,7 @@ nlohmann::json search_json(const Job& base, const search::SearchReport& r, const
                       {"pruned_memory", r.pruned_memory},
                       {"pruned_dominated", r.pruned_dominated},
                       {"simulated", r.simulated},
+                      {"partitioned", r.partitioned},
                       {"estimate_seconds", r.estimate_seconds},
                       {"simulate_seconds", r.simulate_seconds},
                       {"best", candidate_json(r.ranked.front())},

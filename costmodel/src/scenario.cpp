@@ -302,7 +302,7 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
 
 Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix) {
   const Reader r(root, file, key_prefix);
-  r.allow_only({"kind", "name", "description", "model", "cluster", "training", "parallel"});
+  r.allow_only({"kind", "name", "description", "model", "cluster", "training", "parallel", "search"});
   if (r.has("kind") && r.get_string("kind") != "job") r.fail("kind", "expected 'job'");
   Job job;
   job.name = r.get_string("name", fs::path(file).stem().string());
@@ -322,6 +322,26 @@ Job parse_job_node(YAML::Node root, const std::string& file, const std::string& 
   }
   job.cluster = parse_cluster(Reader(c.node, c.file, c.key));
   parse_training(r.child("training"), job.training);
+  if (r.has("search")) {
+    // Kept as text: search/ validates the keys and values when it builds the space.
+    const Reader sr = r.child("search");
+    for (const auto& kv : sr.node()) {
+      const std::string key = kv.first.as<std::string>();
+      std::string values;
+      if (kv.second.IsSequence()) {
+        for (const auto& v : kv.second) {
+          if (!v.IsScalar()) sr.fail(key, "expected a value or a list of values");
+          values += (values.empty() ? "" : ",") + v.as<std::string>();
+        }
+      } else if (kv.second.IsScalar()) {
+        values = kv.second.as<std::string>();
+      } else {
+        sr.fail(key, "expected a value or a list of values");
+      }
+      if (values.empty()) sr.fail(key, "no value given");
+      job.search_restrictions.push_back(key + "=" + values);
+    }
+  }
   if (r.has("parallel")) parse_parallel(r.child("parallel"), job.parallel);
   if (r.has("parallel") && r.child("parallel").has("data_parallel_degree")) {
     const int given = r.child("parallel").get_int("data_parallel_degree");

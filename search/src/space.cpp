@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "partune/costmodel/placement.hpp"
 
@@ -105,6 +106,9 @@ void restrict_space(SearchSpace& space, const std::string& assignment) {
     space.checkpointing.clear();
     for (const auto& x : values)
       space.checkpointing.push_back(parse_choice<Checkpointing>(key, x, {"none", "selective", "full"}));
+  } else if (key == "checkpointed_layers") {
+    space.checkpointed_layers.clear();
+    for (const auto& x : values) space.checkpointed_layers.push_back(x == "all" || x == "-1" ? -1 : parse_int(key, x));
   } else if (key == "offload_activations") space.offload_activations = bools();
   else if (key == "shard_optimizer_state") space.shard_optimizer_state = bools();
   else if (key == "flash_attention") space.flash_attention = bools();
@@ -118,7 +122,7 @@ void restrict_space(SearchSpace& space, const std::string& assignment) {
                                 "' cannot be searched or fixed (keys: pipeline_parallel_degree, "
                                 "tensor_parallel_degree, sharded_data_parallel_degree, microbatch_size, pipeline, "
                                 "virtual_stages, placement_strategy, activation_checkpointing, offload_activations, "
-                                "shard_optimizer_state, flash_attention, sharded_collective)");
+                                "shard_optimizer_state, flash_attention, sharded_collective, checkpointed_layers)");
   }
 }
 
@@ -137,6 +141,7 @@ void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::st
     else if (key == "shard_optimizer_state") space.shard_optimizer_state = {pc.shard_optimizer_state};
     else if (key == "flash_attention") space.flash_attention = {pc.flash_attention};
     else if (key == "sharded_collective") space.sharded_collectives = {pc.sharded_collective};
+    else if (key == "checkpointed_layers") space.checkpointed_layers = {pc.checkpointed_layers};
     else throw std::invalid_argument("'" + key + "' cannot be pinned");
   }
 }
@@ -159,7 +164,7 @@ void apply(const Point& p, Job& job) {
   // (the partitioner may set stages later).
   pc.stage_layers.clear();
   pc.lm_head_stage = LmHeadStage::last;
-  pc.checkpointed_layers = -1;
+  pc.checkpointed_layers = p.checkpointing == Checkpointing::none ? -1 : p.checkpointed_layers;
   job.training.gradient_accumulation = 1;
 }
 
@@ -245,6 +250,11 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
           for (const auto& [sched, v] : schedules)
             for (int placement : placements)
               for (Checkpointing ck : ckpts)
+                for (int ck_layers : ck == Checkpointing::none
+                                         ? std::vector<int>{-1}
+                                         : or_default(space.checkpointed_layers,
+                                                      m.layers / pp >= 2 ? std::vector<int>{-1, m.layers / pp / 2}
+                                                                         : std::vector<int>{-1}))
                 for (bool off : offloads) {
                   if (off && ck == Checkpointing::none) continue;  // offload moves checkpoints
                   for (bool zero1 : opt_shards) {
@@ -258,6 +268,7 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
                         p.microbatch_size = b, p.microbatches = microbatches, p.virtual_stages = v;
                         p.schedule = sched, p.placement = placement, p.checkpointing = ck;
                         p.offload = off, p.shard_optimizer = zero1, p.flash = fa, p.sharded_collective = algo;
+                        p.checkpointed_layers = ck_layers;
                         apply(p, scratch);
                         if (check_job(scratch)) {
                           ++stats.invalid;
@@ -285,7 +296,12 @@ std::string describe(const Job& job) {
          : pc.virtual_stages > 1                 ? fmt::format(" 1f1b-v{}", pc.virtual_stages)
                                                  : " 1f1b";
   s += " " + Placement::canonical(pc.placement_strategy);
-  if (pc.activation_checkpointing != Checkpointing::none) s += std::string(" ckpt-") + to_string(pc.activation_checkpointing);
+  if (pc.activation_checkpointing != Checkpointing::none) {
+    s += std::string(" ckpt-") + to_string(pc.activation_checkpointing);
+    if (pc.checkpointed_layers >= 0) s += fmt::format("({}/stage)", pc.checkpointed_layers);
+  }
+  if (!pc.stage_layers.empty()) s += fmt::format(" stages[{}]", fmt::join(pc.stage_layers, ","));
+  if (pc.lm_head_stage == LmHeadStage::first) s += " head-on-stage0";
   if (pc.offload_activations) s += " offload";
   if (pc.shard_optimizer_state) s += " zero1";
   if (pc.flash_attention) s += " flash";
@@ -305,7 +321,8 @@ bool matches(const Job& job, const std::vector<std::string>& filters) {
         !in(probe.placements, Placement::canonical(pc.placement_strategy)) ||
         !in(probe.checkpointing, pc.activation_checkpointing) || !in(probe.offload_activations, pc.offload_activations) ||
         !in(probe.shard_optimizer_state, pc.shard_optimizer_state) || !in(probe.flash_attention, pc.flash_attention) ||
-        !in(probe.sharded_collectives, pc.sharded_collective))
+        !in(probe.sharded_collectives, pc.sharded_collective) ||
+        !in(probe.checkpointed_layers, pc.checkpointed_layers))
       return false;
   }
   return true;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "partune/costmodel/placement.hpp"
+#include "partune/search/partition.hpp"
 #include "partune/costmodel/units.hpp"
 #include "partune/sim/simulator.hpp"
 
@@ -26,6 +27,30 @@ struct Fitting {
   double step_time;
   double peak_bytes;
 };
+
+// SMP's auto-partition on one candidate: split its layers by the partitioner (the head
+// with the embedding when they are tied); keep the split if it is faster and fits.
+void repartition(Candidate& c, double memory_weight, SearchReport& report) {
+  const ParallelConfig& pc = c.job.parallel;
+  if (pc.pipeline_parallel_degree <= 1 || pc.virtual_stages > 1) return;
+  try {
+    const std::vector<PartitionItem> items = model_items(c.job);
+    const Partition part = partition_chain(items, pc.pipeline_parallel_degree, memory_weight);
+    Job alt = c.job;
+    alt.parallel.stage_layers = part.stage_layers;
+    alt.parallel.lm_head_stage = c.job.model.tied_embeddings && part.stage_of.back() == 0 ? LmHeadStage::first
+                                                                                          : LmHeadStage::last;
+    if (check_job(alt)) return;
+    const Estimate e = estimate(alt);
+    if (e.fits && e.step_time < c.estimate.step_time) {
+      c.job = std::move(alt);
+      c.estimate = e;
+      ++report.partitioned;
+    }
+  } catch (const std::invalid_argument&) {
+    // fewer layers than stages: nothing to split
+  }
+}
 
 }  // namespace
 
@@ -79,11 +104,7 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
       if (!f) return;
       has = true;
       c.job = make_job(base, f->point);
-      c.estimate = estimate(c.job);
-      if (options.simulate) {
-        c.simulation = sim::simulate(c.job).metrics;
-        c.simulated = true;
-      }
+      c.estimate = estimate(c.job);  // simulated with the top K, below
     };
     fill(best_tp, report.has_tensor_across_nodes, report.best_tensor_across_nodes);
     fill(best_pp, report.has_pipeline_across_nodes, report.best_pipeline_across_nodes);
@@ -123,30 +144,38 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
     Candidate c;
     c.job = make_job(base, survivors[i].point);
     c.estimate = estimate(c.job);
+    if (options.auto_partition) repartition(c, options.memory_weight, report);
     report.ranked.push_back(std::move(c));
   }
+  std::stable_sort(report.ranked.begin(), report.ranked.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.estimate.step_time < b.estimate.step_time; });
   if (options.simulate && !report.ranked.empty()) {
     auto t1 = clock_type::now();
     const std::size_t k = std::min<std::size_t>(report.ranked.size(), std::max(0, options.top_k));
+    // The top K, then the two cross-node contrasts, simulated together.
+    std::vector<Candidate*> batch;
+    for (std::size_t i = 0; i < k; ++i) batch.push_back(&report.ranked[i]);
+    if (report.has_tensor_across_nodes) batch.push_back(&report.best_tensor_across_nodes);
+    if (report.has_pipeline_across_nodes) batch.push_back(&report.best_pipeline_across_nodes);
     int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
-    workers = std::max(1, std::min<int>(workers, static_cast<int>(k)));
+    workers = std::max(1, std::min<int>(workers, static_cast<int>(batch.size())));
     std::atomic<std::size_t> next{0};
     std::atomic<long> done{0};
     std::mutex progress_mutex;
-    std::vector<std::string> errors(k);
+    std::vector<std::string> errors(batch.size());
     // Each simulation runs in its own child process (SimGrid keeps one engine per
     // process); threads only wait on them.
     auto worker = [&] {
-      for (std::size_t i = next++; i < k; i = next++) {
+      for (std::size_t i = next++; i < batch.size(); i = next++) {
         try {
-          report.ranked[i].simulation = sim::simulate(report.ranked[i].job).metrics;
-          report.ranked[i].simulated = true;
+          batch[i]->simulation = sim::simulate(batch[i]->job).metrics;
+          batch[i]->simulated = true;
         } catch (const std::exception& e) {
           errors[i] = e.what();
         }
         const long d = ++done;
         std::lock_guard<std::mutex> lock(progress_mutex);
-        progress(d, static_cast<long>(k), "simulated");
+        progress(d, static_cast<long>(batch.size()), "simulated");
       }
     };
     std::vector<std::thread> pool;

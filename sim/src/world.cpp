@@ -215,7 +215,9 @@ void World::run_stream(RankState& rs, CommGroup group) {
     CollectiveRequest* req = st.queue.front();
     st.queue.pop_front();
     if (!req->instruction) return;
+    st.busy = true;
     execute_collective(rs, group, *req);
+    st.busy = false;
   }
 }
 
@@ -350,12 +352,20 @@ void World::run_program(RankState& rs) {
                                : algo == CollectiveAlgorithm::tree     ? inst.tree.compute_overlap
                                                                        : inst.ring.compute_overlap;
         Stream& st = rs.streams[group_index(in.group)];
-        st.queue.push_back(req.get());
-        st.items->release();
-        if (in.async) rs.in_flight.push_back(req.get());
-        if (!in.async) {
-          req->done->acquire();
+        if (!in.async && st.queue.empty() && !st.busy && rs.groups[group_index(in.group)].simulated_members == 1) {
+          // Nothing is queued on this communicator and no other member must rendezvous:
+          // the program actor runs the collective itself (same flows, same order),
+          // sparing two hand-offs per collective.
+          execute_collective(rs, in.group, *req);
           exposed_slot(in.group) += s4u::Engine::get_clock() - start;
+        } else {
+          st.queue.push_back(req.get());
+          st.items->release();
+          if (in.async) rs.in_flight.push_back(req.get());
+          if (!in.async) {
+            req->done->acquire();
+            exposed_slot(in.group) += s4u::Engine::get_clock() - start;
+          }
         }
         requests[i] = std::move(req);
         break;

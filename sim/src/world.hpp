@@ -44,6 +44,7 @@ struct CollectiveRequest {
 struct Stream {
   std::deque<CollectiveRequest*> queue;
   s4u::SemaphorePtr items;
+  bool busy = false;  // the stream actor is running a collective
 };
 
 struct RankState {

@@ -22,11 +22,11 @@ using testing::p4d_job;
 namespace {
 
 // The knobs of a point other than its placement.
-using Knobs = std::tuple<int, int, int, int, int, int, int, int, bool, bool, bool, int>;
+using Knobs = std::tuple<int, int, int, int, int, int, int, int, bool, bool, bool, int, int>;
 Knobs knobs(const Point& p) {
   return {p.pipeline, p.tensor, p.sharded, p.microbatch_size, p.microbatches, p.virtual_stages,
           static_cast<int>(p.schedule), static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer, p.flash,
-          static_cast<int>(p.sharded_collective)};
+          static_cast<int>(p.sharded_collective), p.checkpointed_layers};
 }
 
 // The communication groups a placement gives: for each axis, the set of its groups

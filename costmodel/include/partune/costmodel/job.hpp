@@ -64,6 +64,9 @@ struct Job {
   Cluster cluster;
   TrainingConfig training;
   ParallelConfig parallel;
+  // The job file's `search:` section: knobs the autotuner may only vary within these
+  // values, as "key=v1,v2" (same form as `partune search --fix`).
+  std::vector<std::string> search_restrictions;
 
   int world_size() const { return cluster.gpu_count(); }
   // Data-parallel degree derived from the others: world / (pp * tp). Sharded data

@@ -22,12 +22,16 @@ struct SearchSpace {
   std::vector<bool> shard_optimizer_state;
   std::vector<bool> flash_attention;
   std::vector<CollectiveAlgorithm> sharded_collectives;
+  // Layers per stage that are checkpointed, when checkpointing is on: -1 = all; the
+  // default also tries half of each stage's layers (less recompute where memory allows).
+  std::vector<int> checkpointed_layers;
 };
 
 // Restricts one knob: "key=value" or "key=v1,v2" with the job file's key names
 // (pipeline_parallel_degree, tensor_parallel_degree, sharded_data_parallel_degree,
 // microbatch_size, pipeline, virtual_stages, placement_strategy, activation_checkpointing,
-// offload_activations, shard_optimizer_state, flash_attention, sharded_collective).
+// offload_activations, shard_optimizer_state, flash_attention, sharded_collective,
+// checkpointed_layers).
 // Throws std::invalid_argument naming the key and the reason.
 void restrict_space(SearchSpace& space, const std::string& assignment);
 
@@ -45,6 +49,7 @@ struct Point {
   Checkpointing checkpointing = Checkpointing::none;
   bool offload = false, shard_optimizer = false, flash = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
+  int checkpointed_layers = -1;
 };
 const std::vector<std::string>& placement_names();  // "DPT", "DTP", "PDT", "PTD", "TDP", "TPD"
 

@@ -36,6 +36,10 @@ struct SearchOptions {
   int workers = 0;            // simulations at once; 0 = one per core
   bool simulate = true;       // false: estimator only
   double dominance_margin = 0.10;  // pruned if another is this much faster and no larger
+  // Automated partitioning of the best candidates' layers into stages (SMP's
+  // auto-partition): kept when the estimator says the split is faster and still fits.
+  bool auto_partition = true;
+  double memory_weight = 0.5;     // 0 balances time only, 1 memory only
   // Called as work advances: (done, total, what).
   std::function<void(long, long, const char*)> progress;
 };
@@ -52,6 +56,7 @@ struct SearchReport {
   long enumerated = 0, invalid = 0, duplicates = 0;
   long pruned_memory = 0, pruned_dominated = 0;
   long estimated = 0, simulated = 0;
+  long partitioned = 0;            // candidates whose stages the partitioner re-split
   double enumerate_seconds = 0, estimate_seconds = 0, simulate_seconds = 0;
 };
 
