@@ -22,7 +22,7 @@ void register_search(CLI::App& app) {
     std::string job, write_job;
     std::vector<std::string> fix, explain, overrides;
     int top_k = 32, workers = 0, show = 10;
-    bool json = false, estimator_only = false;
+    bool json = false, estimator_only = false, simulate_contrasts = false;
     double tokens = 0, price_per_node_hour = 0;
   };
   auto opt = std::make_shared<Options>();
@@ -34,6 +34,8 @@ void register_search(CLI::App& app) {
   cmd->add_option("--workers", opt->workers, "simulations at once (default: one per core)");
   cmd->add_option("--show", opt->show, "rows in the table of top candidates")->check(CLI::PositiveNumber);
   cmd->add_flag("--estimator-only", opt->estimator_only, "rank with the estimator alone");
+  cmd->add_flag("--simulate-contrasts", opt->simulate_contrasts,
+                "also simulate the best tensor-across-nodes and pipeline-across-nodes candidates");
   cmd->add_option("--explain", opt->explain,
                   "say why pruned candidates matching key=value filters were dropped (repeatable)");
   cmd->add_option("--write-job", opt->write_job, "write the winner as a job file");
@@ -61,6 +63,7 @@ void register_search(CLI::App& app) {
     so.top_k = opt->top_k;
     so.workers = opt->workers;
     so.simulate = !opt->estimator_only;
+    so.simulate_contrasts = opt->simulate_contrasts;
     const bool terminal = ::isatty(STDERR_FILENO) && !opt->json;
     if (terminal) so.progress = progress_bar;
     const search::SearchReport report = search::run_search(base, space, so);

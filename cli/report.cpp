@@ -342,8 +342,10 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
   if (r.has_tensor_across_nodes && r.has_pipeline_across_nodes) {
     const Estimate& t = best_view(r.best_tensor_across_nodes);
     const Estimate& p = best_view(r.best_pipeline_across_nodes);
-    s += fmt::format("  model parallelism across nodes: pipeline ({}) {:.2f} samples/s vs tensor ({}) {:.2f} "
+    const bool both_simulated = r.best_tensor_across_nodes.simulated && r.best_pipeline_across_nodes.simulated;
+    s += fmt::format("  model parallelism across nodes ({}): pipeline ({}) {:.2f} samples/s vs tensor ({}) {:.2f} "
                      "samples/s: pipeline is {:.2f}x {}\n",
+                     both_simulated ? "simulated" : "estimated",
                      search::describe(r.best_pipeline_across_nodes.job), p.samples_per_s,
                      search::describe(r.best_tensor_across_nodes.job), t.samples_per_s,
                      p.samples_per_s / t.samples_per_s, p.samples_per_s >= t.samples_per_s ? "faster" : "slower");

@@ -258,6 +258,21 @@ class ProgramBuilder {
     push(w);
     outstanding_.erase(std::remove(outstanding_.begin(), outstanding_.end(), index), outstanding_.end());
   }
+  // Sends and copies of one kind go one at a time: the previous one is awaited before the
+  // next starts (Megatron waits on each batched send/receive; a copy engine is FIFO).
+  // This keeps at most one of each outstanding per rank.
+  int start_after_previous(Instruction in) {
+    // The head hop's sends stay unbounded: with GPipe, stage 0 takes them only after all
+    // its forwards, and those forwards wait on the very stages that send them.
+    if (in.chunk == head_chunk_ && (in.kind == OpKind::send_activation || in.kind == OpKind::send_gradient))
+      return start_async(in);
+    int& previous = last_of_kind_[{static_cast<int>(in.kind), in.peer, 0}];
+    if (previous >= 0 && std::find(outstanding_.begin(), outstanding_.end(), previous) != outstanding_.end())
+      wait(previous);
+    previous = start_async(in);
+    return previous;
+  }
+
   int start_async(Instruction in) {
     in.async = true;
     const int i = push(in);
@@ -329,19 +344,19 @@ class ProgramBuilder {
                             (l == layers_per_chunk_ - 1 && runs_head(chunk) ? head_.logits_fwd : 0.0);
         push(compute(OpKind::forward, mb, chunk, l, 1, layer_.forward() + head));
         tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
-        if (offloading() && l < ckpt) start_async(copy(OpKind::offload, mb, chunk, l));
+        if (offloading() && l < ckpt) start_after_previous(copy(OpKind::offload, mb, chunk, l));
       }
     } else {
       push(compute(OpKind::forward, mb, chunk, -1, layers_per_chunk_,
                    layers_per_chunk_ * layer_.forward() + extra));
       tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
     }
-    if (offloading() && !per_layer_ && ckpt > 0) start_async(copy(OpKind::offload, mb, chunk, -1));
+    if (offloading() && !per_layer_ && ckpt > 0) start_after_previous(copy(OpKind::offload, mb, chunk, -1));
     if (!last_model_stage(chunk)) {
-      start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
+      start_after_previous(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
     } else if (head_first_) {
       // The head runs on stage 0: the output goes there (the head's own chunk tag).
-      start_async(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, head_chunk_));
+      start_after_previous(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, head_chunk_));
     }
     forwarded_.insert({mb, chunk});
   }
@@ -361,7 +376,7 @@ class ProgramBuilder {
     }
     push(compute(OpKind::forward, mb, head_chunk_, -1, 0, head_.logits_fwd));
     push(compute(OpKind::backward, mb, head_chunk_, -1, 0, head_.logits_bwd));
-    start_async(p2p(OpKind::send_gradient, last, mb, head_chunk_));
+    start_after_previous(p2p(OpKind::send_gradient, last, mb, head_chunk_));
   }
 
   bool offloading() const {
@@ -451,7 +466,7 @@ class ProgramBuilder {
                    layers_per_chunk_ * layer_.backward() + extra));
       tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
     }
-    if (!first_model_stage(chunk)) start_async(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
+    if (!first_model_stage(chunk)) start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
   }
 
   // Embedding and head parameters a chunk holds besides its layers (a tied embedding is
@@ -514,6 +529,12 @@ class ProgramBuilder {
   LayerTime layer_;
   HeadTime head_;
   std::vector<int> outstanding_;
+  // Per (kind, peer, head hop): the last send or copy started, -1 once awaited.
+  struct LastIndex {
+    int value = -1;
+    operator int&() { return value; }
+  };
+  std::map<std::tuple<int, int, int>, LastIndex> last_of_kind_;
   int prefetched_ = -1;
   std::vector<std::pair<int, int>> backward_order_;  // (micro-batch, chunk) of this pass
   std::set<std::pair<int, int>> forwarded_;

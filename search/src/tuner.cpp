@@ -155,8 +155,10 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
     // The top K, then the two cross-node contrasts, simulated together.
     std::vector<Candidate*> batch;
     for (std::size_t i = 0; i < k; ++i) batch.push_back(&report.ranked[i]);
-    if (report.has_tensor_across_nodes) batch.push_back(&report.best_tensor_across_nodes);
-    if (report.has_pipeline_across_nodes) batch.push_back(&report.best_pipeline_across_nodes);
+    if (options.simulate_contrasts) {
+      if (report.has_tensor_across_nodes) batch.push_back(&report.best_tensor_across_nodes);
+      if (report.has_pipeline_across_nodes) batch.push_back(&report.best_pipeline_across_nodes);
+    }
     int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
     workers = std::max(1, std::min<int>(workers, static_cast<int>(batch.size())));
     std::atomic<std::size_t> next{0};

@@ -290,8 +290,8 @@ void World::run_program(RankState& rs) {
         // bandwidth: the kernels lose (1 - compute_overlap) of the time they overlapped,
         // and a collective still running during that extra time slows it in turn.
         double from = t0, to = t1;
-        for (int round = 0; round < 64; ++round) {
-          double stall = 0;
+        for (int round = 0;; ++round) {
+          double stall = 0, still_running = 0;  // still_running: sum of (1 - overlap) of those not done
           for (CollectiveRequest* r : rs.in_flight) {
             if (r->start < 0) continue;
             const double until = r->end >= 0 ? std::min(r->end, to) : to;
@@ -300,12 +300,25 @@ void World::run_program(RankState& rs) {
             const double owed = (1.0 - r->compute_overlap) * overlapped;
             stall += owed;
             exposed_slot(r->instruction->group) += owed;
+            if (r->end < 0 || r->end > to) still_running += 1.0 - r->compute_overlap;
           }
           if (stall < 1e-9) break;
+          if (round >= 4 && still_running > 0 && still_running < 1) {
+            // The rest of the geometric series in one step: collectives still running keep
+            // slowing the stall by the same factor (exact while they last; they usually do).
+            const double tail = stall / (1.0 - still_running);
+            for (CollectiveRequest* r : rs.in_flight)
+              if (r->start >= 0 && (r->end < 0 || r->end > to))
+                exposed_slot(r->instruction->group) += (tail - stall) * (1.0 - r->compute_overlap) / still_running;
+            s4u::this_actor::execute(tail * kHostSpeed);
+            ++activities_;
+            break;
+          }
           from = s4u::Engine::get_clock();
           s4u::this_actor::execute(stall * kHostSpeed);
           to = s4u::Engine::get_clock();
           ++activities_;
+          if (round >= 64) break;
         }
         rs.in_flight.erase(std::remove_if(rs.in_flight.begin(), rs.in_flight.end(),
                                           [&](CollectiveRequest* r) { return r->end >= 0 && r->end <= to; }),

@@ -39,6 +39,9 @@ struct SearchOptions {
   // Automated partitioning of the best candidates' layers into stages (SMP's
   // auto-partition): kept when the estimator says the split is faster and still fits.
   bool auto_partition = true;
+  // Also simulate the best tensor-across-nodes and pipeline-across-nodes candidates
+  // (otherwise they carry the estimator's numbers).
+  bool simulate_contrasts = false;
   double memory_weight = 0.5;     // 0 balances time only, 1 memory only
   // Called as work advances: (done, total, what).
   std::function<void(long, long, const char*)> progress;
