@@ -5,6 +5,7 @@
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/table.hpp"
+#include "partune/search/published.hpp"
 #include "partune/sim/simulator.hpp"
 #include "report.hpp"
 
@@ -14,18 +15,34 @@ void register_reproduce(CLI::App& app) {
   auto* cmd = app.add_subcommand("reproduce", "Predict every row of published tables and report the error");
   struct Options {
     std::vector<std::string> paths;
-    bool json = false, estimator = false;
+    bool json = false, estimator = false, search = false;
+    int top_k = 8;
     std::vector<std::string> explain;
   };
   auto opt = std::make_shared<Options>();
   cmd->add_option("paths", opt->paths, "table files or folders (default: scenarios/tables/)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->add_flag("--estimator", opt->estimator, "use the analytical estimator (fast) instead of the simulator");
+  cmd->add_flag("--search", opt->search,
+                "for each row, search the same model/cluster/batch and compare the configuration found "
+                "with the published one");
+  cmd->add_option("--top-k", opt->top_k, "with --search: candidates simulated per row");
   cmd->add_option("--explain", opt->explain, "print the full estimate of the named row(s) first");
   cmd->callback([opt] {
     std::vector<std::string> paths = opt->paths;
     if (paths.empty()) paths.push_back(scenario_root() + "/tables");
     const std::vector<Table> tables = load_tables(paths);
+    if (opt->search) {
+      search::SearchOptions so;
+      so.simulate = !opt->estimator;
+      so.top_k = opt->top_k;
+      const auto rows = search::compare_with_published(tables, so);
+      if (opt->json) std::cout << published_comparison_json(rows).dump(2) << "\n";
+      else std::cout << published_comparison_text(rows);
+      for (const auto& r : rows)
+        if (!r.found_at_least_as_fast()) throw Exit{4};
+      return;
+    }
     JobEvaluator evaluate = [](const Job& j) { return sim::simulate(j).metrics; };
     if (opt->estimator) evaluate = [](const Job& j) { return estimate(j); };
     for (const Table& t : tables)

@@ -392,6 +392,34 @@ nlohmann::json search_json(const Job& base, const search::SearchReport& r, const
   return j;
 }
 
+std::string published_comparison_text(const std::vector<search::PublishedComparison>& rows) {
+  std::string s = "published configuration vs the one the search finds (samples/s, predicted the same way)\n\n";
+  int ok = 0;
+  for (const auto& r : rows) {
+    s += fmt::format("{} / {}\n", r.table, r.row);
+    s += fmt::format("  published  {:>9.2f}  {}{}\n", r.published_samples_per_s, r.published_configuration,
+                     r.published_fits ? "" : "  (predicted not to fit)");
+    s += fmt::format("  found      {:>9.2f}  {}   {} ({:+.1f}%)\n", r.found_samples_per_s, r.found_configuration,
+                     r.found_at_least_as_fast() ? "at least as fast" : "SLOWER",
+                     100 * (r.found_samples_per_s / r.published_samples_per_s - 1));
+    ok += r.found_at_least_as_fast() ? 1 : 0;
+  }
+  s += fmt::format("\n{} of {} rows: the configuration found is predicted at least as fast as the published one "
+                   "({})\n",
+                   ok, rows.size(), !rows.empty() && rows.front().simulated ? "simulator" : "estimator");
+  return s;
+}
+
+nlohmann::json published_comparison_json(const std::vector<search::PublishedComparison>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows)
+    out.push_back({{"table", r.table}, {"row", r.row}, {"published_configuration", r.published_configuration},
+                   {"published_samples_per_s", r.published_samples_per_s}, {"published_fits", r.published_fits},
+                   {"found_configuration", r.found_configuration}, {"found_samples_per_s", r.found_samples_per_s},
+                   {"simulated", r.simulated}, {"found_at_least_as_fast", r.found_at_least_as_fast()}});
+  return {{"rows", out}};
+}
+
 std::string reproduce_text(const ReproduceResult& r) {
   std::string s = fmt::format("{:<20} {:<32} {:<18} {:>10} {:>10} {:>8}  {}\n", "table", "row", "metric",
                               "published", "predicted", "error", "direction");

@@ -6,6 +6,7 @@
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/table.hpp"
+#include "partune/search/published.hpp"
 #include "partune/search/tuner.hpp"
 #include "partune/sim/simulator.hpp"
 
@@ -29,6 +30,10 @@ struct TrainingBudget {
 };
 std::string search_text(const Job& base, const search::SearchReport& r, const TrainingBudget& budget, int rows);
 nlohmann::json search_json(const Job& base, const search::SearchReport& r, const TrainingBudget& budget);
+
+// reproduce --search: published configurations against the ones the search finds.
+std::string published_comparison_text(const std::vector<search::PublishedComparison>& rows);
+nlohmann::json published_comparison_json(const std::vector<search::PublishedComparison>& rows);
 
 std::string reproduce_text(const ReproduceResult& r);
 nlohmann::json reproduce_json(const ReproduceResult& r);
