@@ -22,6 +22,8 @@ void register_search(CLI::App& app) {
     std::string job, write_job;
     std::vector<std::string> fix, explain, overrides;
     int top_k = 32, workers = 0, show = 10;
+    double memory_weight = 0.5;
+    bool no_partition = false;
     bool json = false, estimator_only = false, simulate_contrasts = false;
     double tokens = 0, price_per_node_hour = 0;
   };
@@ -34,6 +36,10 @@ void register_search(CLI::App& app) {
   cmd->add_option("--workers", opt->workers, "simulations at once (default: one per core)");
   cmd->add_option("--show", opt->show, "rows in the table of top candidates")->check(CLI::PositiveNumber);
   cmd->add_flag("--estimator-only", opt->estimator_only, "rank with the estimator alone");
+  cmd->add_option("--memory-weight", opt->memory_weight,
+                  "automated partitioning: 0 balances stage time only, 1 stage memory only")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--no-partition", opt->no_partition, "keep uniform stages (no automated partitioning)");
   cmd->add_flag("--simulate-contrasts", opt->simulate_contrasts,
                 "also simulate the best tensor-across-nodes and pipeline-across-nodes candidates");
   cmd->add_option("--explain", opt->explain,
@@ -63,11 +69,27 @@ void register_search(CLI::App& app) {
     so.top_k = opt->top_k;
     so.workers = opt->workers;
     so.simulate = !opt->estimator_only;
+    so.auto_partition = !opt->no_partition;
+    so.memory_weight = opt->memory_weight;
+    // Validate --explain filters before the (long) search, not after printing the report.
+    for (const auto& f : opt->explain) {
+      search::SearchSpace probe;
+      try {
+        search::restrict_space(probe, f);
+      } catch (const std::invalid_argument& e) {
+        throw ScenarioError("--explain", f, e.what());
+      }
+    }
     so.simulate_contrasts = opt->simulate_contrasts;
     const bool terminal = ::isatty(STDERR_FILENO) && !opt->json;
     if (terminal) so.progress = progress_bar;
     const search::SearchReport report = search::run_search(base, space, so);
     if (terminal) std::fprintf(stderr, "\r%80s\r", "");
+    if (report.ranked.empty() && report.estimated == 0) {
+      std::cerr << "partune: no legal configuration in this space (" << report.enumerated
+                << " combinations, all rejected by the job rules: check --fix and the degrees' divisibility)\n";
+      throw Exit{3};
+    }
     if (report.ranked.empty()) {
       std::cerr << "partune: no configuration fits. Why some were dropped:\n";
       for (const auto& line : search::explain(report, base, {}, 10)) std::cerr << "  " << line << "\n";
