@@ -23,7 +23,9 @@ void register_simulate(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
   cmd->add_option("--set", opt->overrides, "override a job key, e.g. --set microbatches=16");
-  cmd->add_option("--trace", opt->trace, "write a Chrome trace-event file (Perfetto, chrome://tracing)");
+  cmd->add_option("--trace", opt->trace,
+                  "write a Chrome trace-event file (Perfetto, chrome://tracing); with symmetry only the simulated "
+                  "ranks appear: add --no-symmetry to trace every rank");
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->add_flag("--no-symmetry", opt->no_symmetry, "simulate every rank even when replicas are identical");
   cmd->add_flag("--per-layer", opt->per_layer, "one instruction per layer (as the backend runs them)");

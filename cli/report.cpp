@@ -224,8 +224,10 @@ std::string simulation_text(const Job& job, const sim::SimResult& r, const Estim
   // The memory section keeps the cost model's breakdown of the largest stage; whether it
   // fits is judged on the peak the simulation tracked over the timeline.
   std::string s = estimate_text(job, r.metrics, simulated_peak(r));
-  s += fmt::format("\nsimulation: {} ranks simulated{}, {} activities, {:.2f} s of wall time\n", r.ranks.size(),
-                   r.symmetric ? " (one data-parallel replica stands for all)" : "", r.activities, r.wall_seconds);
+  // No wall-clock figures here: the same job must print byte-identical output
+  // (`partune bench simulate` reports speed).
+  s += fmt::format("\nsimulation: {} of {} ranks simulated{}, {} activities\n", r.ranks.size(), job.world_size(),
+                   r.symmetric ? " (identical replicas / tensor ranks folded exactly)" : "", r.activities);
   s += fmt::format("bubble fraction      {:.1f}%\n", 100 * r.bubble_fraction);
   s += "stage utilisation   ";
   for (double u : r.stage_utilisation) s += fmt::format(" {:.0f}%", 100 * u);
