@@ -336,10 +336,10 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
                    v.step_time, best.simulated ? " (simulated)" : " (estimated)");
   if (r.ranked.size() > 1) {
     const Estimate& second = best_view(r.ranked[1]);
-    s += fmt::format("  why it wins: {:.1f}% faster than the runner-up ({}); its step is {} compute, the rest "
+    s += fmt::format("  why it wins: {:.1f}% faster than the runner-up ({}); its step is {:.0f}% compute, the rest "
                      "exposed communication and bubble\n",
                      100 * (second.step_time / v.step_time - 1), search::describe(r.ranked[1].job),
-                     share(best.estimate.breakdown.compute, best.estimate.step_time));
+                     100 * best.estimate.breakdown.compute / best.estimate.step_time);
   }
   if (r.has_tensor_across_nodes && r.has_pipeline_across_nodes) {
     const Estimate& t = best_view(r.best_tensor_across_nodes);
