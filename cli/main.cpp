@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   partune::cli::register_search(app);
   partune::cli::register_reproduce(app);
   partune::cli::register_bench(app);
+#ifdef PARTUNE_HAVE_TORCH
+  partune::cli::register_run(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

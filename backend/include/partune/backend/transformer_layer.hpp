@@ -1,0 +1,51 @@
+#pragma once
+// One pre-LN GPT transformer layer, Megatron's split:
+//   x = x + ParallelAttention(LN1(x))
+//   x = x + ParallelMLP(LN2(x))
+// ParallelAttention: QKV = ColumnParallelLinear(h, 3h) (heads split over the tensor
+// group), causal softmax(Q K^T / sqrt(d)) V per head, output RowParallelLinear(h, h).
+// ParallelMLP: ColumnParallelLinear(h, ffn) -> GeLU (exact, erf) -> RowParallelLinear(ffn, h).
+// No dropout (deterministic; recompute reproduces the forward exactly). fp32.
+#include <torch/torch.h>
+
+#include "partune/backend/parallel_linear.hpp"
+
+namespace partune::backend {
+
+class ParallelAttentionImpl : public torch::nn::Module {
+ public:
+  ParallelAttentionImpl(std::int64_t hidden, std::int64_t heads, int tensor_degree = 1);
+  // x: [batch, seq, hidden] -> [batch, seq, hidden]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  std::int64_t hidden, heads;
+  ColumnParallelLinear qkv{nullptr};
+  RowParallelLinear proj{nullptr};
+};
+TORCH_MODULE(ParallelAttention);
+
+class ParallelMLPImpl : public torch::nn::Module {
+ public:
+  ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, int tensor_degree = 1);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  ColumnParallelLinear fc1{nullptr};
+  RowParallelLinear fc2{nullptr};
+};
+TORCH_MODULE(ParallelMLP);
+
+class TransformerLayerImpl : public torch::nn::Module {
+ public:
+  TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden, int tensor_degree = 1);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  ParallelAttention attention{nullptr};
+  ParallelMLP mlp{nullptr};
+};
+TORCH_MODULE(TransformerLayer);
+
+// The layer norm every module here uses (eps 1e-5, as GPT-2).
+constexpr double kLayerNormEps = 1e-5;
+
+}  // namespace partune::backend
