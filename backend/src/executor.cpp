@@ -178,7 +178,10 @@ StepOutcome ProgramExecutor::run(const RankProgram& program, const std::vector<M
           if (!part.output.requires_grad())
             throw std::runtime_error(fmt::format("{}: checkpointed part not recomputed", describe(ins, i)));
           part.output.backward(parts.at(next->second).input.grad());
-          parts.at(next->second) = Part{parts.at(next->second).range};  // done with it: free its tensors
+          Part& done = parts.at(next->second);  // its backward is over: free its tensors
+          done.input = torch::Tensor();
+          done.output = torch::Tensor();
+          done.loss = torch::Tensor();
         }
         part.loss = torch::Tensor();
         part.output = torch::Tensor();

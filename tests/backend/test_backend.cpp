@@ -1,8 +1,11 @@
 // The LibTorch backend (backend/): training runs, determinism, a hand-written LibTorch
 // reference, gradient accumulation, and the rejection of instructions it cannot run.
-#include <catch2/catch.hpp>
-
+//
+// LibTorch first: c10 (c10/util/logging_is_not_google_glog.h) defines a CHECK macro of
+// its own, which would silently replace Catch's (a CHECK that Catch never counts). It is
+// undefined here, and catch.hpp is included last so that CHECK is Catch's.
 #include <cmath>
+#include <iomanip>
 #include <string>
 
 #include <torch/torch.h>
@@ -14,6 +17,9 @@
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/scenario.hpp"
 
+#undef CHECK
+#include <catch2/catch.hpp>
+
 using namespace partune;
 using namespace partune::backend;
 
@@ -21,9 +27,10 @@ namespace {
 
 // A tiny single-rank job (the local-cpu instance cut to one rank).
 Job tiny_job(int microbatches = 4, const std::string& optimizer = "adam", const std::string& checkpointing = "none",
-             int global_batch = 8, int gpus = 1) {
+             int global_batch = 8, int gpus = 1, bool tied = true) {
   const std::string yaml = "kind: job\nname: tiny\n"
-                           "model: {name: tiny, layers: 2, hidden: 32, heads: 4, vocab: 64, seq_len: 16}\n"
+                           "model: {name: tiny, layers: 2, hidden: 32, heads: 4, vocab: 64, seq_len: 16, tied_embeddings: " +
+                           std::string(tied ? "true" : "false") + "}\n"
                            "cluster: {instance_type: {base: local-cpu, gpus_per_node: " + std::to_string(gpus) +
                            "}, nodes: 1}\n"
                            "training: {global_batch: " + std::to_string(global_batch) +
@@ -133,7 +140,8 @@ TEST_CASE("backend: one Adam step equals a hand-written LibTorch reference", "[b
   const auto [x1, y1] = batch(1);
   const double loss1 = forward_loss(x1, y1).item<double>();
 
-  INFO("backend " << first << " " << second << ", reference " << loss0.item<double>() << " " << loss1);
+  INFO(std::setprecision(17) << "backend " << first << " " << second << ", reference " << loss0.item<double>() << " "
+                              << loss1);
   CHECK(relative_close(first, loss0.item<double>(), 1e-6));
   CHECK(relative_close(second, loss1, 1e-6));
   CHECK(second != first);  // the step did change the parameters
@@ -143,7 +151,7 @@ TEST_CASE("backend: 4 micro-batches of 2 accumulate the gradient of 1 micro-batc
   for (const char* opt : {"adam", "sgd"}) {
     const std::vector<double> four = losses(tiny_job(4, opt), 3);
     const std::vector<double> one = losses(tiny_job(1, opt), 3);
-    INFO(opt << ": " << four[1] << " vs " << one[1]);
+    INFO(std::setprecision(17) << opt << ": " << four[1] << " vs " << one[1]);
     CHECK(relative_close(four[0], one[0], 1e-5));
     CHECK(relative_close(four[1], one[1], 1e-5));  // the loss after one step: same gradients
     CHECK(relative_close(four[2], one[2], 1e-5));
@@ -216,4 +224,53 @@ TEST_CASE("backend: the model-size scaling rule", "[backend]") {
   s = {};
   s.heads = 5;
   CHECK_THROWS_WITH(scaled_model(gpt2, s), Catch::Contains("heads"));
+}
+
+TEST_CASE("backend: an untied LM head trains and has its own weight", "[backend]") {
+  const Job job = tiny_job(4, "adam", "none", 8, 1, /*tied=*/false);
+  const BackendModelConfig c = scaled_model(job.model, {});
+  REQUIRE_FALSE(c.tied_embeddings);
+  GPTModel m(c, 1);
+  REQUIRE(m->lm_head);
+  long long n = 0;
+  for (const auto& t : m->parameters()) n += t.numel();
+  CHECK(n == c.parameters());
+  RunOptions o;
+  o.learning_rate = 3e-3;
+  const std::vector<double> l = losses(job, 10, o);
+  CHECK(l.back() < l.front() - 0.2);
+}
+
+// The executor is not tied to layer granularity: the chunk program (one forward and one
+// backward per micro-batch, layer = -1) gives the same steps.
+TEST_CASE("backend: chunk and layer granularity execute the same step", "[backend]") {
+  for (const char* ckpt : {"none", "full"}) {
+    const Job base = tiny_job(2, "adam", ckpt);
+    const BackendModelConfig c = scaled_model(base.model, {});
+    const Job job = scaled_job(base, c);
+    const TokenSource tokens(5, c.vocab);
+    std::vector<double> result[2];
+    for (int g = 0; g < 2; ++g) {
+      ProgramOptions po;
+      po.granularity = g == 0 ? Granularity::layer : Granularity::chunk;
+      const RankProgram program = build_program(job, 0, po);
+      GPTModel model(c, 5);
+      torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
+      ProgramExecutor ex(job, model, adam);
+      for (int step = 0; step < 3; ++step) {
+        std::vector<std::int64_t> flat = tokens.batch(step, 8, c.seq_len);
+        const torch::Tensor t = torch::from_blob(flat.data(), {8, c.seq_len + 1}, torch::kLong).clone();
+        std::vector<MicroBatchData> data;
+        for (int i = 0; i < 2; ++i) {
+          const torch::Tensor rows = t.slice(0, 4 * i, 4 * i + 4);
+          data.push_back({rows.slice(1, 0, c.seq_len).contiguous(), rows.slice(1, 1, c.seq_len + 1).contiguous()});
+        }
+        std::vector<ExecutedEvent> events;
+        result[g].push_back(ex.run(program, data, &events).loss);
+        CHECK(events.size() == program.ops.size());
+      }
+    }
+    INFO(ckpt);
+    for (int i = 0; i < 3; ++i) CHECK(relative_close(result[1][i], result[0][i], 1e-6));
+  }
 }
