@@ -10,10 +10,11 @@ void register_reproduce(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_search(CLI::App& app);
 void register_bench(CLI::App& app);
-#ifdef PARTUNE_HAVE_TORCH
 // partune run: the LibTorch backend (built only when LibTorch is found).
 void register_run(CLI::App& app);
-#endif
+
+// Parses and runs the chosen sub-command; maps errors to exit statuses (2: bad input).
+int run_app(CLI::App& app, int argc, char** argv);
 
 // Thrown by a command to end with this exit status after it printed its message.
 struct Exit {

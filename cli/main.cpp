@@ -1,11 +1,48 @@
 // partune: how should this model be split across these machines, and how fast will it train?
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "partune/costmodel/error.hpp"
 
+namespace {
+
+// `partune run` lives in its own executable beside this one (build/partune-run), so the
+// other commands neither load LibTorch (half a second at every start) nor fork with it
+// mapped. Returns only if that executable cannot be started.
+int exec_run(int argc, char** argv) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = ".";
+  if (n > 0) {
+    self[n] = '\0';
+    dir = self;
+    dir = dir.substr(0, dir.find_last_of('/'));
+  }
+  const std::string runner = dir + "/partune-run";
+  if (::access(runner.c_str(), X_OK) != 0) {
+    std::fprintf(stderr,
+                 "partune: error: run needs the LibTorch backend, and this build has none (LibTorch was not found "
+                 "when it was configured; scripts/setup.sh installs libtorch-dev)\n");
+    return 2;
+  }
+  std::vector<char*> args{argv[0]};  // help and errors keep naming the command the user typed
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  ::execv(runner.c_str(), args.data());
+  std::fprintf(stderr, "partune: error: cannot start %s: %s\n", runner.c_str(), std::strerror(errno));
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "run") == 0) return exec_run(argc, argv);
   CLI::App app{"partune: simulate, search and run parallel training configurations"};
   app.require_subcommand(1);
   partune::cli::register_estimate(app);
@@ -13,21 +50,8 @@ int main(int argc, char** argv) {
   partune::cli::register_search(app);
   partune::cli::register_reproduce(app);
   partune::cli::register_bench(app);
-#ifdef PARTUNE_HAVE_TORCH
-  partune::cli::register_run(app);
-#endif
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const partune::ScenarioError& e) {
-    std::fprintf(stderr, "partune: error: %s\n", e.what());
-    return 2;
-  } catch (const partune::cli::Exit& e) {
-    return e.code;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "partune: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  // Listed for --help; the command itself runs in build/partune-run (see exec_run).
+  app.add_subcommand("run", "Train the job for real on the LibTorch backend (partune run JOB.yaml --help)")
+      ->allow_extras();
+  return partune::cli::run_app(app, argc, argv);
 }
