@@ -23,7 +23,7 @@ const char* stream_name(int stream) {
 }
 }  // namespace
 
-void write_chrome_trace(const std::string& path, const std::vector<sim::TraceEvent>& events,
+void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events,
                         int gpus_per_node) {
   nlohmann::json trace = nlohmann::json::array();
   std::set<std::pair<int, int>> threads;

@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "partune/sim/simulator.hpp"
+#include "partune/costmodel/program.hpp"
 
 namespace partune::cli {
 
 // Writes atomically: the file appears whole or not at all (a temporary is renamed).
-void write_chrome_trace(const std::string& path, const std::vector<sim::TraceEvent>& events,
+void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events,
                         int gpus_per_node);
 
 }  // namespace partune::cli

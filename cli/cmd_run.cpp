@@ -18,11 +18,11 @@ namespace partune::cli {
 namespace {
 
 // The simulator's trace event, so that a measured trace has the simulated layout.
-std::vector<sim::TraceEvent> trace_events(const std::vector<backend::ExecutedEvent>& executed) {
-  std::vector<sim::TraceEvent> out;
+std::vector<TraceEvent> trace_events(const std::vector<backend::ExecutedEvent>& executed) {
+  std::vector<TraceEvent> out;
   out.reserve(executed.size());
   for (const auto& e : executed) {
-    sim::TraceEvent t;
+    TraceEvent t;
     t.rank = e.rank;
     t.stream = 0;  // compute: the only kind executed so far
     t.kind = e.kind;

@@ -10,8 +10,7 @@ using Dir = s4u::LinkInRoute::Direction;
 
 namespace {
 constexpr double kHostSpeed = 1e9;
-// Encodes the host-memory and mirror endpoints in the routed-pair set.
-constexpr int kCpuBase = 1 << 28;
+// Encodes the mirror endpoints in the routed-pair set.
 constexpr int kMirrorBase = 1 << 29;
 constexpr int kIntraMirrorBase = 1 << 30;
 }  // namespace

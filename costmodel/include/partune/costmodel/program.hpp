@@ -77,6 +77,18 @@ struct RankProgram {
   std::vector<Instruction> ops;
 };
 
+// One executed instruction on a timeline, the same type for the simulator's predictions
+// and the backend's measurements so they compare event by event; its name is
+// to_string(kind).
+struct TraceEvent {
+  int rank = 0;
+  int stream = 0;           // 0 compute, 1 pipeline/copies, 2+ one per communicator
+  OpKind kind = OpKind::forward;
+  CommGroup group = CommGroup::none;
+  int microbatch = -1, chunk = 0, layer = -1;
+  double start = 0, end = 0;  // seconds from the step's start
+};
+
 // chunk: one compute instruction per (micro-batch, chunk), tensor-parallel collectives
 // folded into one instruction after it (same total, far fewer events: what large
 // simulations use). layer: one instruction per layer, as the backend runs them.

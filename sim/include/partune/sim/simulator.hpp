@@ -22,15 +22,8 @@ struct SimOptions {
   Granularity granularity = Granularity::chunk;
 };
 
-// One executed instruction, named as the backend names it (to_string(OpKind)).
-struct TraceEvent {
-  int rank = 0;
-  int stream = 0;           // 0 compute, 1 pipeline/copies, 2+ one per communicator
-  OpKind kind = OpKind::forward;
-  CommGroup group = CommGroup::none;
-  int microbatch = -1, chunk = 0, layer = -1;
-  double start = 0, end = 0;  // simulated seconds
-};
+// Simulated events are the contract's TraceEvent (program.hpp), in simulated seconds.
+using TraceEvent = partune::TraceEvent;
 
 // Time a rank's program spent blocked on communication, by what it waited for.
 struct ExposedComm {
