@@ -57,6 +57,7 @@ void register_bench(CLI::App& app) {
       int gpus, pp, microbatches, batch;
     };
     const Scale scales[] = {{8, 1, 8, 8}, {64, 8, 64, 64}, {960, 8, 64, 1920}, {3072, 8, 64, 6144}};
+    load_job(sopt->job);  // a bad base job fails before anything is printed
     std::cout << fmt::format("bench simulate: {} (one training step per row)\n", sopt->job);
     std::cout << fmt::format("{:>6} {:>5} {:>5} {:>5} {:>9} {:>12} {:>10} {:>14} {:>12}\n", "GPUs", "pp", "tp", "dp",
                              "simulated", "activities", "wall s", "activities/s", "step s");
