@@ -40,6 +40,7 @@ const char* to_string(CommGroup g) {
     case CommGroup::data: return "data";
     case CommGroup::sharded: return "sharded";
     case CommGroup::replica: return "replica";
+    case CommGroup::embedding: return "embedding";
   }
   return "?";
 }
@@ -494,6 +495,12 @@ class ProgramBuilder {
     return params * eb_;
   }
 
+  // This rank holds one of the two copies of a tied embedding: pipeline > 1 with the head
+  // on the last stage, and this is the first or the last stage.
+  bool tied_copies() const {
+    return job_.model.tied_embeddings && p_ > 1 && !head_first_ && (stage_ == 0 || stage_ == p_ - 1);
+  }
+
   void finish_step() {
     // Every gradient bucket, send and copy completes before the optimizer runs.
     while (!outstanding_.empty()) wait(outstanding_.front());
@@ -504,6 +511,16 @@ class ProgramBuilder {
     // (= stage_parameter_count(job, stage): the memory model's count.)
     if (sharded_ && dp_ > sdp_) {
       push(collective(OpKind::all_reduce, CommGroup::replica, params / sdp_ * eb_, 1, -1, 0, -1));
+    }
+    if (tied_copies()) {
+      // The tied embedding lives on both pipeline ends (embedding_params / head_params);
+      // their gradients are summed before either updates, so the copies stay equal.
+      // Each rank sums what it holds of it: its shard (sharded data parallelism) or its
+      // optimizer slice (optimizer-state sharding), after the data-parallel reduction.
+      double bytes = static_cast<double>(m.vocab) * m.hidden / tp_ * eb_;
+      if (sharded_) bytes /= sdp_;
+      else if (pc_.shard_optimizer_state) bytes /= dp_;
+      push(collective(OpKind::all_reduce, CommGroup::embedding, bytes, 1, -1, 0, -1));
     }
     double local = params;
     if (sharded_) local /= sdp_;

@@ -41,6 +41,20 @@ std::vector<int> group_members(const Placement& p, const Job& job, int rank, Com
       for (int d = p.coords(rank).data % sdp; d < static_cast<int>(dp.size()); d += sdp) out.push_back(dp[d]);
       return out;
     }
+    case CommGroup::embedding: {
+      // The first and the last stage with this rank's data and tensor coordinates, when
+      // the job keeps two copies of a tied embedding.
+      const int p_degree = job.parallel.pipeline_parallel_degree;
+      RankCoords c = p.coords(rank);
+      if (!job.model.tied_embeddings || p_degree < 2 || job.lm_head_on_first_stage() ||
+          (c.pipeline != 0 && c.pipeline != p_degree - 1))
+        break;
+      c.pipeline = 0;
+      const int first = p.rank(c);
+      c.pipeline = p_degree - 1;
+      const int last = p.rank(c);
+      return first < last ? std::vector<int>{first, last} : std::vector<int>{last, first};
+    }
     case CommGroup::none: break;
   }
   return {rank};
@@ -481,7 +495,7 @@ SimResult World::run() {
     rs->memory_static = m.parameters + m.gradients + m.optimizer_states + m.gathered_parameters +
                         m.communication_buffers + m.reserved;
     rs->memory_peak = rs->memory_static;
-    for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica}) {
+    for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica, CommGroup::embedding}) {
       if (g == CommGroup::sharded && job_.parallel.sharded_data_parallel_degree <= 1) continue;
       if (g == CommGroup::replica && (job_.parallel.sharded_data_parallel_degree <= 1 ||
                                       job_.data_parallel_degree() <= job_.parallel.sharded_data_parallel_degree))
@@ -507,7 +521,7 @@ SimResult World::run() {
   for (auto& rsp : ranks_) {
     RankState* rs = rsp.get();
     s4u::Actor::create("rank" + std::to_string(rs->rank), rs->host, [this, rs] { run_program(*rs); });
-    for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica})
+    for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica, CommGroup::embedding})
       if (rs->streams[group_index(g)].items)
         s4u::Actor::create(std::string("rank") + std::to_string(rs->rank) + "-" + to_string(g), rs->host,
                            [this, rs, g] { run_stream(*rs, g); });

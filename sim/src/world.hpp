@@ -55,9 +55,9 @@ struct RankState {
   s4u::Host* host = nullptr;
   s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
   const RankProgram* program = nullptr;
-  GroupView groups[5];        // indexed by CommGroup
-  Stream streams[5];
-  long sequence[5] = {0, 0, 0, 0, 0};
+  GroupView groups[6];        // indexed by CommGroup
+  Stream streams[6];
+  long sequence[6] = {0, 0, 0, 0, 0, 0};
   s4u::Host* previous_stage = nullptr;
   s4u::Host* next_stage = nullptr;
   int previous_rank = -1, next_rank = -1;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "job_fixtures.hpp"
+#include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/program.hpp"
@@ -79,6 +80,10 @@ Job ideal_job(const ModelSpec& model, const InstanceType& inst, int nodes, int g
 // vocabulary (8) keeps the embedding and LM head negligible, so stages are uniform.
 Job pipeline_job(int p, int m, int v, PipelineSchedule sched, int vocab = 8) {
   Job j = ideal_job(make_model(16, 512, 8, 2048, vocab, 128), ideal_instance(p, 1e12), 1, m);
+  // Untied: a tied embedding has a copy on the last stage whose gradient is summed with
+  // stage 0's at the end of the step (CommGroup::embedding), and the last stage waiting
+  // there for stage 0's drain is not part of the bubble formula.
+  j.model.tied_embeddings = false;
   j.parallel.pipeline_parallel_degree = p;
   j.parallel.microbatches = m;
   j.parallel.virtual_stages = v;
@@ -219,12 +224,38 @@ Job nic_job(int gpus_per_node, int nics_per_node) {
   inst.nics_per_node = nics_per_node;
   inst.nic = {kNicBw, kNicLatency, 1.0};
   Job j = ideal_job(make_model(2, 1024, 16, 4096, 64, 1024), inst, 2, gpus_per_node);
+  j.model.tied_embeddings = false;  // no embedding-group all-reduce: see the test after this one
   j.parallel.pipeline_parallel_degree = 2;
   j.parallel.microbatches = 1;
   j.parallel.placement_strategy = "PDT";
   return j;
 }
 }  // namespace
+
+TEST_CASE("a tied embedding over two pipeline ends adds one embedding-group all-reduce", "[sim][network]") {
+  // Pipeline 2 across two nodes, one replica, free compute: tying the embedding keeps a
+  // copy on the last stage and sums the two copies' gradients over the network once per
+  // step, after the pipeline's two transfers. The step grows by exactly that collective:
+  // a 2-member ring all-reduce of vocab x hidden x 2 bytes between the nodes.
+  Job untied = nic_job(1, 1);
+  Job tied = untied;
+  tied.model.tied_embeddings = true;
+  require_valid(tied);
+  const double bytes = 64.0 * 1024 * 2;
+  const double collective = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, bytes,
+                                            GroupSpan{2, 2, 1}, tied.cluster.instance, 1.0)
+                                .total();
+  const double grown = sim::simulate(tied).metrics.step_time - sim::simulate(untied).metrics.step_time;
+  CHECK(grown == Approx(collective).epsilon(0.02));
+  CHECK(grown > 0.9 * bytes / kNicBw);  // the 128 KiB did cross the 1 GB/s NIC
+  // Only the first and last stage hold a copy: their programs carry the collective.
+  for (int rank = 0; rank < tied.world_size(); ++rank) {
+    const RankProgram prog = build_program(tied, rank);
+    int n = 0;
+    for (const Instruction& in : prog.ops) n += in.group == CommGroup::embedding ? 1 : 0;
+    CHECK(n == 1);  // both ranks are an end of the 2-stage pipeline
+  }
+}
 
 TEST_CASE("two GPUs sending through one NIC take twice as long as one", "[sim][network]") {
   const Job shared = nic_job(2, 1);  // gpus_per_nic 2: replicas 0 and 1 share NIC 0

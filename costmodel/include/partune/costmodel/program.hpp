@@ -53,6 +53,8 @@ enum class CommGroup : std::uint8_t {
   data,      // data-parallel group: gradient all-reduce (or RS + AG with optimizer sharding)
   sharded,   // sharded-data-parallel group: parameter all-gather, gradient reduce-scatter
   replica,   // same shard across sharded groups: gradient all-reduce of the shard
+  embedding, // first and last pipeline stage (same data and tensor coordinates): the two
+             // copies of a tied embedding sum their gradients (Megatron's embedding group)
 };
 const char* to_string(CommGroup g);
 
