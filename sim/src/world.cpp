@@ -22,43 +22,6 @@ namespace {
 
 int group_index(CommGroup g) { return static_cast<int>(g); }
 
-// Members of `rank`'s communicator of this kind, in rank order.
-std::vector<int> group_members(const Placement& p, const Job& job, int rank, CommGroup kind) {
-  const int sdp = job.parallel.sharded_data_parallel_degree;
-  switch (kind) {
-    case CommGroup::tensor: return p.group(rank, Axis::tensor);
-    case CommGroup::data: return p.group(rank, Axis::data);
-    case CommGroup::sharded: {
-      // Consecutive data-parallel indices form a sharded group.
-      const std::vector<int> dp = p.group(rank, Axis::data);
-      const int d = p.coords(rank).data, first = d / sdp * sdp;
-      return std::vector<int>(dp.begin() + first, dp.begin() + first + sdp);
-    }
-    case CommGroup::replica: {
-      // The same shard index in every sharded group.
-      const std::vector<int> dp = p.group(rank, Axis::data);
-      std::vector<int> out;
-      for (int d = p.coords(rank).data % sdp; d < static_cast<int>(dp.size()); d += sdp) out.push_back(dp[d]);
-      return out;
-    }
-    case CommGroup::embedding: {
-      // The first and the last stage with this rank's data and tensor coordinates, when
-      // the job keeps two copies of a tied embedding.
-      const int p_degree = job.parallel.pipeline_parallel_degree;
-      RankCoords c = p.coords(rank);
-      if (!job.model.tied_embeddings || p_degree < 2 || job.lm_head_on_first_stage() ||
-          (c.pipeline != 0 && c.pipeline != p_degree - 1))
-        break;
-      c.pipeline = 0;
-      const int first = p.rank(c);
-      c.pipeline = p_degree - 1;
-      const int last = p.rank(c);
-      return first < last ? std::vector<int>{first, last} : std::vector<int>{last, first};
-    }
-    case CommGroup::none: break;
-  }
-  return {rank};
-}
 
 }  // namespace
 
@@ -500,7 +463,7 @@ SimResult World::run() {
       if (g == CommGroup::replica && (job_.parallel.sharded_data_parallel_degree <= 1 ||
                                       job_.data_parallel_degree() <= job_.parallel.sharded_data_parallel_degree))
         continue;
-      const std::vector<int> members = group_members(placement_, job_, rs->rank, g);
+      const std::vector<int> members = comm_group_members(job_, rs->rank, g);
       if (members.size() <= 1) continue;
       GroupView& gv = rs->groups[group_index(g)];
       gv.kind = g;

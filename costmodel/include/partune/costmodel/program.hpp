@@ -57,6 +57,10 @@ enum class CommGroup : std::uint8_t {
              // copies of a tied embedding sum their gradients (Megatron's embedding group)
 };
 const char* to_string(CommGroup g);
+// The members of `rank`'s communicator of this kind, in rank order ({rank} alone when
+// the job has no such group for it). The simulator and the backend build their
+// communicators from this.
+std::vector<int> comm_group_members(const Job& job, int rank, CommGroup group);
 
 struct Instruction {
   OpKind kind = OpKind::forward;
