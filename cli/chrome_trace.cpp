@@ -18,6 +18,7 @@ const char* stream_name(int stream) {
     case 4: return "comm:data";
     case 5: return "comm:sharded";
     case 6: return "comm:replica";
+    case 7: return "comm:embedding";
   }
   return "comm";
 }

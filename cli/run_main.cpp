@@ -1,8 +1,11 @@
 // build/partune-run: `partune run`, on the LibTorch backend. `partune run ...` starts this
 // executable with the same arguments (see main.cpp), so LibTorch loads only for `run`.
 #include "commands.hpp"
+#include "partune/backend/memory_accounting.hpp"
 
 int main(int argc, char** argv) {
+  // Before any LibTorch thread exists: the allocator is swapped without a lock.
+  partune::backend::install_cpu_memory_accounting();
   CLI::App app{"partune run: train the job for real on the LibTorch backend"};
   app.require_subcommand(1);
   partune::cli::register_run(app);

@@ -1,9 +1,12 @@
-// The GPT decoder (gpt_model.hpp).
+// The GPT decoder and its tensor-parallel shards (gpt_model.hpp).
 #include "partune/backend/gpt_model.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -11,66 +14,252 @@ namespace partune::backend {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+int degree_of(const TensorParallel& tp) { return tp ? tp->degree() : 1; }
+int rank_of(const TensorParallel& tp) { return tp ? tp->rank() : 0; }
+
+// The vocabulary rows [begin, begin + size) this rank holds of the token embedding, the
+// untied LM head and the logits.
+Slice vocab_slice(const BackendModelConfig& c, const TensorParallel& tp) {
+  return tensor_slice(c.vocab, degree_of(tp), rank_of(tp), "vocab");
 }
+
+std::string layer_key(int i) { return std::to_string(i); }
+
+// ---- initialisation: the whole model's values, this shard's slices -------------------
+
+enum class Init { normal, residual, one, zero };
+
+// One parameter of the whole (unsharded) model: how it is initialised, its whole shape,
+// and where this shard keeps which part of it (`held` undefined: not held).
+struct WholeParameter {
+  Init init;
+  std::vector<std::int64_t> shape;
+  torch::Tensor held;
+  std::function<torch::Tensor(const torch::Tensor&)> part;  // whole value -> the held slice
+};
+
+torch::Tensor whole(const torch::Tensor& t) { return t; }
+std::function<torch::Tensor(const torch::Tensor&)> rows(Slice s) {
+  return [s](const torch::Tensor& t) { return t.narrow(0, s.begin, s.size); };
+}
+std::function<torch::Tensor(const torch::Tensor&)> columns(Slice s) {
+  return [s](const torch::Tensor& t) { return t.narrow(1, s.begin, s.size); };
+}
+// The fused QKV weight [3h, h] (or bias [3h]) is [q; k; v], each [h, h] with head j at
+// rows j d .. (j + 1) d - 1. The local layer views its output as [3, local_heads, d], so
+// its rows are the rank's heads of q, then of k, then of v.
+std::function<torch::Tensor(const torch::Tensor&)> qkv_rows(std::int64_t hidden, std::int64_t head_dim, Slice heads) {
+  return [=](const torch::Tensor& t) {
+    std::vector<torch::Tensor> parts;
+    for (int p = 0; p < 3; ++p) parts.push_back(t.narrow(0, p * hidden + heads.begin * head_dim, heads.size * head_dim));
+    return torch::cat(parts, 0);
+  };
+}
+
+// ---- vocabulary-parallel cross-entropy ------------------------------------------------
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Mean over the N tokens of log(sum_v exp z_v) - z_target, with each rank holding the
+// logits of its vocabulary slice [begin, begin + V/t): the maximum (for stability), the
+// sum of exponentials and the target logit are each all-reduced, so every rank gets the
+// whole loss without the whole logits. The group travels as its address, as in f / g
+// (tensor_parallel.cpp): the model that owns it outlives the graph.
+struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets,
+                               std::int64_t group_address, std::int64_t vocab_begin) {
+    TensorParallelGroup& group = *reinterpret_cast<TensorParallelGroup*>(group_address);
+    const std::int64_t local_vocab = logits.size(-1);
+    torch::Tensor max = std::get<0>(logits.max(-1));  // [N]
+    group.all_reduce_max(max);
+    const torch::Tensor shifted = logits - max.unsqueeze(-1);
+    torch::Tensor exp = shifted.exp();
+    torch::Tensor sum_exp = exp.sum(-1);
+    group.all_reduce_sum(sum_exp);
+    // Only the rank whose slice holds the target contributes its logit; the others add 0.
+    const torch::Tensor outside = (targets < vocab_begin) | (targets >= vocab_begin + local_vocab);
+    const torch::Tensor local_target = (targets - vocab_begin).masked_fill(outside, 0);
+    torch::Tensor target_logit =
+        shifted.gather(-1, local_target.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0).contiguous();
+    group.all_reduce_sum(target_logit);
+    const torch::Tensor loss = (sum_exp.log() - target_logit).mean();
+    exp.div_(sum_exp.unsqueeze(-1));  // now the softmax over the whole vocabulary, local columns
+    ctx->save_for_backward({exp, local_target, outside});
+    return loss;
+  }
+
+  // d loss / d z_v = (softmax_v - [v = target]) / N: purely local, no collective.
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& softmax = saved[0];
+    const torch::Tensor& local_target = saved[1];
+    const torch::Tensor& outside = saved[2];
+    torch::Tensor grad = softmax.clone();  // the saved softmax stays intact for a retained graph
+    const torch::Tensor one_hot = (~outside).to(grad.scalar_type()).unsqueeze(-1);
+    grad.scatter_add_(-1, local_target.unsqueeze(-1), -one_hot);
+    grad.mul_(grad_outputs[0] / static_cast<double>(softmax.size(0)));
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
 
 }  // namespace
 
-GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, int tensor_degree) : config(c) {
-  if (tensor_degree != 1) throw std::invalid_argument("GPTModel: tensor_degree > 1 is not built yet");
-  wte = register_parameter("wte", torch::empty({c.vocab, c.hidden}));
-  wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
-  layers = register_module("layers", torch::nn::ModuleList());
-  for (int i = 0; i < c.layers; ++i) layers->push_back(TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tensor_degree));
-  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(kLayerNormEps)));
-  if (!c.tied_embeddings) lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tensor_degree));
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                           const TensorParallel& tp) {
+  const torch::Tensor z = logits.reshape({-1, logits.size(-1)});
+  const torch::Tensor y = targets.reshape({-1});
+  // Degree 1: the whole logits are here; LibTorch's own cross-entropy (the numbers the
+  // single-rank backend has always produced).
+  if (degree_of(tp) == 1) return torch::nn::functional::cross_entropy(z, y);
+  const std::int64_t begin = static_cast<std::int64_t>(tp->rank()) * z.size(-1);
+  return VocabParallelCrossEntropy::apply(z, y, reinterpret_cast<std::int64_t>(tp.get()), begin);
+}
 
-  // Deterministic initialisation, in registration order, from the model's own generator.
+GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, ModelShard s)
+    : config(c), shard(std::move(s)) {
+  const TensorParallel& tp = shard.tensor;
+  const int t = degree_of(tp), r = rank_of(tp);
+  // Every split the shard makes, checked up front so the message names the model's size.
+  const Slice heads_part = tensor_slice(c.heads, t, r, "heads");
+  const Slice hidden_part = tensor_slice(c.hidden, t, r, "hidden");
+  const Slice ffn_part = tensor_slice(c.ffn_hidden, t, r, "ffn_hidden");
+  const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
+  if (c.layers < 1 || c.heads < 1 || c.hidden % c.heads != 0)
+    throw std::invalid_argument("GPTModel: needs at least one layer and heads dividing hidden");
+
+  if (shard.layers.empty())
+    for (int i = 0; i < c.layers; ++i) shard.layers.push_back(i);
+  for (std::size_t k = 0; k < shard.layers.size(); ++k) {
+    const int i = shard.layers[k];
+    if (i < 0 || i >= c.layers)
+      throw std::invalid_argument("GPTModel: layer " + std::to_string(i) + " outside the model's " +
+                                  std::to_string(c.layers) + " layers");
+    if (k > 0 && i <= shard.layers[k - 1])
+      throw std::invalid_argument("GPTModel: the shard's layers must be ascending and distinct");
+  }
+
+  // Registration order is the whole model's (wte, wpe, layers, ln_f, lm_head), so the
+  // unsharded model's parameter names and order are unchanged.
+  const bool holds_wte = shard.embedding || (shard.head && c.tied_embeddings);
+  if (holds_wte) wte = register_parameter("wte", torch::empty({vocab_part.size, c.hidden}));
+  if (shard.embedding) wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
+  for (int i : shard.layers)
+    held_layers.emplace_back(layer_key(i), TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp).ptr());
+  layers = register_module("layers", torch::nn::ModuleDict(held_layers));
+  if (shard.head) {
+    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(kLayerNormEps)));
+    if (!c.tied_embeddings) lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp));
+  }
+
+  // The whole model's parameters in its registration order; each shard draws them all
+  // from the model's own generator (so the generator advances identically everywhere)
+  // and keeps its slice.
+  const std::int64_t h = c.hidden, d = c.head_dim();
+  std::vector<WholeParameter> all;
+  all.push_back({Init::normal, {c.vocab, h}, wte, rows(vocab_part)});
+  all.push_back({Init::normal, {c.seq_len, h}, wpe, whole});
+  for (int i = 0; i < c.layers; ++i) {
+    TransformerLayerImpl* L = holds_layer(i) ? &layers->at<TransformerLayerImpl>(layer_key(i)) : nullptr;
+    auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
+    all.push_back({Init::one, {h}, held([](auto& l) { return l.ln1->weight; }), whole});
+    all.push_back({Init::zero, {h}, held([](auto& l) { return l.ln1->bias; }), whole});
+    all.push_back({Init::normal, {3 * h, h}, held([](auto& l) { return l.attention->qkv->weight; }),
+                   qkv_rows(h, d, heads_part)});
+    all.push_back({Init::zero, {3 * h}, held([](auto& l) { return l.attention->qkv->bias; }), qkv_rows(h, d, heads_part)});
+    all.push_back({Init::residual, {h, h}, held([](auto& l) { return l.attention->proj->weight; }), columns(hidden_part)});
+    all.push_back({Init::zero, {h}, held([](auto& l) { return l.attention->proj->bias; }), whole});
+    all.push_back({Init::one, {h}, held([](auto& l) { return l.ln2->weight; }), whole});
+    all.push_back({Init::zero, {h}, held([](auto& l) { return l.ln2->bias; }), whole});
+    all.push_back({Init::normal, {c.ffn_hidden, h}, held([](auto& l) { return l.mlp->fc1->weight; }), rows(ffn_part)});
+    all.push_back({Init::zero, {c.ffn_hidden}, held([](auto& l) { return l.mlp->fc1->bias; }), rows(ffn_part)});
+    all.push_back({Init::residual, {h, c.ffn_hidden}, held([](auto& l) { return l.mlp->fc2->weight; }), columns(ffn_part)});
+    all.push_back({Init::zero, {h}, held([](auto& l) { return l.mlp->fc2->bias; }), whole});
+  }
+  all.push_back({Init::one, {h}, shard.head ? ln_f->weight : torch::Tensor(), whole});
+  all.push_back({Init::zero, {h}, shard.head ? ln_f->bias : torch::Tensor(), whole});
+  if (!c.tied_embeddings)
+    all.push_back({Init::normal, {c.vocab, h}, shard.head ? lm_head->weight : torch::Tensor(), rows(vocab_part)});
+
   torch::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const double residual_std = kInitStd / std::sqrt(2.0 * std::max(1, c.layers));
-  for (auto& p : named_parameters(/*recurse=*/true)) {
-    const std::string& name = p.key();
-    torch::Tensor& t = p.value();
-    if (name.find("ln") != std::string::npos && t.dim() == 1) {
-      if (ends_with(name, "weight")) t.fill_(1.0);
-      else t.zero_();
-    } else if (ends_with(name, "bias")) {
-      t.zero_();
-    } else if (ends_with(name, "proj.weight") || ends_with(name, "fc2.weight")) {
-      t.normal_(0.0, residual_std, gen);
-    } else {
-      t.normal_(0.0, kInitStd, gen);
+  std::size_t initialised = 0;
+  for (WholeParameter& p : all) {
+    if (p.init == Init::normal || p.init == Init::residual) {
+      const torch::Tensor value =
+          torch::empty(p.shape).normal_(0.0, p.init == Init::residual ? residual_std : kInitStd, gen);
+      if (p.held.defined()) p.held.copy_(p.part(value));
+    } else if (p.held.defined()) {
+      p.held.fill_(p.init == Init::one ? 1.0 : 0.0);
     }
+    if (p.held.defined()) ++initialised;
   }
+  // The table above must cover every registered parameter exactly once.
+  if (initialised != parameters().size())
+    throw std::logic_error("GPTModel: initialised " + std::to_string(initialised) + " of " +
+                           std::to_string(parameters().size()) + " parameters");
 }
 
+bool GPTModelImpl::holds_layer(int i) const { return layers && layers->contains(layer_key(i)); }
+
 torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
+  if (!shard.embedding) throw std::logic_error("GPTModel: this shard does not hold the embedding");
   const std::int64_t s = tokens.size(1);
   if (s > config.seq_len) throw std::invalid_argument("GPTModel: sequence longer than seq_len");
-  return torch::embedding(wte, tokens) + wpe.slice(0, 0, s);
+  const torch::Tensor positions = wpe.slice(0, 0, s);
+  if (degree_of(shard.tensor) == 1) return torch::embedding(wte, tokens) + positions;
+  // Vocabulary-parallel: look up the tokens of this rank's rows, zeros for the others;
+  // g sums the partial embeddings, so every rank has every token's row.
+  const Slice part = vocab_slice(config, shard.tensor);
+  const torch::Tensor outside = (tokens < part.begin) | (tokens >= part.begin + part.size);
+  const torch::Tensor local = (tokens - part.begin).masked_fill(outside, 0);
+  const torch::Tensor partial = torch::embedding(wte, local).masked_fill(outside.unsqueeze(-1), 0.0);
+  return reduce_from_tensor_region(partial, shard.tensor) + positions;
 }
 
 torch::Tensor GPTModelImpl::layer(int i, const torch::Tensor& x) {
-  return layers->ptr<TransformerLayerImpl>(static_cast<std::size_t>(i))->forward(x);
+  if (!holds_layer(i)) throw std::logic_error("GPTModel: this shard does not hold layer " + std::to_string(i));
+  return layers->at<TransformerLayerImpl>(layer_key(i)).forward(x);
 }
 
 torch::Tensor GPTModelImpl::logits(const torch::Tensor& x) {
+  if (!shard.head) throw std::logic_error("GPTModel: this shard does not hold the head");
   const torch::Tensor h = ln_f(x);
-  // Tied: logits = h E^T with E the token embedding [vocab, hidden].
-  return config.tied_embeddings ? torch::matmul(h, wte.t()) : lm_head(h);
+  // Tied: logits_i = h E_i^T with E_i this rank's rows of the token embedding; f makes
+  // the backward sum dh over the vocabulary slices. Untied: lm_head applies f itself.
+  return config.tied_embeddings ? torch::matmul(copy_to_tensor_region(h, shard.tensor), wte.t()) : lm_head(h);
 }
 
 torch::Tensor GPTModelImpl::head_loss(const torch::Tensor& x, const torch::Tensor& targets) {
-  const torch::Tensor z = logits(x);
-  return torch::nn::functional::cross_entropy(z.reshape({-1, z.size(-1)}), targets.reshape({-1}));
+  return vocab_parallel_cross_entropy(logits(x), targets, shard.tensor);
 }
 
 torch::Tensor GPTModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& targets) {
+  if (!shard.embedding || !shard.head || static_cast<int>(shard.layers.size()) != config.layers)
+    throw std::logic_error("GPTModel: forward() needs a shard holding the whole model (embedding, layers, head)");
   torch::Tensor x = embed(tokens);
   for (int i = 0; i < config.layers; ++i) x = layer(i, x);
   return head_loss(x, targets);
+}
+
+std::vector<torch::Tensor> GPTModelImpl::layer_parameters(int i) {
+  if (!holds_layer(i)) throw std::logic_error("GPTModel: this shard does not hold layer " + std::to_string(i));
+  return layers[layer_key(i)]->parameters();
+}
+
+std::vector<torch::Tensor> GPTModelImpl::embedding_parameters() {
+  if (!shard.embedding) return {};
+  return {wte, wpe};
+}
+
+std::vector<torch::Tensor> GPTModelImpl::head_parameters() {
+  if (!shard.head) return {};
+  std::vector<torch::Tensor> out{ln_f->weight, ln_f->bias};
+  if (!config.tied_embeddings) out.push_back(lm_head->weight);
+  else if (!shard.embedding) out.push_back(wte);  // the head stage's own copy
+  return out;
 }
 
 }  // namespace partune::backend

@@ -2,45 +2,40 @@
 // empty here; GPTModel initialises every parameter from its seed.
 #include "partune/backend/parallel_linear.hpp"
 
-#include <stdexcept>
-#include <string>
-
 namespace partune::backend {
 
 namespace {
 
-void require_degree_one(const char* what, int tensor_degree) {
-  if (tensor_degree != 1)
-    throw std::invalid_argument(std::string(what) + ": tensor_degree " + std::to_string(tensor_degree) +
-                                " needs a tensor-parallel process group, which is not built yet (only 1)");
-}
+int degree_of(const TensorParallel& tp) { return tp ? tp->degree() : 1; }
+int rank_of(const TensorParallel& tp) { return tp ? tp->rank() : 0; }
 
 }  // namespace
 
-ColumnParallelLinearImpl::ColumnParallelLinearImpl(std::int64_t in, std::int64_t out, bool with_bias, int degree)
-    : in_features(in), out_features(out), tensor_degree(degree) {
-  require_degree_one("ColumnParallelLinear", degree);
-  weight = register_parameter("weight", torch::empty({out / degree, in}));
-  if (with_bias) bias = register_parameter("bias", torch::empty({out / degree}));
+ColumnParallelLinearImpl::ColumnParallelLinearImpl(std::int64_t in, std::int64_t out, bool with_bias,
+                                                   TensorParallel tp_)
+    : in_features(in), out_features(out), tp(std::move(tp_)) {
+  const Slice part = tensor_slice(out, degree_of(tp), rank_of(tp), "out_features");
+  weight = register_parameter("weight", torch::empty({part.size, in}));
+  if (with_bias) bias = register_parameter("bias", torch::empty({part.size}));
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
-  // Y_i = X A_i + b_i. With tensor_degree > 1: X goes through "f" (identity forward,
-  // all-reduce of dX backward) first; the output stays split.
-  return torch::nn::functional::linear(x, weight, bias);
+  // Y_i = X A_i + b_i; f makes the backward sum dX over the ranks (each rank's X A_i
+  // contributes only its columns' share of dX). The output stays split.
+  return torch::nn::functional::linear(copy_to_tensor_region(x, tp), weight, bias);
 }
 
-RowParallelLinearImpl::RowParallelLinearImpl(std::int64_t in, std::int64_t out, bool with_bias, int degree)
-    : in_features(in), out_features(out), tensor_degree(degree) {
-  require_degree_one("RowParallelLinear", degree);
-  weight = register_parameter("weight", torch::empty({out, in / degree}));
+RowParallelLinearImpl::RowParallelLinearImpl(std::int64_t in, std::int64_t out, bool with_bias, TensorParallel tp_)
+    : in_features(in), out_features(out), tp(std::move(tp_)) {
+  const Slice part = tensor_slice(in, degree_of(tp), rank_of(tp), "in_features");
+  weight = register_parameter("weight", torch::empty({out, part.size}));
   if (with_bias) bias = register_parameter("bias", torch::empty({out}));
 }
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
-  // Y = sum_i X_i A_i + b. With tensor_degree > 1: the partial X_i A_i goes through "g"
-  // (all-reduce forward, identity backward) before the bias is added.
-  torch::Tensor y = torch::matmul(x, weight.t());
+  // Y = sum_i X_i A_i + b: g sums the partial products; the bias is added once, after
+  // the sum, so it is not counted t times (its gradient is then the same on every rank).
+  const torch::Tensor y = reduce_from_tensor_region(torch::matmul(x, weight.t()), tp);
   return bias.defined() ? y + bias : y;
 }
 

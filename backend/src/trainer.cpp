@@ -1,24 +1,90 @@
-// Job -> model, optimizer, tokens, program; one step per call (trainer.hpp).
+// Job -> this rank's model shard, optimizer, tokens, program, process groups; one step
+// per call (trainer.hpp).
 #include "partune/backend/trainer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "partune/backend/checkpoint.hpp"
+#include "partune/backend/communicators.hpp"
 #include "partune/backend/executor.hpp"
 #include "partune/backend/gpt_model.hpp"
+#include "partune/backend/memory_accounting.hpp"
 #include "partune/backend/token_source.hpp"
+#include "partune/backend/watchdog.hpp"
 
 namespace partune::backend {
 
-std::string why_not_runnable(const Job& job) {
-  if (job.world_size() == 1) return {};
-  return fmt::format(
-      "multi-rank execution is not built yet: job '{}' has world size {} (pipeline {} x tensor {} x data {}); "
-      "partune run executes single-rank jobs (one GPU in the cluster) only",
-      job.name, job.world_size(), job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree,
-      job.data_parallel_degree());
+namespace {
+
+ProgramOptions layer_programs() {
+  ProgramOptions po;
+  po.granularity = Granularity::layer;  // what the backend runs (docs/architecture.md 2.5)
+  return po;
+}
+
+// The checkpoint's layout: what must match for a shard to load into this run.
+nlohmann::json layout_of(const Job& job, const BackendModelConfig& c) {
+  const ParallelConfig& pc = job.parallel;
+  return {{"world_size", job.world_size()},
+          {"pipeline_parallel_degree", pc.pipeline_parallel_degree},
+          {"tensor_parallel_degree", pc.tensor_parallel_degree},
+          {"data_parallel_degree", job.data_parallel_degree()},
+          {"sharded_data_parallel_degree", pc.sharded_data_parallel_degree},
+          {"shard_optimizer_state", pc.shard_optimizer_state},
+          {"virtual_stages", pc.virtual_stages},
+          {"placement", Placement::canonical(pc.placement_strategy)},
+          {"stage_layers", pc.stage_layers},
+          {"lm_head_stage", to_string(pc.lm_head_stage)},
+          {"optimizer", to_string(job.training.optimizer)},
+          {"model",
+           {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"ffn_hidden", c.ffn_hidden},
+            {"vocab", c.vocab}, {"seq_len", c.seq_len}, {"tied_embeddings", c.tied_embeddings}}}};
+}
+
+}  // namespace
+
+std::string why_not_runnable(const Job& original, const RunOptions& options) {
+  BackendModelConfig config;
+  try {
+    config = scaled_model(original.model, options.scale);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  const Job job = scaled_job(original, config);
+  if (const JobViolation v = check_job(job)) return fmt::format("{}: {}", v.key, v.reason);
+  const int t = job.parallel.tensor_parallel_degree;
+  for (const auto& [name, n] : {std::pair<const char*, int>{"heads", config.heads}, {"hidden", config.hidden},
+                                {"ffn_hidden", config.ffn_hidden}, {"vocab", config.vocab}})
+    if (n % t != 0)
+      return fmt::format("tensor_parallel_degree {} does not divide the model's {} ({}) that runs (see --scale-*)", t,
+                         name, n);
+  const int m = job.parallel.microbatches * job.training.gradient_accumulation;
+  const int b = job.microbatch_size();
+  if (b < 1 || b * m * job.data_parallel_degree() != job.training.global_batch)
+    return fmt::format("global batch {} does not split into {} data-parallel ranks x {} micro-batches",
+                       job.training.global_batch, job.data_parallel_degree(), m);
+  if (options.environment && options.environment->world_size != job.world_size())
+    return fmt::format("job '{}' has world size {} (pipeline {} x tensor {} x data {}) but WORLD_SIZE is {}", job.name,
+                       job.world_size(), job.parallel.pipeline_parallel_degree, t, job.data_parallel_degree(),
+                       options.environment->world_size);
+  if (!options.environment && job.world_size() > 1)
+    return fmt::format("job '{}' has world size {}: start it with --nproc {} or from a launcher (RANK, WORLD_SIZE, ...)",
+                       job.name, job.world_size(), job.world_size());
+  for (int r = 0; r < job.world_size(); ++r) {
+    try {
+      check_executable(job, build_program(job, r, layer_programs()));
+    } catch (const std::exception& e) {
+      return fmt::format("rank {}: {}", r, e.what());
+    }
+  }
+  return {};
 }
 
 struct Trainer::Impl {
@@ -26,70 +92,244 @@ struct Trainer::Impl {
   BackendModelConfig config;
   Job job;
   RankProgram program;
+  RankEnvironment env;
+  bool distributed = false;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  std::unique_ptr<Communicators> comms;
+  std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<TokenSource> tokens;
   GPTModel model{nullptr};
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<ProgramExecutor> executor;
   std::vector<ExecutedEvent> events;
   double t0 = 0;
   double lr = 0;
   int steps_done = 0;
-  int microbatches = 0, microbatch_size = 0;
+  int microbatches = 0, microbatch_size = 0, threads = 1;
+  bool finished = false;
+
+  // Runs a collective part of the run. When it fails because a peer's connection broke
+  // (a dead rank), the watchdog is given the time to learn which rank died (the
+  // launcher's verdict within half a second, a missing heartbeat within its stale time)
+  // and to stop this process naming it; any other error is this rank's own, and the
+  // other ranks are told at once instead of timing out in a collective.
+  template <class F>
+  auto guarded(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      if (watchdog) {
+        const std::string what = e.what();
+        if (what.find("gloo") != std::string::npos || what.find("Connection") != std::string::npos)
+          std::this_thread::sleep_for(WatchdogOptions{}.stale_after + std::chrono::seconds(2));
+        watchdog->report_failure(fmt::format("rank {}: {}", env.rank, what));
+      }
+      throw;
+    }
+  }
+
+  void barrier() {
+    if (distributed) comms->world().group->barrier()->wait();
+  }
+  // Sum (or max) of one value over every rank.
+  double reduce(double value, c10d::ReduceOp op) {
+    if (!distributed) return value;
+    std::vector<torch::Tensor> t{torch::full({1}, value, torch::kDouble)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op;
+    comms->world().group->allreduce(t, o)->wait();
+    return t[0].item<double>();
+  }
+  // Every rank's rows of a [n, width] double tensor, on every rank (n may differ).
+  torch::Tensor gather_rows(const torch::Tensor& rows) {
+    if (!distributed) return rows;
+    const int world = comms->world_size();
+    const std::int64_t width = rows.size(1);
+    const std::int64_t longest = static_cast<std::int64_t>(reduce(static_cast<double>(rows.size(0)), c10d::ReduceOp::MAX));
+    torch::Tensor padded = torch::full({longest + 1, width}, -1.0, torch::kDouble);
+    padded[0][0] = static_cast<double>(rows.size(0));
+    if (rows.size(0) > 0) padded.narrow(0, 1, rows.size(0)).copy_(rows);
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int r = 0; r < world; ++r) out[0].push_back(torch::empty_like(padded));
+    std::vector<torch::Tensor> in{padded};
+    comms->world().group->allgather(out, in)->wait();
+    std::vector<torch::Tensor> parts;
+    for (const torch::Tensor& t : out[0]) parts.push_back(t.narrow(0, 1, static_cast<std::int64_t>(t[0][0].item<double>())));
+    return torch::cat(parts);
+  }
 };
 
 Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  if (const std::string why = why_not_runnable(original); !why.empty()) throw std::runtime_error(why);
+  if (const std::string why = why_not_runnable(original, options); !why.empty()) throw std::runtime_error(why);
   s.options = options;
   s.config = scaled_model(original.model, options.scale);
   s.job = scaled_job(original, s.config);
+  s.distributed = options.environment.has_value() && options.environment->world_size > 1;
+  if (options.environment) s.env = *options.environment;
   s.microbatches = s.job.parallel.microbatches * s.job.training.gradient_accumulation;
   s.microbatch_size = s.job.microbatch_size();
-  if (s.microbatch_size < 1 || s.microbatch_size * s.microbatches != s.job.training.global_batch)
-    throw std::runtime_error(fmt::format("global batch {} does not split into {} micro-batches", s.job.training.global_batch,
-                                         s.microbatches));
-  ProgramOptions po;
-  po.granularity = Granularity::layer;  // what the backend runs (docs/architecture.md 2.5)
-  s.program = build_program(s.job, 0, po);
-  check_executable(s.job, s.program);
+  s.threads = options.threads > 0 ? options.threads : default_threads(s.env.local_world_size);
+  torch::set_num_threads(s.threads);
+  install_cpu_memory_accounting();
 
-  if (options.threads > 0) torch::set_num_threads(options.threads);
+  const std::chrono::milliseconds timeout(std::int64_t{1000} * options.collective_timeout_s);
+  if (s.distributed) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(s.env.master_port);
+    so.isServer = s.env.hosts_store();
+    so.waitWorkers = false;
+    so.timeout = timeout;
+    try {
+      s.store = c10::make_intrusive<c10d::TCPStore>(s.env.master_addr, so);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("rank {}: cannot reach the rendezvous store at {}:{} (hosted by {}): {}",
+                                           s.env.rank, s.env.master_addr, s.env.master_port,
+                                           s.env.store_host_description(), e.what()));
+    }
+    s.watchdog = std::make_unique<Watchdog>(s.env);
+    s.comms = std::make_unique<Communicators>(s.job, s.env.rank, s.store, timeout);
+  }
+  s.program = build_program(s.job, s.env.rank, layer_programs());
+
+  // This rank's shard of the model: its stage's layers, the embedding on stage 0, the
+  // head on the stage that runs it, split over its tensor group.
+  const ParallelConfig& pc = s.job.parallel;
+  const int stage = s.program.coords.pipeline, p = pc.pipeline_parallel_degree;
+  ModelShard shard;
+  for (int c = 0; c < pc.virtual_stages; ++c)
+    for (int l = 0; l < s.job.layers_per_chunk(stage); ++l) shard.layers.push_back(s.job.global_layer(stage, c, l));
+  std::sort(shard.layers.begin(), shard.layers.end());
+  shard.embedding = stage == 0;
+  shard.head = s.job.lm_head_on_first_stage() ? stage == 0 : stage == p - 1;
+  if (pc.tensor_parallel_degree > 1) {
+    const Communicator& tensor = s.comms->tensor();
+    shard.tensor = std::make_shared<TensorParallelGroup>(tensor.group, tensor.size(), tensor.index);
+  }
+  s.model = GPTModel(s.config, options.seed, shard);
+
   s.tokens = options.data_file.empty() ? std::make_unique<TokenSource>(options.seed, s.config.vocab)
                                        : std::make_unique<TokenSource>(options.seed, s.config.vocab, options.data_file);
-  s.model = GPTModel(s.config, options.seed);
   const bool adam = s.job.training.optimizer == Optimizer::adam;
   s.lr = options.learning_rate > 0 ? options.learning_rate : adam ? 1e-3 : 0.1;
-  if (adam) s.optimizer = std::make_unique<torch::optim::Adam>(s.model->parameters(), torch::optim::AdamOptions(s.lr));
-  else s.optimizer = std::make_unique<torch::optim::SGD>(s.model->parameters(), torch::optim::SGDOptions(s.lr));
-  s.executor = std::make_unique<ProgramExecutor>(s.job, s.model, *s.optimizer);
+  s.executor = std::make_unique<ProgramExecutor>(s.job, s.program, s.model,
+                                                 OptimizerSettings{s.job.training.optimizer, s.lr}, s.comms.get());
+  s.barrier();  // every rank starts its clock together
   s.t0 = monotonic_seconds();
 }
 
 Trainer::~Trainer() = default;
 
-StepReport Trainer::step() {
+StepReport Trainer::step() { return impl_->guarded([this] { return run_step(); }); }
+
+StepReport Trainer::run_step() {
   Impl& s = *impl_;
   const int seq = s.config.seq_len;
   const int sequences = s.job.training.global_batch;
   std::vector<std::int64_t> flat = s.tokens->batch(s.steps_done, sequences, seq);
   const torch::Tensor batch = torch::from_blob(flat.data(), {sequences, seq + 1}, torch::kLong).clone();
+  // Data-parallel rank d trains on sequences [d B / dp, (d + 1) B / dp), in micro-batches.
+  const int per_replica = s.microbatches * s.microbatch_size;
+  const torch::Tensor mine = batch.narrow(0, static_cast<std::int64_t>(s.program.coords.data) * per_replica, per_replica);
   std::vector<MicroBatchData> data;
   for (int i = 0; i < s.microbatches; ++i) {
-    const torch::Tensor rows = batch.slice(0, i * s.microbatch_size, (i + 1) * s.microbatch_size);
+    const torch::Tensor rows = mine.narrow(0, static_cast<std::int64_t>(i) * s.microbatch_size, s.microbatch_size);
     data.push_back({rows.slice(1, 0, seq).contiguous(), rows.slice(1, 1, seq + 1).contiguous()});
   }
+  reset_cpu_tensor_bytes_peak();
   const double start = monotonic_seconds();
-  const StepOutcome out = s.executor->run(s.program, data, s.options.record_events ? &s.events : nullptr, s.t0);
+  const StepOutcome out = s.executor->run(data, s.options.record_events ? &s.events : nullptr, s.t0);
   const double seconds = monotonic_seconds() - start;
+  const double peak = static_cast<double>(cpu_tensor_bytes_peak());
   ++s.steps_done;
+
+  // The batch's loss: the mean over the data-parallel replicas of what each one's head
+  // computed (one rank of each tensor group reports it).
+  const bool reports_loss = out.has_loss && (!s.distributed || s.comms->tensor().index == 0);
+  const double loss_sum = s.reduce(reports_loss ? out.loss : 0.0, c10d::ReduceOp::SUM);
+  const double reporters = s.reduce(reports_loss ? 1.0 : 0.0, c10d::ReduceOp::SUM);
   StepReport r;
   r.step = s.steps_done;
-  r.loss = out.loss;
-  r.seconds = seconds;
-  r.samples_per_s = seconds > 0 ? sequences / seconds : 0;
+  r.loss = loss_sum / std::max(1.0, reporters);
+  r.seconds = s.reduce(seconds, c10d::ReduceOp::MAX);
+  r.samples_per_s = r.seconds > 0 ? sequences / r.seconds : 0;
+  const torch::Tensor peaks = s.gather_rows(torch::full({1, 1}, peak, torch::kDouble));
+  for (std::int64_t i = 0; i < peaks.size(0); ++i) r.peak_bytes.push_back(peaks[i][0].item<double>());
   return r;
 }
 
+void Trainer::save(const std::string& dir) {
+  impl_->guarded([&] { save_checkpoint(dir); });
+}
+
+void Trainer::save_checkpoint(const std::string& dir) {
+  Impl& s = *impl_;
+  write_rank_shard(dir, s.steps_done, s.env.rank,
+                   [&](torch::serialize::OutputArchive& archive) { s.executor->save(archive); });
+  s.barrier();
+  if (s.env.rank == 0) commit_checkpoint(dir, s.steps_done, s.job.world_size(), layout_of(s.job, s.config));
+  s.barrier();
+}
+
+int Trainer::resume(const std::string& dir) {
+  Impl& s = *impl_;
+  const std::optional<int> step = latest_checkpoint_step(dir);
+  if (!step) throw std::runtime_error(fmt::format("--resume {}: no checkpoint there (no 'latest' file)", dir));
+  const nlohmann::json meta = read_checkpoint_meta(dir, *step);
+  const nlohmann::json ours = layout_of(s.job, s.config);
+  const nlohmann::json theirs = meta.value("layout", nlohmann::json::object());
+  for (auto it = ours.begin(); it != ours.end(); ++it)
+    if (!theirs.contains(it.key()) || theirs[it.key()] != it.value())
+      throw std::runtime_error(fmt::format("--resume {}: the checkpoint of step {} has {} = {}, this run has {}", dir,
+                                           *step, it.key(), theirs.contains(it.key()) ? theirs[it.key()].dump() : "none",
+                                           it.value().dump()));
+  read_rank_shard(dir, *step, s.env.rank, [&](torch::serialize::InputArchive& archive) { s.executor->load(archive); });
+  s.steps_done = *step;
+  s.barrier();
+  return *step;
+}
+
+void Trainer::finish() {
+  impl_->guarded([&] { finish_run(); });
+}
+
+void Trainer::finish_run() {
+  Impl& s = *impl_;
+  if (s.finished) return;
+  s.finished = true;
+  if (s.distributed && s.options.record_events) {
+    // Every rank's events on every rank (rank 0 writes the trace).
+    torch::Tensor rows = torch::empty({static_cast<std::int64_t>(s.events.size()), 8}, torch::kDouble);
+    for (std::size_t i = 0; i < s.events.size(); ++i) {
+      const ExecutedEvent& e = s.events[i];
+      const double v[8] = {double(e.rank), double(static_cast<int>(e.kind)), double(static_cast<int>(e.group)),
+                           double(e.microbatch), double(e.chunk), double(e.layer), e.start, e.end};
+      for (int k = 0; k < 8; ++k) rows[static_cast<std::int64_t>(i)][k] = v[k];
+    }
+    const torch::Tensor all = s.gather_rows(rows);
+    s.events.clear();
+    for (std::int64_t i = 0; i < all.size(0); ++i) {
+      const auto a = all[i];
+      ExecutedEvent e;
+      e.rank = static_cast<int>(a[0].item<double>());
+      e.kind = static_cast<OpKind>(static_cast<int>(a[1].item<double>()));
+      e.group = static_cast<CommGroup>(static_cast<int>(a[2].item<double>()));
+      e.microbatch = static_cast<int>(a[3].item<double>());
+      e.chunk = static_cast<int>(a[4].item<double>());
+      e.layer = static_cast<int>(a[5].item<double>());
+      e.start = a[6].item<double>();
+      e.end = a[7].item<double>();
+      s.events.push_back(e);
+    }
+  }
+  // Done before the last barrier: once a rank is through it, it may exit, and with an
+  // external launcher rank 0's exit takes the store with it; a peer whose watchdog still
+  // ran would take that for a failure.
+  if (s.watchdog) s.watchdog->finish();
+  s.barrier();
+}
+
+int Trainer::rank() const { return impl_->env.rank; }
+int Trainer::world_size() const { return impl_->job.world_size(); }
 const Job& Trainer::job() const { return impl_->job; }
 const BackendModelConfig& Trainer::model() const { return impl_->config; }
 const RankProgram& Trainer::program() const { return impl_->program; }
@@ -97,6 +337,7 @@ std::string Trainer::data_description() const { return impl_->tokens->describe()
 std::string Trainer::optimizer_description() const {
   return fmt::format("{} (lr {})", impl_->job.training.optimizer == Optimizer::adam ? "Adam" : "SGD", impl_->lr);
 }
+int Trainer::threads() const { return impl_->threads; }
 const std::vector<ExecutedEvent>& Trainer::events() const { return impl_->events; }
 
 }  // namespace partune::backend

@@ -158,38 +158,50 @@ TEST_CASE("backend: 4 micro-batches of 2 accumulate the gradient of 1 micro-batc
   }
 }
 
-TEST_CASE("backend: instructions the executor cannot run are rejected by name", "[backend]") {
+TEST_CASE("backend: programs the executor cannot run are rejected by name", "[backend]") {
   const Job job = tiny_job();
   RankProgram program;
   Instruction f;
   f.kind = OpKind::forward;
   f.microbatch = 0;
-  f.layer = 0;
-  f.layers = 1;
-  Instruction send;
-  send.kind = OpKind::send_activation;
-  send.microbatch = 0;
-  send.peer = 1;
-  program.ops = {f, send};
+  f.chunk = 3;  // virtual_stages is 1
+  program.ops = {f};
   REQUIRE_THROWS_AS(check_executable(job, program), UnsupportedInstruction);
-  REQUIRE_THROWS_WITH(check_executable(job, program), Catch::Contains("send_activation") &&
-                                                          Catch::Contains("instruction 1"));
-  Instruction reduce;
-  reduce.kind = OpKind::all_reduce;
-  reduce.group = CommGroup::data;
-  program.ops = {reduce};
-  REQUIRE_THROWS_WITH(check_executable(job, program), Catch::Contains("all_reduce") && Catch::Contains("data"));
+  REQUIRE_THROWS_WITH(check_executable(job, program), Catch::Contains("instruction 0 (forward, micro-batch 0, chunk 3)") &&
+                                                          Catch::Contains("does not exist"));
+  Instruction b;
+  b.kind = OpKind::backward;
+  program.ops = {b};
+  REQUIRE_THROWS_WITH(check_executable(job, program), Catch::Contains("without a micro-batch"));
 
-  // Through the trainer: activation offload puts offload/reload into the program.
-  Job offload = tiny_job(4, "adam", "full");
-  offload.parallel.offload_activations = true;
-  REQUIRE_THROWS_WITH(Trainer(offload, RunOptions{}), Catch::Contains("offload"));
+  // Through the trainer, before anything runs: sharded data parallelism with the head on
+  // stage 0 (the head's gathered embedding would belong to two buckets).
+  Job head_first = tiny_job(4, "adam", "none", 16, /*gpus=*/4);
+  head_first.parallel.pipeline_parallel_degree = 2;
+  head_first.parallel.sharded_data_parallel_degree = 2;
+  head_first.parallel.lm_head_stage = LmHeadStage::first;
+  RunOptions four;
+  four.environment = RankEnvironment{};
+  four.environment->world_size = 4;
+  const std::string why = why_not_runnable(head_first, four);
+  CHECK_THAT(why, Catch::Contains("rank 0: instruction") && Catch::Contains("lm_head_stage: first"));
 }
 
-TEST_CASE("backend: jobs with more than one rank are rejected", "[backend]") {
+TEST_CASE("backend: a world larger than the process is refused with what to do", "[backend]") {
   const Job two = tiny_job(4, "adam", "none", 8, /*gpus=*/2);
-  CHECK_THAT(why_not_runnable(two), Catch::Contains("multi-rank execution is not built yet"));
-  REQUIRE_THROWS_WITH(Trainer(two, RunOptions{}), Catch::Contains("multi-rank execution is not built yet"));
+  CHECK_THAT(why_not_runnable(two, RunOptions{}), Catch::Contains("--nproc 2"));
+  REQUIRE_THROWS_WITH(Trainer(two, RunOptions{}), Catch::Contains("world size 2"));
+  RunOptions four;
+  four.environment = RankEnvironment{};
+  four.environment->world_size = 4;
+  CHECK_THAT(why_not_runnable(two, four), Catch::Contains("WORLD_SIZE is 4"));
+  Job tp3 = two;
+  tp3.parallel.tensor_parallel_degree = 2;
+  RunOptions scale;
+  scale.environment = RankEnvironment{};
+  scale.environment->world_size = 2;
+  scale.scale.heads = 1;
+  CHECK_THAT(why_not_runnable(tp3, scale), Catch::Contains("tensor_parallel_degree: 2 does not divide the model's 1 attention heads"));
 }
 
 TEST_CASE("backend: the model-size scaling rule", "[backend]") {
@@ -255,8 +267,7 @@ TEST_CASE("backend: chunk and layer granularity execute the same step", "[backen
       po.granularity = g == 0 ? Granularity::layer : Granularity::chunk;
       const RankProgram program = build_program(job, 0, po);
       GPTModel model(c, 5);
-      torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
-      ProgramExecutor ex(job, model, adam);
+      ProgramExecutor ex(job, program, model, OptimizerSettings{Optimizer::adam, 1e-3});
       for (int step = 0; step < 3; ++step) {
         std::vector<std::int64_t> flat = tokens.batch(step, 8, c.seq_len);
         const torch::Tensor t = torch::from_blob(flat.data(), {8, c.seq_len + 1}, torch::kLong).clone();
@@ -266,7 +277,7 @@ TEST_CASE("backend: chunk and layer granularity execute the same step", "[backen
           data.push_back({rows.slice(1, 0, c.seq_len).contiguous(), rows.slice(1, 1, c.seq_len + 1).contiguous()});
         }
         std::vector<ExecutedEvent> events;
-        result[g].push_back(ex.run(program, data, &events).loss);
+        result[g].push_back(ex.run(data, &events).loss);
         CHECK(events.size() == program.ops.size());
       }
     }

@@ -1,30 +1,39 @@
 #pragma once
-// Runs one rank's program (costmodel's build_program) instruction by instruction with
-// LibTorch, single process: pipeline, tensor and data degrees all 1.
+// Runs one rank's program (costmodel's build_program, layer granularity) instruction by
+// instruction with LibTorch; the same program the simulator runs (docs/architecture.md,
+// sections 2 and 8).
 //
-//   forward     the covered layers for one micro-batch; the embedding when they start at
-//               model layer 0, final LN + LM head + loss when they end at the last one.
-//               When the program recomputes these layers later (activation
-//               checkpointing), the forward runs without autograd and keeps only its
-//               input: the recompute rebuilds the graph.
-//   recompute   the same layers again, with autograd, from the kept input.
-//   backward    the covered layers' backward: loss.backward() for the part holding the
-//               head, else output.backward(dL/d output) with the gradient the next part's
-//               backward left on its input. The loss of each micro-batch is scaled by
-//               1 / (micro-batches in the step), so the accumulated gradient is that of
-//               the mean loss over the whole batch.
-//   optimizer_step  optimizer.step() on the accumulated gradients (zeroed at the start
-//               of every step).
-//
-// Every other instruction (send/recv, collectives, offload/reload, wait) is rejected
-// before the step starts, by check_executable, naming the instruction: nothing is
-// silently skipped. Each executed instruction becomes an ExecutedEvent.
+//   forward / recompute / backward   the covered layers for one micro-batch (the
+//        embedding with the first model layer, final LN + LM head + loss with the last,
+//        or on stage 0 alone with lm_head_stage: first). A forward the program later
+//        recomputes runs without autograd and keeps only its input. Each micro-batch's
+//        loss is scaled by 1 / (micro-batches of this rank in the step).
+//   send_* / recv_*   activations and their gradients between pipeline stages over the
+//        world group (blocking receives, asynchronous sends), paired in program order.
+//   all_reduce / all_gather / reduce_scatter on
+//        tensor     the layers' own collectives (Megatron's f and g, run inside the
+//                   compute); the event shows their measured time after the compute;
+//        data       gradient buckets (one per layer, overlapped with the backward of the
+//                   layers below), or with optimizer-state sharding their reduce-scatter
+//                   and the final all-gather of the updated parameters;
+//        sharded    per-layer parameter all-gather before use (freed after) and gradient
+//                   reduce-scatter after each backward;
+//        replica    the shard's gradient across sharded groups;
+//        embedding  the two copies of a tied embedding (first and last stage).
+//   offload / reload  the checkpointed input to host memory and back (a real copy on CPU
+//        too, so the path runs).
+//   wait        completes an asynchronous instruction.
+//   optimizer_step  Adam or SGD on what this rank owns (its parameters, or its slices).
+// Gradients are averaged over the data-parallel degree, so a step equals the
+// single-process step on the whole batch.
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "partune/backend/communicators.hpp"
 #include "partune/backend/events.hpp"
 #include "partune/backend/gpt_model.hpp"
 #include "partune/costmodel/job.hpp"
@@ -47,24 +56,40 @@ struct MicroBatchData {
 };
 
 struct StepOutcome {
-  double loss = 0;  // mean over micro-batches of each micro-batch's mean token loss
+  bool has_loss = false;  // this rank runs the LM head
+  double loss = 0;        // mean over its micro-batches of each one's mean token loss
   int microbatches = 0;
+};
+
+struct OptimizerSettings {
+  Optimizer kind = Optimizer::adam;
+  double learning_rate = 1e-3;
 };
 
 class ProgramExecutor {
  public:
-  // `job` must be the job the program was built from (with the model that runs).
-  ProgramExecutor(const Job& job, GPTModel model, torch::optim::Optimizer& optimizer);
+  // `job` is the job the program was built from (with the model that runs); `model` is
+  // this rank's shard of it; `comms` may be null for a world of one.
+  ProgramExecutor(const Job& job, RankProgram program, GPTModel model, const OptimizerSettings& optimizer,
+                  const Communicators* comms = nullptr);
+  ~ProgramExecutor();
+  ProgramExecutor(const ProgramExecutor&) = delete;
+  ProgramExecutor& operator=(const ProgramExecutor&) = delete;
 
-  // Runs one training step: `data[i]` is global micro-batch i of the step. Appends an
-  // event per executed instruction to `events` when given (times relative to `t0`).
-  StepOutcome run(const RankProgram& program, const std::vector<MicroBatchData>& data,
-                  std::vector<ExecutedEvent>* events = nullptr, double t0 = 0);
+  // One training step: data[i] is this rank's micro-batch i of the step (in the program's
+  // micro-batch numbering). Appends an event per executed instruction to `events` when
+  // given (times relative to `t0`).
+  StepOutcome run(const std::vector<MicroBatchData>& data, std::vector<ExecutedEvent>* events = nullptr, double t0 = 0);
+
+  const RankProgram& program() const;
+  // This rank's training state (its parameters or parameter slices and the optimizer's
+  // state), for sharded checkpoints.
+  void save(torch::serialize::OutputArchive& archive);
+  void load(torch::serialize::InputArchive& archive);
 
  private:
-  const Job& job_;
-  GPTModel model_;
-  torch::optim::Optimizer& optimizer_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Seconds on a monotonic clock (what event times are measured with).

@@ -4,47 +4,89 @@
 // embedding's transpose when the model ties them, else its own ColumnParallelLinear
 // without bias), cross-entropy loss averaged over the tokens. fp32 on CPU.
 //
-// The pieces are separate calls (embed, layer, head_loss) because the executor runs a
-// program layer by layer: the embedding belongs to the first layer's forward, the head and
-// loss to the last one's (docs/architecture.md, section 2.2).
+// One rank holds a shard of it (ModelShard): the layers of its pipeline stage, the
+// embedding on the first model stage, the final LN and head on the stage that runs the
+// head, each split over the tensor-parallel group in Megatron's manner:
+//   - token embedding: vocabulary-parallel (rank i holds rows [i V/t, (i+1) V/t); tokens
+//     outside are looked up as zeros; g sums the partial embeddings). The position
+//     embedding is replicated and added after the sum.
+//   - attention: heads split over the group (QKV column-parallel, proj row-parallel);
+//     MLP: fc1 column-parallel, fc2 row-parallel. LayerNorms replicated.
+//   - LM head: logits for the rank's vocabulary slice (tied: h E_i^T after f; untied: a
+//     ColumnParallelLinear); the loss is vocabulary-parallel cross-entropy (max, sum of
+//     exponentials and the target logit each all-reduced over the group), so the full
+//     logits never exist on one rank.
+// With the head's stage holding no embedding (pipeline > 1, tied, head on the last
+// stage), it keeps its own copy of the embedding slice (Megatron does the same; the
+// executor all-reduces the two copies' gradients, CommGroup::embedding).
 //
 // Initialisation is a pure function of the seed (its own generator, not the global one),
 // GPT-2 / Megatron style: weights ~ N(0, 0.02), the two residual output projections
 // (attention proj, fc2) ~ N(0, 0.02 / sqrt(2 * layers)), biases 0, LayerNorm 1 and 0.
+// Every shard draws the whole model's values in the whole model's order and keeps its
+// slice, so any sharding of the same seed holds exactly the unsharded model's numbers.
 #include <cstdint>
+#include <vector>
 
 #include <torch/torch.h>
 
 #include "partune/backend/parallel_linear.hpp"
 #include "partune/backend/scaling.hpp"
+#include "partune/backend/tensor_parallel.hpp"
 #include "partune/backend/transformer_layer.hpp"
 
 namespace partune::backend {
 
 constexpr double kInitStd = 0.02;
 
+struct ModelShard {
+  TensorParallel tensor;    // null: tensor degree 1
+  std::vector<int> layers;  // model layers held (global indices, ascending); empty = all
+  bool embedding = true;    // holds the embeddings: runs embed()
+  bool head = true;         // holds ln_f and the LM head: runs logits() / head_loss()
+};
+
 class GPTModelImpl : public torch::nn::Module {
  public:
-  GPTModelImpl(const BackendModelConfig& config, std::uint64_t seed, int tensor_degree = 1);
+  // Throws std::invalid_argument when the tensor degree does not divide heads, hidden,
+  // ffn_hidden and vocab (naming which), or a layer index is out of range.
+  GPTModelImpl(const BackendModelConfig& config, std::uint64_t seed, ModelShard shard = {});
 
-  // tokens [batch, seq] (int64) -> [batch, seq, hidden]
+  // tokens [batch, seq] (int64) -> [batch, seq, hidden] (the whole hidden vector).
   torch::Tensor embed(const torch::Tensor& tokens);
-  // model layer i (0-based)
+  // model layer i (0-based, global index; must be held)
   torch::Tensor layer(int i, const torch::Tensor& x);
-  // final LN + LM head: [batch, seq, hidden] -> logits [batch, seq, vocab]
+  // final LN + LM head: [batch, seq, hidden] -> logits of the rank's vocabulary slice
   torch::Tensor logits(const torch::Tensor& x);
-  // mean cross-entropy of logits(x) against targets [batch, seq]
+  // mean cross-entropy over all tokens against targets [batch, seq] (the same value on
+  // every rank of the tensor group)
   torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& targets);
-  // the whole model: embed, every layer, head_loss
+  // the whole model: embed, every layer, head_loss (only for a shard holding everything)
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets);
 
+  bool holds_layer(int i) const;
+  // The parameters of each part, for gradient buckets and sharding. The tied token
+  // embedding, when the shard runs both embed() and the head, is listed once, in
+  // embedding_parameters(); head_parameters() then holds ln_f (and lm_head when untied).
+  std::vector<torch::Tensor> layer_parameters(int i);
+  std::vector<torch::Tensor> embedding_parameters();
+  std::vector<torch::Tensor> head_parameters();
+
   BackendModelConfig config;
-  torch::Tensor wte;  // [vocab, hidden]
-  torch::Tensor wpe;  // [seq_len, hidden]
-  torch::nn::ModuleList layers;
-  torch::nn::LayerNorm ln_f{nullptr};
-  ColumnParallelLinear lm_head{nullptr};  // only when the embeddings are not tied
+  ModelShard shard;
+  torch::Tensor wte;  // [vocab / t, hidden]: when embedding, or head with tied embeddings
+  torch::Tensor wpe;  // [seq_len, hidden]: when embedding
+  torch::nn::ModuleDict layers{nullptr};  // key: the global layer index as a string
+  torch::nn::LayerNorm ln_f{nullptr};      // when head
+  ColumnParallelLinear lm_head{nullptr};   // when head and the embeddings are not tied
 };
 TORCH_MODULE(GPTModel);
+
+// Mean cross-entropy over the tokens of `logits` [..., V/t] (this rank's vocabulary slice
+// [rank V/t, (rank + 1) V/t) of the whole logits) against global targets [...]. Degree > 1:
+// three all-reduces over the group (max, sum of exponentials, target logit), the same
+// value on every rank, a local backward. Degree 1: LibTorch's cross_entropy.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                           const TensorParallel& tp);
 
 }  // namespace partune::backend

@@ -1,7 +1,7 @@
 #pragma once
-// Megatron-LM's tensor-parallel linear layers (Shoeybi et al. 2019, section 3), written
-// so that tensor parallelism can be added without changing their callers. Today they take
-// `tensor_degree` = 1 and no process group: each is an ordinary linear layer.
+// Megatron-LM's tensor-parallel linear layers (Shoeybi et al. 2019, section 3) over the
+// rank's TensorParallel group (tensor_parallel.hpp); a null group is degree 1, where each
+// is an ordinary linear layer.
 //
 // Both compute Y = X A + b with X [..., in], A [in, out], b [out]. Like torch::nn::Linear
 // (and Megatron), the weight is stored transposed, W = A^T with shape [out, in], so that
@@ -19,36 +19,45 @@
 //   Y = sum_i X_i A_i + b (rank i computes X_i A_i; an all-reduce over the group sums
 //   them: Megatron's "g" operator; b is added once, after the sum)
 //
-// With tensor_degree = 1 both reduce to Y = X A + b and no communication happens.
-// The collectives (the "f"/"g" all-reduces on CommGroup::tensor) are where the program's
-// tensor all-reduce instructions will be executed once a process group is passed in.
+// With degree 1 both reduce to Y = X A + b and no communication happens. The two
+// collectives (f's backward, g's forward: the all-reduces on CommGroup::tensor) run inside
+// these layers and are timed by the group, which is where the program's tensor
+// all-reduce instructions are executed.
+//
+// Parameters are created uninitialised and unsliced values never exist here: GPTModel
+// draws the whole layer's values and copies this rank's slice in.
 #include <torch/torch.h>
+
+#include "partune/backend/tensor_parallel.hpp"
 
 namespace partune::backend {
 
 class ColumnParallelLinearImpl : public torch::nn::Module {
  public:
-  // Throws std::invalid_argument unless tensor_degree == 1 (the only degree built yet).
+  // Throws std::invalid_argument when the group's degree does not divide out_features.
   ColumnParallelLinearImpl(std::int64_t in_features, std::int64_t out_features, bool bias = true,
-                           int tensor_degree = 1);
+                           TensorParallel tp = nullptr);
+  // x [..., in] (the same on every rank) -> Y_i [..., out / t]
   torch::Tensor forward(const torch::Tensor& x);
 
   std::int64_t in_features, out_features;  // of the whole (unsplit) layer
-  int tensor_degree;
-  torch::Tensor weight;  // W_i = A_i^T: [out_features / tensor_degree, in_features]
-  torch::Tensor bias;    // b_i: [out_features / tensor_degree], undefined without bias
+  TensorParallel tp;     // null: degree 1; kept alive here for f's backward
+  torch::Tensor weight;  // W_i = A_i^T: [out_features / t, in_features]
+  torch::Tensor bias;    // b_i: [out_features / t], undefined without bias
 };
 TORCH_MODULE(ColumnParallelLinear);
 
 class RowParallelLinearImpl : public torch::nn::Module {
  public:
+  // Throws std::invalid_argument when the group's degree does not divide in_features.
   RowParallelLinearImpl(std::int64_t in_features, std::int64_t out_features, bool bias = true,
-                        int tensor_degree = 1);
+                        TensorParallel tp = nullptr);
+  // X_i [..., in / t] -> Y [..., out] (the same on every rank)
   torch::Tensor forward(const torch::Tensor& x);
 
-  std::int64_t in_features, out_features;
-  int tensor_degree;
-  torch::Tensor weight;  // W_i = A_i^T: [out_features, in_features / tensor_degree]
+  std::int64_t in_features, out_features;  // of the whole (unsplit) layer
+  TensorParallel tp;     // null: degree 1
+  torch::Tensor weight;  // W_i = A_i^T: [out_features, in_features / t]
   torch::Tensor bias;    // b: [out_features] (whole, added after the reduction)
 };
 TORCH_MODULE(RowParallelLinear);

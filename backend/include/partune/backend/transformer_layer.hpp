@@ -5,20 +5,28 @@
 // ParallelAttention: QKV = ColumnParallelLinear(h, 3h) (heads split over the tensor
 // group), causal softmax(Q K^T / sqrt(d)) V per head, output RowParallelLinear(h, h).
 // ParallelMLP: ColumnParallelLinear(h, ffn) -> GeLU (exact, erf) -> RowParallelLinear(ffn, h).
+// Over a tensor group of t ranks, rank i computes heads [i heads/t, (i+1) heads/t) and
+// fc1 columns [i ffn/t, (i+1) ffn/t); the only communication is f before QKV and fc1
+// (backward) and g after proj and fc2 (forward). The LayerNorms are replicated.
 // No dropout (deterministic; recompute reproduces the forward exactly). fp32.
 #include <torch/torch.h>
 
 #include "partune/backend/parallel_linear.hpp"
+#include "partune/backend/tensor_parallel.hpp"
 
 namespace partune::backend {
 
 class ParallelAttentionImpl : public torch::nn::Module {
  public:
-  ParallelAttentionImpl(std::int64_t hidden, std::int64_t heads, int tensor_degree = 1);
+  // Throws std::invalid_argument when heads do not divide hidden or the group's degree
+  // does not divide heads.
+  ParallelAttentionImpl(std::int64_t hidden, std::int64_t heads, TensorParallel tp = nullptr);
   // x: [batch, seq, hidden] -> [batch, seq, hidden]
   torch::Tensor forward(const torch::Tensor& x);
 
-  std::int64_t hidden, heads;
+  std::int64_t hidden, heads;  // of the whole layer
+  std::int64_t local_heads;    // heads / t: the heads this rank computes
+  // The local QKV output is [q | k | v] of the local heads: 3 * local_heads * head_dim.
   ColumnParallelLinear qkv{nullptr};
   RowParallelLinear proj{nullptr};
 };
@@ -26,7 +34,7 @@ TORCH_MODULE(ParallelAttention);
 
 class ParallelMLPImpl : public torch::nn::Module {
  public:
-  ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, int tensor_degree = 1);
+  ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, TensorParallel tp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
 
   ColumnParallelLinear fc1{nullptr};
@@ -36,7 +44,7 @@ TORCH_MODULE(ParallelMLP);
 
 class TransformerLayerImpl : public torch::nn::Module {
  public:
-  TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden, int tensor_degree = 1);
+  TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden, TensorParallel tp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
