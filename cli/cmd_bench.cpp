@@ -14,6 +14,7 @@ namespace partune::cli {
 
 void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Speed benchmarks (figures, not pass/fail tests)");
+  register_bench_run(bench);
   bench->require_subcommand(1);
   auto* est = bench->add_subcommand("estimate", "Estimator evaluations per second on one core");
   struct Options {

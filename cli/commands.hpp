@@ -10,6 +10,8 @@ void register_reproduce(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_search(CLI::App& app);
 void register_bench(CLI::App& app);
+// `bench run`, under bench (cmd_bench_run.cpp).
+void register_bench_run(CLI::App* bench);
 // partune run: the LibTorch backend (built only when LibTorch is found).
 void register_run(CLI::App& app);
 
