@@ -139,6 +139,15 @@ struct Trainer::Impl {
     comms->world().group->allreduce(t, o)->wait();
     return t[0].item<double>();
   }
+  // Every rank's one row, on every rank.
+  torch::Tensor gather_step_rows(const torch::Tensor& row) {
+    if (!distributed) return row;
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int r = 0; r < comms->world_size(); ++r) out[0].push_back(torch::empty_like(row));
+    std::vector<torch::Tensor> in{row.contiguous()};
+    comms->world().group->allgather(out, in)->wait();
+    return torch::cat(out[0]);
+  }
   // Every rank's rows of a [n, width] double tensor, on every rank (n may differ).
   torch::Tensor gather_rows(const torch::Tensor& rows) {
     if (!distributed) return rows;
@@ -243,17 +252,18 @@ StepReport Trainer::run_step() {
   ++s.steps_done;
 
   // The batch's loss: the mean over the data-parallel replicas of what each one's head
-  // computed (one rank of each tensor group reports it).
+  // computed (one rank of each tensor group reports it). One gather of every rank's
+  // (loss, reports, seconds, peak) row: a single extra synchronisation per step.
   const bool reports_loss = out.has_loss && (!s.distributed || s.comms->tensor().index == 0);
-  const double loss_sum = s.reduce(reports_loss ? out.loss : 0.0, c10d::ReduceOp::SUM);
-  const double reporters = s.reduce(reports_loss ? 1.0 : 0.0, c10d::ReduceOp::SUM);
+  const torch::Tensor mine_row =
+      torch::tensor({reports_loss ? out.loss : 0.0, reports_loss ? 1.0 : 0.0, seconds, peak}, torch::kDouble).view({1, 4});
+  const torch::Tensor rows = s.gather_step_rows(mine_row);
   StepReport r;
   r.step = s.steps_done;
-  r.loss = loss_sum / std::max(1.0, reporters);
-  r.seconds = s.reduce(seconds, c10d::ReduceOp::MAX);
+  r.loss = rows.select(1, 0).sum().item<double>() / std::max(1.0, rows.select(1, 1).sum().item<double>());
+  r.seconds = rows.select(1, 2).max().item<double>();
   r.samples_per_s = r.seconds > 0 ? sequences / r.seconds : 0;
-  const torch::Tensor peaks = s.gather_rows(torch::full({1, 1}, peak, torch::kDouble));
-  for (std::int64_t i = 0; i < peaks.size(0); ++i) r.peak_bytes.push_back(peaks[i][0].item<double>());
+  for (std::int64_t i = 0; i < rows.size(0); ++i) r.peak_bytes.push_back(rows[i][3].item<double>());
   return r;
 }
 
