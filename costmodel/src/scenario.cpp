@@ -126,8 +126,12 @@ CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProf
 
 InstanceType parse_instance_type(const Reader& r) {
   r.allow_only({"kind", "name", "description", "source", "gpus_per_node", "gpu", "intra_node",
-                "network", "pcie", "host", "collectives"});
+                "network", "pcie", "host", "collectives", "calibration"});
   if (r.has("kind") && r.get_string("kind") != "instance_type") r.fail("kind", "expected 'instance_type'");
+  // `partune calibrate` keeps its provenance and raw measurements here; nothing reads
+  // them, but they must stay a mapping so that a stray scalar is still caught.
+  if (r.has("calibration") && !r.node()["calibration"].IsMap())
+    r.fail("calibration", "expected a mapping (written by partune calibrate)");
   InstanceType it;
   it.name = r.get_string("name");
   it.gpus_per_node = r.get_int("gpus_per_node");

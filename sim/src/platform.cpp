@@ -25,6 +25,7 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
   intra_mirror_.assign(world, nullptr);
   simulated_.assign(world, false);
   cpu_.assign(nodes, nullptr);
+  cores_.assign(nodes, nullptr);
   nvswitch_port_.assign(world, nullptr);
   nic_.assign(static_cast<std::size_t>(nodes) * inst.nics_per_node, nullptr);
   const int switches = std::max(1, gpus_per_node_ / inst.gpus_per_pcie_switch);
@@ -47,6 +48,13 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
     if (!node_used[n]) continue;
     const std::string id = std::to_string(n);
     cpu_[n] = zone_->create_host("host" + id, kHostSpeed);
+    if (inst.ranks_share_host_cores()) {
+      // One core runs one rank's kernels at the profile's speed; more ranks than cores
+      // share them (SimGrid's multi-core host: an execution takes at most one core, and
+      // the node's executions split the cores fairly).
+      cores_[n] = zone_->create_host("cores" + id, kHostSpeed);
+      cores_[n]->set_core_count(inst.host_cores);
+    }
     for (int j = 0; j < inst.nics_per_node; ++j)
       nic_[n * inst.nics_per_node + j] =
           zone_->create_split_duplex_link("nic" + id + "." + std::to_string(j), inst.nic.bw * inst.nic.efficiency);
@@ -72,6 +80,10 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
 
 s4u::Host* Platform::gpu(int rank) const { return gpu_[rank]; }
 s4u::Host* Platform::cpu(int node) const { return cpu_[node]; }
+s4u::Host* Platform::compute_host(int rank) const {
+  s4u::Host* shared = cores_[node_of(rank)];
+  return shared ? shared : gpu_[rank];
+}
 
 int Platform::nic_of(int rank) const {
   const InstanceType& inst = job_.cluster.instance;

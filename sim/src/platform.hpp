@@ -20,6 +20,9 @@ class Platform {
   Platform(const Job& job, const std::vector<int>& simulated_ranks, bool mirrors);
   simgrid::s4u::Host* gpu(int rank) const;
   simgrid::s4u::Host* cpu(int node) const;
+  // Where the rank's compute runs: its own device, or with ranks_share_host_cores() the
+  // node's one host of host.cores cores, shared by the node's ranks.
+  simgrid::s4u::Host* compute_host(int rank) const;
 
   // Successors of `rank` inside `members` (its communicator): the next member on its
   // node, and the member at its local position on the next node of the group. With
@@ -42,6 +45,7 @@ class Platform {
   bool mirrors_;
   simgrid::s4u::NetZone* zone_;
   std::vector<simgrid::s4u::Host*> gpu_, mirror_, intra_mirror_, cpu_;
+  std::vector<simgrid::s4u::Host*> cores_;  // per node, when ranks share the host's cores
   std::vector<simgrid::s4u::Link*> nvswitch_port_, nic_, pcie_, uplink_;
   std::vector<bool> simulated_;
   std::set<std::pair<int, int>> routed_;

@@ -101,8 +101,10 @@ World::World(const Job& job, const SimOptions& options)
       options_(options),
       placement_(job.parallel.placement_strategy, job.data_parallel_degree(),
                  job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
-  const int block = options.use_symmetry ? replica_cluster_size(job) : 0;
-  tensor_symmetric_ = options.use_symmetry && tensor_groups_are_symmetric(job);
+  // Ranks sharing a node's cores slow each other down: every one of them must run.
+  const bool symmetry = options.use_symmetry && !job.cluster.instance.ranks_share_host_cores();
+  const int block = symmetry ? replica_cluster_size(job) : 0;
+  tensor_symmetric_ = symmetry && tensor_groups_are_symmetric(job);
   symmetric_ = block > 0 || tensor_symmetric_;
   slot_of_rank_.assign(job.world_size(), -1);
   for (int r = 0; r < job.world_size(); ++r)
@@ -118,6 +120,15 @@ World::World(const Job& job, const SimOptions& options)
   const double b = job.microbatch_size();
   stored_checkpointed_ = stored_layer_bytes(job, b);
   stored_full_ = full_layer_bytes(job, b);
+}
+
+void World::compute(const RankState& rs, double seconds) {
+  if (rs.compute_host == rs.host) {
+    s4u::this_actor::execute(seconds * kHostSpeed);
+    return;
+  }
+  // On the node's shared cores: as fast as alone while a core is free.
+  s4u::this_actor::exec_init(seconds * kHostSpeed)->set_host(rs.compute_host)->start()->wait();
 }
 
 void World::record(const RankState& rs, int stream, const Instruction& in, double start, double end) {
@@ -260,7 +271,7 @@ void World::run_program(RankState& rs) {
       case OpKind::backward:
       case OpKind::optimizer_step: {
         const double t0 = s4u::Engine::get_clock();
-        s4u::this_actor::execute(in.seconds * kHostSpeed);
+        compute(rs, in.seconds);
         const double t1 = s4u::Engine::get_clock();
         rs.compute_busy += in.seconds;
         // GPU-driven collectives that ran beside these kernels held SMs and HBM
@@ -287,12 +298,12 @@ void World::run_program(RankState& rs) {
             for (CollectiveRequest* r : rs.in_flight)
               if (r->start >= 0 && (r->end < 0 || r->end > to))
                 exposed_slot(r->instruction->group) += (tail - stall) * (1.0 - r->compute_overlap) / still_running;
-            s4u::this_actor::execute(tail * kHostSpeed);
+            compute(rs, tail);
             ++activities_;
             break;
           }
           from = s4u::Engine::get_clock();
-          s4u::this_actor::execute(stall * kHostSpeed);
+          compute(rs, stall);
           to = s4u::Engine::get_clock();
           ++activities_;
           if (round >= 64) break;
@@ -439,6 +450,7 @@ SimResult World::run() {
     rs->node = node_of(rs->rank);
     rs->coords = placement_.coords(rs->rank);
     rs->host = platform.gpu(rs->rank);
+    rs->compute_host = platform.compute_host(rs->rank);
     rs->cpu = platform.cpu(rs->node);
     if (tensor_symmetric_) {
       // The unsimulated members of this rank's tensor group that share its NIC or PCIe

@@ -53,6 +53,7 @@ struct RankState {
   double nic_share = 1, pcie_share = 1;  // tensor symmetry: members this rank carries
   RankCoords coords;
   s4u::Host* host = nullptr;
+  s4u::Host* compute_host = nullptr;  // == host, or the node's shared cores
   s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
   const RankProgram* program = nullptr;
   GroupView groups[6];        // indexed by CommGroup
@@ -81,6 +82,8 @@ class World {
  private:
   void build_platform();
   void execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req);
+  // Runs `seconds` of the rank's kernels on its compute host.
+  void compute(const RankState& rs, double seconds);
   void record(const RankState& rs, int stream, const Instruction& in, double start, double end);
   s4u::Mailbox* p2p_mailbox(int from, int to, OpKind kind, bool head_hop);
   int node_of(int rank) const { return rank / job_.cluster.instance.gpus_per_node; }

@@ -606,3 +606,32 @@ TEST_CASE("simulate() does not replay the caller's buffered stdout", "[sim]") {
     ++count;
   CHECK(count == 1);
 }
+
+TEST_CASE("ranks beyond the host's cores share them: 4 data-parallel ranks on 2 cores take twice as long",
+          "[sim][host]") {
+  // Data parallel 4 on one node, free links: every rank computes the same step alone in
+  // T. With a core per rank the step is T; with 2 cores for the 4 ranks (a CPU instance
+  // running more ranks than cores) the 4 executions split 2 cores: 2 T. A pipeline of 4
+  // on 2 cores is not simply 2x: while the pipeline fills and drains fewer stages compute
+  // at once and each gets a whole core, so it lands between T and 2 T.
+  auto job = [](int cores, int pipeline) {
+    Job j = ideal_job(make_model(8, 512, 8, 2048, 8, 128), ideal_instance(4, 1e12), 1, 8);
+    j.model.tied_embeddings = false;
+    j.cluster.instance.host_cores = cores;
+    j.parallel.pipeline_parallel_degree = pipeline;
+    j.parallel.microbatches = pipeline == 1 ? 2 : 8;
+    return j;
+  };
+  for (int cores : {2, 4, 8}) require_valid(job(cores, 1));
+  const double alone = sim::simulate(job(4, 1)).metrics.step_time;
+  CHECK(job(2, 1).cluster.instance.ranks_share_host_cores());
+  CHECK_FALSE(job(4, 1).cluster.instance.ranks_share_host_cores());
+  CHECK(sim::simulate(job(8, 1)).metrics.step_time == Approx(alone).epsilon(1e-9));
+  CHECK(sim::simulate(job(2, 1)).metrics.step_time == Approx(2 * alone).epsilon(1e-6));
+  // Symmetry folding would drop the ranks that contend for the cores: it is off.
+  CHECK_FALSE(sim::simulate(job(2, 1)).symmetric);
+  const double pipe_alone = sim::simulate(job(4, 4)).metrics.step_time;
+  const double pipe_shared = sim::simulate(job(2, 4)).metrics.step_time;
+  CHECK(pipe_shared > 1.2 * pipe_alone);
+  CHECK(pipe_shared < 2.0 * pipe_alone);
+}

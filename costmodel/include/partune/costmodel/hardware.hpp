@@ -86,6 +86,9 @@ struct InstanceType {
   // Achieved bytes/s out of one node onto the network, all NICs together.
   double node_net_bw() const { return nics_per_node * nic.bw * nic.efficiency; }
   int gpus_per_nic() const;
+  // More ranks on a node than the host has cores (a CPU "device" per rank, as on the
+  // local-cpu instance with extra ranks): the node's ranks compute on its shared cores.
+  bool ranks_share_host_cores() const { return host_cores > 0 && gpus_per_node > host_cores; }
 };
 
 struct Cluster {
