@@ -21,30 +21,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backend_process.hpp"
 #include "commands.hpp"
 #include "partune/costmodel/scenario.hpp"
 
 namespace partune::cli {
 
 namespace {
-
-std::string runner_path() {
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = ".";
-  if (n > 0) {
-    self[n] = '\0';
-    dir = self;
-    dir = dir.substr(0, dir.find_last_of('/'));
-  }
-  return dir + "/partune-run";
-}
-
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // A started `partune-run ... --json`; report() waits for it and parses its output.
 class RunProcess {

@@ -14,6 +14,10 @@ void register_bench(CLI::App& app);
 void register_bench_run(CLI::App* bench);
 // partune run: the LibTorch backend (built only when LibTorch is found).
 void register_run(CLI::App& app);
+// partune calibrate: measures this machine into an instance-type file (LibTorch; partune-run).
+void register_calibrate(CLI::App& app);
+// partune validate: simulator against the LibTorch backend (cmd_validate.cpp).
+void register_validate(CLI::App& app);
 
 // Parses and runs the chosen sub-command; maps errors to exit statuses (2: bad input).
 int run_app(CLI::App& app, int argc, char** argv);

@@ -1,5 +1,6 @@
-// build/partune-run: `partune run`, on the LibTorch backend. `partune run ...` starts this
-// executable with the same arguments (see main.cpp), so LibTorch loads only for `run`.
+// build/partune-run: `partune run` and `partune calibrate`, the commands that need LibTorch.
+// `partune run ...` / `partune calibrate ...` start this executable with the same
+// arguments (see main.cpp), so LibTorch loads only for them.
 #include "commands.hpp"
 #include "partune/backend/memory_accounting.hpp"
 
@@ -9,5 +10,6 @@ int main(int argc, char** argv) {
   CLI::App app{"partune run: train the job for real on the LibTorch backend"};
   app.require_subcommand(1);
   partune::cli::register_run(app);
+  partune::cli::register_calibrate(app);
   return partune::cli::run_app(app, argc, argv);
 }

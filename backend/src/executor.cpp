@@ -46,6 +46,14 @@ struct Part {
   torch::Tensor loss;         // with the head: the scaled loss
 };
 
+// Drops what a part kept once its backward (or its send) no longer needs it.
+void free_tensors(Part& part) {
+  part.input = torch::Tensor();
+  part.host_input = torch::Tensor();
+  part.output = torch::Tensor();
+  part.loss = torch::Tensor();
+}
+
 // An asynchronous instruction in flight: its c10d work and what completes it.
 struct Pending {
   c10::intrusive_ptr<c10d::Work> work;  // null: completed when started (a local copy)
@@ -269,7 +277,7 @@ struct ProgramExecutor::Impl {
       if (!part.output.requires_grad())
         throw std::runtime_error(fmt::format("{}: checkpointed part not recomputed", describe(ins, i)));
       part.output.backward(grad);
-      if (next) *next = Part{next->first, next->count};  // its backward is over: free its tensors
+      if (next) free_tensors(*next);  // its backward is over
     }
     part.loss = torch::Tensor();
     part.output = torch::Tensor();
@@ -325,7 +333,7 @@ struct ProgramExecutor::Impl {
       throw std::runtime_error(fmt::format("{}: the chunk's backward has not run", describe(ins, i)));
     send(ins, i, first->input.grad(), kGradientTag);
     // The chunk's input and its gradient are no longer needed once sent.
-    *first = Part{first->first, first->count};
+    free_tensors(*first);
   }
 
   // --- collectives ---------------------------------------------------------------------

@@ -150,10 +150,13 @@ AlphaBetaFit fit_alpha_beta(const std::vector<TransferSample>& samples) {
     f.min_bytes = std::min(f.min_bytes, s.bytes);
     f.max_bytes = std::max(f.max_bytes, s.bytes);
   }
+  if (f.min_bytes == f.max_bytes)
+    throw std::invalid_argument("latency-bandwidth fit: every sample has the same size (" + std::to_string(static_cast<long long>(f.max_bytes)) +
+                                " bytes)");
   const Eigen::VectorXd x = solve_constrained(A, y, {true, true});
   if (!(x[1] > 0))
     throw std::invalid_argument("latency-bandwidth fit: the times do not grow with the size between " +
-                                std::to_string(f.min_bytes) + " and " + std::to_string(f.max_bytes) + " bytes");
+                                std::to_string(static_cast<long long>(f.min_bytes)) + " and " + std::to_string(static_cast<long long>(f.max_bytes)) + " bytes");
   f.latency = x[0];
   f.bandwidth = 1.0 / x[1];
   f.residual = residual_of(samples, [&](const TransferSample& s) {

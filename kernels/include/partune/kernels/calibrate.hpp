@@ -1,0 +1,103 @@
+#pragma once
+// `partune calibrate`: micro-benchmarks of this machine through the libraries the backend
+// uses (LibTorch fp32 CPU kernels, c10d Gloo over loopback, libfabric), the cost model's
+// parameters fitted to them (costmodel/calibration_fit.hpp), and the instance-type file
+// that carries both. No LibTorch in this header: the CLI includes it as is.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/calibration_fit.hpp"
+
+namespace partune::kernels {
+
+struct CalibrationOptions {
+  bool quick = false;   // fewer and smaller shapes, shorter timings: under a minute on 2 cores
+  int max_threads = 0;  // GEMM thread sweep: 1 and this (0: the cores this process may use)
+  // Called before each benchmark with (done, total, what); may be empty.
+  std::function<void(int, int, const char*)> progress;
+};
+
+// What the machine is, for the file's header.
+struct MachineInfo {
+  std::string date;          // ISO 8601, UTC
+  std::string host;          // gethostname
+  std::string cpu_model;     // /proc/cpuinfo "model name"
+  int cores = 0;             // CPUs this process may run on (affinity)
+  double memory_bytes = 0;   // /proc/meminfo MemTotal
+  std::string libtorch;      // TORCH_VERSION
+  std::string gloo;          // the installed package's version (Gloo has no version macro)
+  std::string libfabric;     // fi_version(), or why there is none
+  std::string blas_core;     // openblas_get_corename() when LibTorch runs on OpenBLAS, else empty
+};
+
+// Raw measurements. Times are seconds per call: the best mean of a few timed batches.
+struct GemmMeasurement {
+  int threads = 1;
+  std::string shape;  // "qkv h768 t1024", ..., "square 256"
+  double m = 0, n = 0, k = 0, seconds = 0;
+};
+struct MemoryMeasurement {
+  std::string kernel;  // add, gelu, layer_norm, softmax, copy
+  int threads = 1;
+  double elements = 0, bytes = 0, seconds = 0;
+};
+struct AttentionMeasurement {
+  std::string product;  // qk (Q K^T) or av (A V)
+  double heads = 0, seq = 0, head_dim = 0, seconds = 0;
+};
+struct TransferMeasurement {
+  std::string kind;               // all_reduce, all_gather, send_recv
+  double bytes = 0, seconds = 0;  // send_recv: one way (half the ping-pong round trip)
+};
+struct FabricProbe {
+  bool ok = false;
+  std::string provider, fabric, endpoint_type;  // what was measured
+  std::string note;                             // why nothing worked, or what failed first
+  std::vector<TransferMeasurement> pingpong;    // kind "send_recv", one way
+};
+
+// A latency-bandwidth fit of one collective kind over one size range.
+struct NamedAlphaBeta {
+  std::string kind;   // all_reduce, all_gather, send_recv, all (the cost model's joint fit), fabric
+  std::string range;  // all, small (<= 64 KiB), large (>= 1 MiB)
+  calibration::AlphaBetaFit fit;
+};
+
+struct Calibration {
+  MachineInfo machine;
+  bool quick = false;
+  int max_threads = 1;
+  double seconds = 0;  // wall time of the whole calibration
+
+  double fma_peak_flops = 0;          // one core, an FMA loop (the profile's fp32 peak)
+  double fma_peak_flops_all = 0;      // every thread of the sweep at once
+  std::string fma_isa;                // avx512f, avx2+fma, or scalar
+  std::vector<GemmMeasurement> gemm;
+  std::vector<MemoryMeasurement> memory;
+  std::vector<AttentionMeasurement> attention;
+  std::vector<TransferMeasurement> gloo;
+  FabricProbe fabric;
+
+  // Fits (one rank = one core, one thread, unless said otherwise).
+  calibration::MemoryFit memory_fit;        // 1 thread
+  double copy_bandwidth_all = 0;            // bytes/s, the copy kernel with every thread
+  double hbm_efficiency = 0;
+  calibration::GemmFit gemm_fit;            // 1 thread
+  calibration::GemmFit gemm_fit_all;        // max_threads threads against max_threads x the core peak
+  calibration::ScoreBmmFit attention_fit;
+  std::vector<NamedAlphaBeta> transfer_fits;
+  const calibration::AlphaBetaFit& transfer(const std::string& kind, const std::string& range = "all") const;
+  double ring_efficiency = 1, gather_efficiency = 1;  // collectives' bandwidth / point-to-point bandwidth
+  std::vector<std::string> notes;  // fits that could not be made, and why
+};
+
+// Runs every benchmark and fit. Throws std::runtime_error naming the benchmark that failed.
+Calibration calibrate(const CalibrationOptions& options);
+
+// The instance-type file (YAML with comments): the fitted keys, the keys taken from the
+// machine, and a `calibration:` mapping with the provenance, the fits and the raw data.
+std::string instance_type_yaml(const Calibration& c, const std::string& name, const std::string& command_line);
+
+}  // namespace partune::kernels

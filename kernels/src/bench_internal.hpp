@@ -1,0 +1,38 @@
+#pragma once
+// The benchmarks behind calibrate() (calibrate.cpp runs them in order and fits them).
+// Each takes one case, times it and returns the measurement; none prints.
+#include <functional>
+#include <string>
+
+#include "partune/kernels/calibrate.hpp"
+
+namespace partune::kernels::detail {
+
+// Seconds per call of `f`: one warm-up call, then batches sized to about target/3
+// seconds each; the best batch mean (the least disturbed by the other processes sharing
+// the cores).
+double time_per_call(const std::function<void()>& f, double target_seconds);
+
+// LibTorch fp32 CPU kernels (compute_bench.cpp). `threads`: LibTorch intra-op threads.
+GemmMeasurement bench_gemm(const std::string& shape, double m, double n, double k, int threads, double target);
+MemoryMeasurement bench_memory(const std::string& kernel, double elements, int threads, double target);
+AttentionMeasurement bench_attention(const std::string& product, double heads, double seq, double head_dim,
+                                     double target);
+
+// FLOP/s of `threads` threads each running independent FMA chains (fma_peak.cpp); `isa`
+// gets the instruction set used.
+double fma_peak_flops(int threads, double target_seconds, std::string& isa);
+
+// Gloo over loopback between this process and a forked peer (gloo_bench.cpp): every size
+// of `sizes` for all_reduce, all_gather and send_recv (ping-pong). Must run before this
+// process starts any thread pool (the peer is forked). `tick` is called per size.
+// `quick`: fewer repetitions per size.
+std::vector<TransferMeasurement> bench_gloo(const std::vector<double>& sizes, bool quick,
+                                            const std::function<void(const char*)>& tick);
+
+// libfabric ping-pong between two endpoints of one provider, two threads (fabric_probe.cpp).
+FabricProbe probe_libfabric(const std::vector<double>& sizes, double target_seconds);
+// "1.17" from fi_version(), or why there is no libfabric in this build.
+std::string libfabric_version();
+
+}  // namespace partune::kernels::detail

@@ -1,0 +1,109 @@
+// LibTorch fp32 CPU micro-benchmarks: the calls the backend's layers make (torch::matmul,
+// element-wise and reduction kernels, the attention bmm's), with autograd recording the
+// forward as it does in training.
+#include <algorithm>
+#include <chrono>
+
+#include <torch/torch.h>
+
+#include "bench_internal.hpp"
+
+namespace partune::kernels::detail {
+
+double time_per_call(const std::function<void()>& f, double target_seconds) {
+  using clock = std::chrono::steady_clock;
+  auto seconds_of = [&](long reps) {
+    const auto t0 = clock::now();
+    for (long i = 0; i < reps; ++i) f();
+    return std::chrono::duration<double>(clock::now() - t0).count() / static_cast<double>(reps);
+  };
+  const double first = seconds_of(1);  // warm-up: page faults, thread-pool start, caches
+  const long reps = std::clamp(static_cast<long>(target_seconds / 3.0 / std::max(first, 1e-9)), 1L, 100000L);
+  // A call longer than the whole budget is timed twice (once more after the warm-up).
+  const int batches = first > target_seconds ? 1 : 3;
+  double best = seconds_of(reps);
+  for (int b = 1; b < batches; ++b) best = std::min(best, seconds_of(reps));
+  return best;
+}
+
+GemmMeasurement bench_gemm(const std::string& shape, double m, double n, double k, int threads, double target) {
+  at::set_num_threads(threads);
+  torch::NoGradGuard no_grad;  // a GEMM's time does not depend on autograd; its overhead is fitted separately
+  const auto x = torch::randn({static_cast<long>(m), static_cast<long>(k)});
+  const auto w = torch::randn({static_cast<long>(k), static_cast<long>(n)});
+  GemmMeasurement g;
+  g.threads = threads;
+  g.shape = shape;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.seconds = time_per_call([&] { (void)torch::matmul(x, w); }, target);
+  return g;
+}
+
+MemoryMeasurement bench_memory(const std::string& kernel, double elements, int threads, double target) {
+  at::set_num_threads(threads);
+  const long n = static_cast<long>(elements);
+  // Rows as the layer shapes them: LayerNorm over the hidden size, softmax over a score row.
+  const long width = std::min<long>(n, kernel == "softmax" ? 1024 : 768);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  MemoryMeasurement r;
+  r.kernel = kernel;
+  r.threads = threads;
+  r.elements = static_cast<double>(n);
+  std::function<void()> call;
+  torch::Tensor a = torch::randn({n / width, width}, opts), b = torch::randn({n / width, width}, opts);
+  r.elements = static_cast<double>(a.numel());
+  if (kernel == "copy") {
+    // A plain copy (read + write) is the bandwidth reference; no autograd.
+    call = [&] { b.copy_(a); };
+    r.bytes = 8.0 * r.elements;
+  } else {
+    // In training the forward records autograd nodes: the per-op cost includes them.
+    a.requires_grad_(true);
+    if (kernel == "add") {
+      call = [&] { (void)(a + b); };
+      r.bytes = 12.0 * r.elements;  // two reads, one write
+    } else if (kernel == "gelu") {
+      call = [&] { (void)torch::gelu(a); };
+      r.bytes = 8.0 * r.elements;
+    } else if (kernel == "layer_norm") {
+      const auto gamma = torch::ones({width}, opts.requires_grad(true));
+      const auto beta = torch::zeros({width}, opts.requires_grad(true));
+      call = [&, gamma, beta] { (void)torch::layer_norm(a, {width}, gamma, beta); };
+      r.bytes = 8.0 * r.elements;
+    } else if (kernel == "softmax") {
+      call = [&] { (void)torch::softmax(a, -1); };
+      r.bytes = 8.0 * r.elements;
+    } else {
+      throw std::invalid_argument("unknown memory-bound kernel '" + kernel + "'");
+    }
+  }
+  r.seconds = time_per_call(call, target);
+  return r;
+}
+
+AttentionMeasurement bench_attention(const std::string& product, double heads, double seq, double head_dim,
+                                     double target) {
+  at::set_num_threads(1);
+  torch::NoGradGuard no_grad;
+  const long h = static_cast<long>(heads), s = static_cast<long>(seq), d = static_cast<long>(head_dim);
+  AttentionMeasurement r;
+  r.product = product;
+  r.heads = heads;
+  r.seq = seq;
+  r.head_dim = head_dim;
+  if (product == "qk") {
+    const auto q = torch::randn({h, s, d}), k = torch::randn({h, s, d});
+    const auto kt = k.transpose(1, 2);  // the layer's K^T is a view, as here
+    r.seconds = time_per_call([&] { (void)torch::bmm(q, kt); }, target);
+  } else if (product == "av") {
+    const auto a = torch::softmax(torch::randn({h, s, s}), -1), v = torch::randn({h, s, d});
+    r.seconds = time_per_call([&] { (void)torch::bmm(a, v); }, target);
+  } else {
+    throw std::invalid_argument("unknown attention product '" + product + "'");
+  }
+  return r;
+}
+
+}  // namespace partune::kernels::detail

@@ -1,0 +1,143 @@
+// The least-squares fits behind `partune calibrate`, on synthetic measurements generated
+// from the cost model's own formulas with known parameters: every fit must give them back
+// (exactly on clean data, within a few percent under multiplicative noise), and the
+// guards must refuse data that cannot determine them.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "partune/costmodel/calibration_fit.hpp"
+#include "partune/costmodel/hardware.hpp"
+#include "partune/costmodel/op_cost.hpp"
+
+using namespace partune;
+using namespace partune::calibration;
+
+namespace {
+
+// Multiplicative noise of +-`amplitude` (uniform), fixed seed: deterministic.
+struct Noise {
+  std::mt19937 rng{42};
+  double amplitude;
+  double operator()() { return 1.0 + std::uniform_real_distribution<double>(-amplitude, amplitude)(rng); }
+};
+
+GpuProfile cpu_core(double max_eff, double k_half, double overhead) {
+  GpuProfile g;
+  g.peak_flops_fp32 = 172e9;
+  g.hbm_bw = 1e15;  // no memory roofline: the fit models the compute part
+  g.hbm_efficiency = 1;
+  g.kernel_overhead = overhead;
+  g.gemm.max_efficiency = max_eff;
+  g.gemm.k_half = k_half;
+  g.gemm.tile = 1;
+  g.gemm.sm_count = 1;
+  return g;
+}
+
+std::vector<GemmSample> gemm_samples(const GpuProfile& g, Noise* noise) {
+  std::vector<GemmSample> s;
+  for (double h : {256.0, 768.0, 1024.0})
+    for (double t : {512.0, 1024.0}) {
+      for (auto [m, n, k] : {std::array<double, 3>{t, 3 * h, h}, {t, h, h}, {t, 4 * h, h}, {t, h, 4 * h}})
+        s.push_back({m, n, k, gemm_time(g, Precision::fp32, m, n, k) * (noise ? (*noise)() : 1.0)});
+    }
+  for (double e : {16.0, 32.0, 64.0, 128.0, 512.0})
+    s.push_back({e, e, e, gemm_time(g, Precision::fp32, e, e, e) * (noise ? (*noise)() : 1.0)});
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("GEMM fit recovers max_efficiency and k_half from gemm_time", "[calibration]") {
+  const GpuProfile g = cpu_core(0.19, 24, 3e-6);
+  const GemmFit f = fit_gemm(gemm_samples(g, nullptr), g.peak_flops_fp32, g.kernel_overhead);
+  CHECK(f.max_efficiency == Approx(0.19).epsilon(1e-9));
+  CHECK(f.k_half == Approx(24).epsilon(1e-9));
+  CHECK(f.residual.rms_relative < 1e-9);
+  CHECK(f.residual.samples == 29);
+
+  Noise noise{{}, 0.02};
+  const GemmFit noisy = fit_gemm(gemm_samples(g, &noise), g.peak_flops_fp32, g.kernel_overhead);
+  CHECK(noisy.max_efficiency == Approx(0.19).epsilon(0.02));
+  CHECK(noisy.k_half == Approx(24).epsilon(0.15));
+  CHECK(noisy.residual.rms_relative < 0.02);
+}
+
+TEST_CASE("GEMM fit keeps k_half non-negative", "[calibration]") {
+  // Small shapes faster than large ones: the free fit wants k_half < 0; it is pinned at 0.
+  std::vector<GemmSample> s{{64, 64, 64, 2.0 * 64 * 64 * 64 / 50e9}, {1024, 1024, 1024, 2.0 * 1024 * 1024 * 1024 / 40e9}};
+  const GemmFit f = fit_gemm(s, 100e9, 0);
+  CHECK(f.k_half == 0);
+  CHECK(f.max_efficiency > 0.4);
+  CHECK(f.max_efficiency < 0.5);
+}
+
+TEST_CASE("memory fit recovers the shared overhead and each kernel's bandwidth", "[calibration]") {
+  const double overhead = 1.5e-6;
+  const std::vector<std::pair<std::string, double>> bw{{"copy", 26e9}, {"add", 14e9}, {"gelu", 3.3e9}};
+  std::vector<MemorySample> s;
+  for (const auto& [k, b] : bw)
+    for (double bytes : {512.0, 16e6, 64e6, 256e6}) s.push_back({k, bytes, overhead + bytes / b});
+  const MemoryFit f = fit_memory(s);
+  CHECK(f.kernel_overhead == Approx(overhead).epsilon(1e-9));
+  for (const auto& [k, b] : bw) CHECK(f.bandwidth_of(k) == Approx(b).epsilon(1e-9));
+  CHECK(f.residual.rms_relative < 1e-9);
+  CHECK_THROWS_AS(f.bandwidth_of("softmax"), std::out_of_range);
+
+  // hbm_efficiency: time-weighted over the bytes each kernel moves.
+  const double eff = weighted_memory_efficiency(f, {{"add", 14}, {"gelu", 16}}, 26e9);
+  CHECK(eff == Approx(30.0 / (14.0 / 14e9 + 16.0 / 3.3e9) / 26e9).epsilon(1e-9));
+}
+
+TEST_CASE("alpha-beta fit recovers latency and bandwidth under the collectives' formulas", "[calibration]") {
+  const double alpha = 25e-6, bw = 3.5e9;
+  std::vector<TransferSample> s;
+  // Two-rank ring all-reduce (2 steps, factor 1), all-gather (1, 1/2), send/recv (1, 1).
+  for (double bytes = 8; bytes <= 128.0 * (1 << 20); bytes *= 4)
+    for (auto [steps, factor] : {std::pair{2.0, 1.0}, {1.0, 0.5}, {1.0, 1.0}})
+      s.push_back({bytes, steps * alpha + factor * bytes / bw, steps, factor});
+  const AlphaBetaFit f = fit_alpha_beta(s);
+  CHECK(f.latency == Approx(alpha).epsilon(1e-9));
+  CHECK(f.bandwidth == Approx(bw).epsilon(1e-9));
+  CHECK(f.min_bytes == 8);
+  CHECK(f.max_bytes == 128.0 * (1 << 20));
+  CHECK(f.residual.rms_relative < 1e-9);
+
+  Noise noise{{}, 0.05};
+  for (auto& x : s) x.seconds *= noise();
+  const AlphaBetaFit n = fit_alpha_beta(s);
+  CHECK(n.latency == Approx(alpha).epsilon(0.05));
+  CHECK(n.bandwidth == Approx(bw).epsilon(0.05));
+
+  // Ranges: only the large messages determine the bandwidth well.
+  const auto large = in_size_range(s, 1 << 20, 1e300);
+  CHECK(large.size() == 3 * 4);  // 2, 8, 32 and 128 MiB
+  CHECK(fit_alpha_beta(large).bandwidth == Approx(bw).epsilon(0.05));
+}
+
+TEST_CASE("alpha-beta fit refuses data without a bandwidth", "[calibration]") {
+  CHECK_THROWS_AS(fit_alpha_beta({{8, 1e-5}}), std::invalid_argument);
+  CHECK_THROWS_AS(fit_alpha_beta({{4096, 1e-5}, {4096, 2e-5}}), std::invalid_argument);
+  // Bigger messages faster than small ones: no positive bandwidth.
+  CHECK_THROWS_AS(fit_alpha_beta({{8, 1e-3}, {65536, 1e-5}}), std::invalid_argument);
+  CHECK_THROWS_AS(fit_alpha_beta({{8, 0.0}, {64, 1e-5}}), std::invalid_argument);
+}
+
+TEST_CASE("score bmm fit inverts the estimator's head-dim scaling", "[calibration]") {
+  const double peak = 172e9, key = 0.18, overhead = 2e-6;
+  std::vector<BmmSample> s;
+  for (auto [heads, seq, d] : {std::array<double, 3>{12, 1024, 64}, {16, 512, 32}, {8, 512, 128}}) {
+    const double rate = peak * key * score_bmm_head_dim_scale(d);
+    const double flops = 2 * heads * seq * seq * d;
+    s.push_back({heads, seq, seq, d, d, flops / rate + overhead});  // Q K^T
+    s.push_back({heads, seq, d, seq, d, flops / rate + overhead});  // A V
+  }
+  const ScoreBmmFit f = fit_score_bmm(s, peak, overhead);
+  CHECK(f.score_bmm_efficiency == Approx(key).epsilon(1e-9));
+  CHECK(f.residual.rms_relative < 1e-9);
+  // At head_dim 128 the key is the rate itself; at 64 the estimator uses 0.75 of it.
+  CHECK(score_bmm_head_dim_scale(128) == Approx(1.0));
+  CHECK(score_bmm_head_dim_scale(64) == Approx(0.75));
+}

@@ -1,0 +1,113 @@
+// `partune validate` end to end on a 3-job subset of scenarios/validation/: tensor
+// parallelism (06-tp2), a 1F1B pipeline (14-pp2-1f1b) and sharded data parallelism
+// (11-sdp2), each simulated and run for real on the LibTorch backend. Checks that both
+// sides ran, that every kind of event the simulator predicts was also measured, that the
+// numbers are finite and positive, and that the two traces carry the same event names.
+// Accuracy is not asserted here: it is a benchmark figure (docs/validation.md).
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+std::set<std::string> trace_names(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  nlohmann::json doc;
+  in >> doc;
+  std::set<std::string> names;
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.value("ph", "") == "X") names.insert(e.at("name").get<std::string>());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("validate runs a 3-job subset of the suite on both sides", "[validate]") {
+  const std::string traces = std::string(VALIDATE_WORK_DIR) + "/validate-traces";
+  std::filesystem::remove_all(traces);
+  const std::string cmd = std::string(PARTUNE_BINARY) + " validate --suite " + PARTUNE_SOURCE_DIR +
+                          "/scenarios/validation --jobs 06-tp2,14-pp2-1f1b,11-sdp2 --steps 4 --warmup 1 --json "
+                          "--trace-dir " + traces;
+  INFO(cmd);
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const nlohmann::json doc = nlohmann::json::parse(out);
+
+  const auto& jobs = doc.at("jobs");
+  REQUIRE(jobs.size() == 3);
+  for (const auto& j : jobs) {
+    const std::string name = j.at("job").get<std::string>();
+    INFO(name);
+    REQUIRE_FALSE(j.contains("error"));
+    // Both sides ran: a predicted and a measured step, each timed step measured.
+    const auto& st = j.at("step_time");
+    CHECK(std::isfinite(st.at("predicted_s").get<double>()));
+    CHECK(st.at("predicted_s").get<double>() > 0);
+    CHECK(st.at("measured_s").get<double>() > 0);
+    CHECK(std::isfinite(st.at("error_pct").get<double>()));
+    CHECK(j.at("steps").at("timed_seconds").size() == 3);
+    for (double s : j.at("steps").at("timed_seconds")) CHECK(s > 0);
+
+    // Every predicted event kind has its measured twin.
+    CHECK(j.at("missing_measured_kinds").empty());
+    const auto predicted = j.at("predicted_event_kinds").get<std::vector<std::string>>();
+    const auto measured = j.at("measured_event_kinds").get<std::vector<std::string>>();
+    const std::set<std::string> measured_set(measured.begin(), measured.end());
+    for (const auto& k : predicted) CHECK(measured_set.count(k) == 1);
+    for (const char* k : {"forward", "backward", "optimizer_step"}) CHECK(measured_set.count(k) == 1);
+
+    // The per-kind times: finite, never negative; compute takes time on both sides.
+    for (const auto& k : j.at("kinds")) {
+      const std::string kind = k.at("kind").get<std::string>();
+      INFO(kind);
+      CHECK(std::isfinite(k.at("predicted_s").get<double>()));
+      CHECK(std::isfinite(k.at("measured_s").get<double>()));
+      CHECK(k.at("predicted_s").get<double>() >= 0);
+      CHECK(k.at("measured_s").get<double>() >= 0);
+      if (kind == "forward" || kind == "backward") {
+        CHECK(k.at("predicted_s").get<double>() > 0);
+        CHECK(k.at("measured_s").get<double>() > 0);
+      }
+    }
+
+    // One peak per rank on each side, finite and positive.
+    const auto& memory = j.at("memory");
+    CHECK(static_cast<int>(memory.size()) == j.at("world_size").get<int>());
+    for (const auto& m : memory) {
+      CHECK(m.at("predicted_bytes").get<double>() > 0);
+      CHECK(m.at("measured_bytes").get<double>() > 0);
+      CHECK(std::isfinite(m.at("error_pct").get<double>()));
+    }
+
+    // --trace-dir: two Chrome traces whose event names match.
+    const std::set<std::string> p = trace_names(traces + "/" + name + "-predicted.json");
+    const std::set<std::string> m = trace_names(traces + "/" + name + "-measured.json");
+    CHECK(p.count("forward") == 1);
+    CHECK(m.count("wait") == 0);
+    for (const auto& k : m) CHECK(measured_set.count(k) == 1);
+    for (const auto& k : {"forward", "backward", "optimizer_step"}) CHECK(m.count(k) == 1);
+  }
+  const auto& s = doc.at("summary");
+  CHECK(s.at("jobs").get<int>() == 3);
+  CHECK(s.at("failed").get<int>() == 0);
+  CHECK(std::isfinite(s.at("median_abs_step_error_pct").get<double>()));
+  CHECK(std::isfinite(s.at("worst_abs_step_error_pct").get<double>()));
+  CHECK(std::isfinite(s.at("median_abs_memory_error_pct").get<double>()));
+}
