@@ -114,7 +114,11 @@ nlohmann::json validate_job(const JobCase& c, const ValidateOptions& opt) {
   // (b) The measurement.
   ScratchDir scratch;
   const std::string trace = scratch.path() + "/measured.json";
-  std::string command = fmt::format("{} run {} --json --trace {} --steps {}", shell_quoted(runner_path()),
+  // One intra-op thread per rank: the profile's device is one core (calibrate measures
+  // the cost model's rates at one thread), and ranks beyond the cores share them in the
+  // simulator as they do here. partune run's own default (cores / local ranks) would give
+  // a lone rank every core, which the one-core profile does not describe.
+  std::string command = fmt::format("{} run {} --json --trace {} --steps {} --threads 1", shell_quoted(runner_path()),
                                     shell_quoted(c.file), shell_quoted(trace), opt.steps);
   for (const std::string& o : opt.overrides) command += " --set " + shell_quoted(o);
   const nlohmann::json report = BackendProcess(command).report();
