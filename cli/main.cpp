@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_process.hpp"
 #include "commands.hpp"
 #include "partune/costmodel/error.hpp"
 
@@ -16,15 +17,7 @@ namespace {
 // other commands neither load LibTorch (half a second at every start) nor fork with it
 // mapped. Returns only if that executable cannot be started.
 int exec_run(int argc, char** argv) {
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = ".";
-  if (n > 0) {
-    self[n] = '\0';
-    dir = self;
-    dir = dir.substr(0, dir.find_last_of('/'));
-  }
-  const std::string runner = dir + "/partune-run";
+  const std::string runner = partune::cli::runner_path();
   if (::access(runner.c_str(), X_OK) != 0) {
     std::fprintf(stderr,
                  "partune: error: %s needs the LibTorch backend, and this build has none (LibTorch was not found "
