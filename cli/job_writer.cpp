@@ -53,6 +53,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
     YAML::Node x;
     x["net_efficiency"] = c.net_efficiency;
     x["compute_overlap"] = c.compute_overlap;
+    if (c.launch_latency > 0) x["launch_us"] = c.launch_latency / units::us;
     return x;
   };
   n["collectives"]["ring"] = coll(it.ring);

@@ -102,10 +102,18 @@ CollectiveCost all_to_all(CollectiveKind kind, double S, const GroupSpan& span,
 
 }  // namespace
 
-CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
-                               const GroupSpan& span, const InstanceType& inst,
-                               double oversubscription) {
-  if (span.size <= 1 || bytes <= 0) return {};
+const CollectiveProfile& collective_profile(const InstanceType& inst, CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::tree: return inst.tree;
+    case CollectiveAlgorithm::all_to_all: return inst.all_to_all;
+    default: return inst.ring;
+  }
+}
+
+namespace {
+
+CollectiveCost collective_links(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span,
+                                const InstanceType& inst, double oversubscription) {
   if (kind == CollectiveKind::send_recv) {
     CollectiveCost c;
     if (span.nodes <= 1) {
@@ -129,10 +137,21 @@ CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, do
   return {};
 }
 
+}  // namespace
+
+CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span,
+                               const InstanceType& inst, double oversubscription) {
+  if (span.size <= 1 || bytes <= 0) return {};
+  CollectiveCost c = collective_links(kind, algo, bytes, span, inst, oversubscription);
+  if (kind != CollectiveKind::send_recv) c.latency_time += collective_profile(inst, algo).launch_latency;
+  return c;
+}
+
 CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm algo, double S,
                                      const GroupSpan& span, const InstanceType& inst) {
   CollectiveTraffic t;
   if (span.size <= 1 || S <= 0 || kind == CollectiveKind::send_recv) return t;
+  t.latency = collective_profile(inst, algo).launch_latency;  // the links' latency is added below
   const double n = span.size, g = span.per_node, k = span.nodes;
   const bool ar = kind == CollectiveKind::all_reduce;
   const double ring_eff = inst.ring.net_efficiency;
@@ -143,12 +162,12 @@ CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm al
       // Multi-channel rings: every member feeds its node successor and, through its own
       // NIC, a 1/g share of the node's boundary traffic.
       t.add(f * S, k > 1 ? f * S / (g * ring_eff) : 0.0);
-      t.latency = (ar ? 2.0 : 1.0) * (n - 1) * (k > 1 ? inst.nic.latency : inst.intra_node.latency);
+      t.latency += (ar ? 2.0 : 1.0) * (n - 1) * (k > 1 ? inst.nic.latency : inst.intra_node.latency);
       break;
     }
     case CollectiveAlgorithm::tree:
       t.add(S, S / (g * inst.tree.net_efficiency));
-      t.latency = 2.0 * (std::ceil(std::log2(k)) * inst.nic.latency + (g - 1) * inst.intra_node.latency);
+      t.latency += 2.0 * (std::ceil(std::log2(k)) * inst.nic.latency + (g - 1) * inst.intra_node.latency);
       break;
     case CollectiveAlgorithm::hierarchical: {
       const double halves = ar ? 2.0 : 1.0;
@@ -156,7 +175,7 @@ CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm al
       t.add(intra, 0);
       t.add(0, halves * net);
       if (ar) t.add(intra, 0);
-      t.latency = halves * ((g - 1) * inst.intra_node.latency + (k - 1) * inst.nic.latency);
+      t.latency += halves * ((g - 1) * inst.intra_node.latency + (k - 1) * inst.nic.latency);
       break;
     }
     case CollectiveAlgorithm::all_to_all: {

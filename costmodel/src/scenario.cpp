@@ -112,8 +112,12 @@ ModelSpec parse_model(const Reader& r) {
 namespace {
 
 CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProfile& fallback) {
-  r.allow_only({"net_efficiency", "compute_overlap", "source"});
+  r.allow_only({"net_efficiency", "compute_overlap", "launch_us", "source"});
   CollectiveProfile c = fallback;
+  if (r.has("launch_us")) {
+    c.launch_latency = r.get_double("launch_us") * 1e-6;
+    if (c.launch_latency < 0) r.fail("launch_us", "must be >= 0");
+  }
   c.net_efficiency = r.get_fraction("net_efficiency", c.net_efficiency);
   if (r.has("compute_overlap")) {
     c.compute_overlap = r.get_double("compute_overlap");

@@ -388,17 +388,34 @@ std::string instance_type_yaml(const Calibration& c, const std::string& name, co
   y << "host:\n";
   y << fmt::format("  cores: {}                        # [machine] sched_getaffinity\n", cores);
   y << fmt::format("  memory_GiB: {:.1f}                # [machine] /proc/meminfo MemTotal\n", mem_gib);
+  // A collective's fixed cost: what the small all-reduces / all-gathers take per call
+  // beyond the per-step latency the links already count (2 steps for a 2-rank ring
+  // all-reduce, 1 for an all-gather), from the small-size fits.
+  auto launch_us = [&](const char* kind, double steps) {
+    try {
+      return std::max(0.0, steps * (c.transfer(kind, "small").latency - joint.latency)) * 1e6;
+    } catch (const std::exception&) {
+      return 0.0;
+    }
+  };
+  const double ring_launch = launch_us("all_reduce", 2), gather_launch = launch_us("all_gather", 1);
   y << "collectives:                      # Gloo on CPU: the rank's own core does the copies and the syscalls\n";
   y << "  ring:\n";
   y << fmt::format("    net_efficiency: {:.3f}         # fitted: Gloo all_reduce bandwidth (ring formula) / send/recv bandwidth\n",
                    fraction(c.ring_efficiency));
+  y << fmt::format("    launch_us: {:.1f}               # fitted: small (<= 64 KiB) all_reduce latency, 2 steps, beyond the link latency\n"
+                   "                                # (ProcessGroupGloo hands each collective to a worker thread)\n",
+                   ring_launch);
   y << "    compute_overlap: 0.0          # [local-cpu] one core per rank: communication and compute take turns\n";
   y << "  tree:\n";
   y << fmt::format("    net_efficiency: {:.3f}         # Gloo has no tree all-reduce: as ring\n", fraction(c.ring_efficiency));
+  y << fmt::format("    launch_us: {:.1f}               # as ring\n", ring_launch);
   y << "    compute_overlap: 0.0\n";
   y << "  all_to_all:\n";
   y << fmt::format("    net_efficiency: {:.3f}         # fitted: Gloo all_gather bandwidth / send/recv bandwidth (the sharded gathers)\n",
                    fraction(c.gather_efficiency));
+  y << fmt::format("    launch_us: {:.1f}               # fitted: small (<= 64 KiB) all_gather latency beyond the link latency\n",
+                   gather_launch);
   y << "    compute_overlap: 0.0\n";
 
   // Provenance, fits and raw data: a mapping the loader accepts and does not read.

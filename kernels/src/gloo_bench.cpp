@@ -49,18 +49,15 @@ std::vector<TransferMeasurement> run_rank(int rank, const std::string& store_pat
     std::vector<at::Tensor> half{torch::ones({std::max(1L, elements / 2)})};
     std::vector<std::vector<at::Tensor>> gathered{{torch::empty_like(half[0]), torch::empty_like(half[0])}};
     const long reps = repetitions(bytes, quick);
-    // The median of per-call times: a call that waited for a descheduled peer (the cores
-    // are shared) is an outlier, not the transport's cost.
+    // The mean of per-call times: a training step pays every call, including those that
+    // waited for a descheduled peer or for Gloo's worker-thread hand-off; a median would
+    // describe a transport the step never sees (here it hid a ~1 ms per-call cost).
     auto timed = [&](const std::function<void()>& op) {
       op();  // warm-up; also lines the two ranks up
-      std::vector<double> calls;
-      for (long i = 0; i < 3 * reps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        op();
-        calls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      std::nth_element(calls.begin(), calls.begin() + static_cast<long>(calls.size() / 2), calls.end());
-      return calls[calls.size() / 2];
+      const long calls = 3 * reps;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (long i = 0; i < calls; ++i) op();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(calls);
     };
     const double all_reduce = timed([&] { group.allreduce(buffer)->wait(); });
     const double all_gather = timed([&] { group.allgather(gathered, half)->wait(); });

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "partune/costmodel/collective.hpp"
+#include "partune/costmodel/scenario.hpp"
 
 using namespace partune;
 
@@ -233,4 +234,38 @@ TEST_CASE("node network bandwidth = NICs x line rate x efficiency, shared per GP
   CHECK(it.node_net_bw() == Approx(50e9 * 0.84));
   CHECK(group_network_bw(span(8, 8, 1), it) == Approx(50e9 * 0.84 / 8));
   CHECK(group_network_bw(span(8, 8, 1), it, 4.0) == Approx(50e9 * 0.84 / 32));
+}
+
+TEST_CASE("launch_us adds one fixed cost per collective, in the estimate and in the traffic", "[collective]") {
+  // Every algorithm's cost grows by exactly its implementation's launch latency, and the
+  // simulator's traffic carries the same latency; pipeline send/recv pays none.
+  InstanceType inst = load_instance_type("p4d.24xlarge");
+  InstanceType slow = inst;
+  slow.ring.launch_latency = 1e-3;
+  slow.tree.launch_latency = 2e-3;
+  slow.all_to_all.launch_latency = 3e-3;
+  const GroupSpan span{16, 2, 8};
+  const double bytes = 64e6;
+  struct Case {
+    CollectiveKind kind;
+    CollectiveAlgorithm algo;
+    double launch;
+  };
+  for (const Case& c : {Case{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 1e-3},
+                        Case{CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, 1e-3},
+                        Case{CollectiveKind::all_reduce, CollectiveAlgorithm::tree, 2e-3},
+                        Case{CollectiveKind::all_gather, CollectiveAlgorithm::all_to_all, 3e-3},
+                        Case{CollectiveKind::all_reduce, CollectiveAlgorithm::all_to_all, 3e-3},
+                        Case{CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, 1e-3}}) {
+    INFO(to_string(c.kind) << " " << to_string(c.algo));
+    const CollectiveCost base = collective_cost(c.kind, c.algo, bytes, span, inst);
+    const CollectiveCost more = collective_cost(c.kind, c.algo, bytes, span, slow);
+    CHECK(more.bandwidth_time == base.bandwidth_time);
+    CHECK(more.latency_time - base.latency_time == Approx(c.launch).epsilon(1e-12));
+    const CollectiveTraffic tb = collective_traffic(c.kind, c.algo, bytes, span, inst);
+    const CollectiveTraffic tm = collective_traffic(c.kind, c.algo, bytes, span, slow);
+    CHECK(tm.latency - tb.latency == Approx(c.launch).epsilon(1e-12));
+  }
+  CHECK(collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, bytes, span, slow).total() ==
+        collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, bytes, span, inst).total());
 }

@@ -24,6 +24,10 @@ struct CollectiveCost {
   double total() const { return bandwidth_time + latency_time; }
 };
 
+// The profile of the implementation that runs `algorithm` (hierarchical runs rings).
+const CollectiveProfile& collective_profile(const InstanceType& inst, CollectiveAlgorithm algorithm);
+
+// Links' time plus the implementation's launch_latency (collectives only, not send_recv).
 CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
                                const GroupSpan& span, const InstanceType& inst,
                                double oversubscription = 1.0);

@@ -65,6 +65,11 @@ struct LinkLevel {
 struct CollectiveProfile {
   double net_efficiency = 1.0;   // multiplies the NIC efficiency for this algorithm
   double compute_overlap = 1.0;  // fraction of its time that can hide under compute
+  // Fixed cost of one collective call whatever its size, on top of the links' latency:
+  // the library's own hand-off (Gloo on CPU queues each collective to a worker thread:
+  // about a millisecond on the local VM). 0 for the GPU profiles, whose per-step link
+  // latencies already cover it.
+  double launch_latency = 0;  // seconds
 };
 
 struct InstanceType {
