@@ -352,6 +352,18 @@ struct ProgramExecutor::Impl {
     if (p.finish) p.finish();
   }
 
+  // Completes the asynchronous work that has finished, so its buffers (a gradient
+  // bucket's flat copy, a reduce-scatter's packed gradients) go as soon as they can, as
+  // DDP's completion hooks do, rather than at the program's wait before the optimizer.
+  void reap_completed() {
+    for (auto it = pending.begin(); it != pending.end();) {
+      const int index = it->first;
+      ++it;  // finish erases the entry
+      const Pending& p = pending.at(index);
+      if (p.work && p.work->isCompleted()) finish(index);
+    }
+  }
+
   static c10d::AllreduceOptions sum() {
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
@@ -445,7 +457,6 @@ struct ProgramExecutor::Impl {
   }
 
   void gather(int index, ParameterShards& s, const Communicator& g, bool async) {
-    s.materialise();
     const torch::Tensor owned = s.owned().detach().contiguous();
     auto packed = std::make_shared<torch::Tensor>(torch::empty({s.degree(), owned.numel()}));
     std::vector<std::vector<torch::Tensor>> outputs(1);
@@ -453,7 +464,12 @@ struct ProgramExecutor::Impl {
     std::vector<torch::Tensor> inputs{owned};
     auto work = g.group->allgather(outputs, inputs);
     ParameterShards* shard = &s;
-    auto done = [shard, packed] { shard->unpack_parameters(*packed); };  // the outputs are its rows
+    // The parameters' storage comes back only once the gathered rows are here: a
+    // prefetched layer holds one copy of its weights in flight, not two.
+    auto done = [shard, packed] {
+      shard->materialise();
+      shard->unpack_parameters(*packed);  // the outputs are its rows
+    };
     if (index < 0) {
       work->wait();
       done();
@@ -555,6 +571,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
 
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const Instruction& ins = program.ops[i];
+    if (!s.pending.empty()) s.reap_completed();
     const double start = monotonic_seconds();
     switch (ins.kind) {
       case OpKind::forward:

@@ -11,8 +11,10 @@ namespace {
 struct StateBytes {
   double param, grad, optimizer;
 };
+bool training_is_mixed(Precision p) { return p == Precision::fp16 || p == Precision::bf16; }
+
 StateBytes state_bytes(Precision p, Optimizer o) {
-  const bool mixed = p == Precision::fp16 || p == Precision::bf16;
+  const bool mixed = training_is_mixed(p);
   const double moments = o == Optimizer::adam ? 8.0 : 4.0;
   if (mixed) return {2.0, 2.0, 4.0 + moments};
   return {4.0, 4.0, moments};
@@ -107,13 +109,31 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   const double params = stage_parameter_count(job, stage);
   mb.parameters = params * sb.param / sdp;
   mb.gradients = params * sb.grad / sdp;
-  double opt_divisor = sdp;
-  if (sdp == 1 && pc.shard_optimizer_state) opt_divisor = dp;
-  mb.optimizer_states = params * sb.optimizer / opt_divisor;
+  if (sdp == 1 && pc.shard_optimizer_state) {
+    // A sharded optimizer (ZeRO-1) updates a slice of its own beside the model's full
+    // copy. In mixed precision that slice is the fp32 master weights already counted
+    // (ZeRO: 2 + 2 + 12 / dp bytes per parameter). In fp32 the model's weights cannot be
+    // the master copy (each rank updates only its slice, and the whole copy is gathered
+    // back), so the slice's weights and its reduced gradient are two more fp32 copies of
+    // 1/dp, as DeepSpeed's fp32 partitions and the backend's ParameterShards keep them.
+    const bool mixed = training_is_mixed(job.training.precision);
+    mb.optimizer_states = params * (sb.optimizer + (mixed ? 0.0 : 8.0)) / dp;
+  } else {
+    mb.optimizer_states = params * sb.optimizer / sdp;
+  }
   if (sdp > 1) {
-    // Two layers' full weights (the one computing, the one prefetched) and one layer's
-    // full gradients before they are reduce-scattered.
-    mb.gathered_parameters = 3.0 * m.layer_params() / tp * sb.param;
+    // Two layers' full weights: the one computing, the one prefetched.
+    mb.gathered_parameters = 2.0 * m.layer_params() / tp * sb.param;
+  }
+  if (dp > 1) {
+    // Gradient buckets: each layer's full gradients are flattened into a buffer that
+    // lives until its all-reduce (or reduce-scatter) completes, about when the next
+    // layer's backward ends, so two are in flight. The embedding and head parameters
+    // travel in the buckets of the layers next to them. The simulator tracks each
+    // bucket from the program instead (issue to completion).
+    const double layer = m.layer_params() / tp;
+    const double extras = params - job.layers_on_stage(stage) * layer;
+    mb.communication_buffers = (2.0 * layer + extras) * sb.grad;
   }
 
   const double b = job.microbatch_size();
@@ -147,7 +167,6 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     const bool gpipe = pc.pipeline == PipelineSchedule::simple && !job.lm_head_on_first_stage();
     mb.logits = logits_bytes_per_microbatch(job) * (gpipe ? in_flight : 1.0);
   }
-  if (dp > 1 && sdp == 1) mb.communication_buffers = 2.0 * 25.0 * 1024 * 1024;  // DDP buckets
   mb.reserved = inst.gpu.reserved_bytes;
   return mb;
 }

@@ -261,9 +261,32 @@ void World::run_program(RankState& rs) {
     }
   };
 
+  // A gradient bucket's flat buffer (a data-parallel all-reduce or reduce-scatter, a
+  // sharded reduce-scatter) lives from its issue until it completes: the backend copies
+  // the result out at the first instruction boundary after completion (or at the wait).
+  // Keyed by instruction index -> bytes.
+  std::map<int, double> buckets_live;
+  auto is_bucket = [](const Instruction& in) {
+    return in.async && (in.kind == OpKind::all_reduce || in.kind == OpKind::reduce_scatter) &&
+           (in.group == CommGroup::data || in.group == CommGroup::sharded);
+  };
+  auto release_finished_buckets = [&] {
+    const double now = s4u::Engine::get_clock();
+    for (auto it = buckets_live.begin(); it != buckets_live.end();) {
+      const CollectiveRequest* r = requests[it->first].get();
+      if (r && r->end >= 0 && r->end <= now) {
+        memory(-it->second);
+        it = buckets_live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Instruction& in = ops[i];
     if (!offload_pending.empty()) release_finished_offloads();
+    if (!buckets_live.empty()) release_finished_buckets();
     const double start = s4u::Engine::get_clock();
     switch (in.kind) {
       case OpKind::forward:
@@ -352,6 +375,10 @@ void World::run_program(RankState& rs) {
         req->compute_overlap = algo == CollectiveAlgorithm::all_to_all ? inst.all_to_all.compute_overlap
                                : algo == CollectiveAlgorithm::tree     ? inst.tree.compute_overlap
                                                                        : inst.ring.compute_overlap;
+        if (is_bucket(in)) {
+          memory(in.bytes);
+          buckets_live[static_cast<int>(i)] = in.bytes;
+        }
         Stream& st = rs.streams[group_index(in.group)];
         if (!in.async && st.queue.empty() && !st.busy && rs.groups[group_index(in.group)].simulated_members == 1) {
           // Nothing is queued on this communicator and no other member must rendezvous:
@@ -403,6 +430,10 @@ void World::run_program(RankState& rs) {
         } else if (requests[in.wait_for]) {
           requests[in.wait_for]->done->acquire();
           exposed_slot(awaited.group) += s4u::Engine::get_clock() - start;
+          if (auto b = buckets_live.find(in.wait_for); b != buckets_live.end()) {
+            memory(-b->second);
+            buckets_live.erase(b);
+          }
           CollectiveRequest* done = requests[in.wait_for].get();
           rs.in_flight.erase(std::remove(rs.in_flight.begin(), rs.in_flight.end(), done), rs.in_flight.end());
           requests[in.wait_for].reset();
@@ -467,8 +498,8 @@ SimResult World::run() {
     }
     rs->program = &programs_[i];
     const MemoryBreakdown& m = stage_mem[rs->coords.pipeline];
-    rs->memory_static = m.parameters + m.gradients + m.optimizer_states + m.gathered_parameters +
-                        m.communication_buffers + m.reserved;
+    // communication_buffers (the gradient buckets) are tracked as the buckets come and go.
+    rs->memory_static = m.parameters + m.gradients + m.optimizer_states + m.gathered_parameters + m.reserved;
     rs->memory_peak = rs->memory_static;
     for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica, CommGroup::embedding}) {
       if (g == CommGroup::sharded && job_.parallel.sharded_data_parallel_degree <= 1) continue;

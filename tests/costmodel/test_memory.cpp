@@ -120,6 +120,20 @@ TEST_CASE("model states: 16 bytes per parameter for mixed-precision Adam, split 
     CHECK(mb.gradients == Approx(2 * N));
     CHECK(mb.optimizer_states == Approx(12 * N / 8));
   }
+  SECTION("fp32 training: a sharded optimizer adds its slice's weights and gradient") {
+    // fp32 Adam: weights 4N, gradients 4N, moments 8N. With shard_optimizer_state each
+    // rank's slice also has its own fp32 weights and reduced gradient: (8 + 4 + 4) N / dp.
+    Job s = j;
+    s.training.precision = Precision::fp32;
+    const MemoryBreakdown plain = stage_memory(s, 0);
+    CHECK(plain.optimizer_states == Approx(8 * N));
+    s.parallel.shard_optimizer_state = true;
+    require_valid(s);
+    const MemoryBreakdown mb = stage_memory(s, 0);
+    CHECK(mb.parameters == Approx(4 * N));
+    CHECK(mb.gradients == Approx(4 * N));
+    CHECK(mb.optimizer_states == Approx(16 * N / 8));
+  }
   SECTION("SGD keeps one fp32 momentum: 2 + 2 + 8 bytes") {
     Job s = j;
     s.training.optimizer = Optimizer::sgd;
