@@ -48,6 +48,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["pcie"]["bw_GBps"] = it.pcie_bw / units::giga;
   n["pcie"]["gpus_per_switch"] = it.gpus_per_pcie_switch;
   n["host"]["cores"] = it.host_cores;
+  if (it.host_all_busy_speed < 1.0) n["host"]["all_busy_speed"] = it.host_all_busy_speed;
   n["host"]["memory_GiB"] = it.host_memory_bytes / units::GiB;
   auto coll = [](const CollectiveProfile& c) {
     YAML::Node x;

@@ -198,8 +198,11 @@ InstanceType parse_instance_type(const Reader& r) {
 
   if (r.has("host")) {
     const Reader h = r.child("host");
-    h.allow_only({"cores", "memory_GiB"});
+    h.allow_only({"cores", "memory_GiB", "all_busy_speed"});
     it.host_cores = static_cast<int>(h.get_non_negative("cores", 0));
+    it.host_all_busy_speed = h.get_fraction("all_busy_speed", 1.0);
+    if (it.host_all_busy_speed < 1.0 && it.host_cores == 0)
+      h.fail("all_busy_speed", "needs host.cores (the cores whose speed it describes)");
     it.host_memory_bytes = h.get_non_negative("memory_GiB", 0) * units::GiB;
   }
   if (r.has("collectives")) {

@@ -48,12 +48,12 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
     if (!node_used[n]) continue;
     const std::string id = std::to_string(n);
     cpu_[n] = zone_->create_host("host" + id, kHostSpeed);
-    if (inst.ranks_share_host_cores()) {
-      // One core runs one rank's kernels at the profile's speed; more ranks than cores
-      // share them (SimGrid's multi-core host: an execution takes at most one core, and
-      // the node's executions split the cores fairly).
-      cores_[n] = zone_->create_host("cores" + id, kHostSpeed);
-      cores_[n]->set_core_count(inst.host_cores);
+    if (inst.ranks_share_host_compute()) {
+      // The node's cores as one pool: a rank's kernels run at most at one core's speed
+      // alone (each execution is bounded to kHostSpeed, world.cpp), and all cores busy
+      // deliver cores x all_busy_speed of it together, split fairly. One rank per core
+      // with all_busy_speed 1 is a core each; more ranks than cores share them.
+      cores_[n] = zone_->create_host("cores" + id, kHostSpeed * inst.host_cores * inst.host_all_busy_speed);
     }
     for (int j = 0; j < inst.nics_per_node; ++j)
       nic_[n * inst.nics_per_node + j] =

@@ -20,7 +20,7 @@ class Platform {
   Platform(const Job& job, const std::vector<int>& simulated_ranks, bool mirrors);
   simgrid::s4u::Host* gpu(int rank) const;
   simgrid::s4u::Host* cpu(int node) const;
-  // Where the rank's compute runs: its own device, or with ranks_share_host_cores() the
+  // Where the rank's compute runs: its own device, or with ranks_share_host_compute() the
   // node's one host of host.cores cores, shared by the node's ranks.
   simgrid::s4u::Host* compute_host(int rank) const;
 

@@ -102,7 +102,7 @@ World::World(const Job& job, const SimOptions& options)
       placement_(job.parallel.placement_strategy, job.data_parallel_degree(),
                  job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
   // Ranks sharing a node's cores slow each other down: every one of them must run.
-  const bool symmetry = options.use_symmetry && !job.cluster.instance.ranks_share_host_cores();
+  const bool symmetry = options.use_symmetry && !job.cluster.instance.ranks_share_host_compute();
   const int block = symmetry ? replica_cluster_size(job) : 0;
   tensor_symmetric_ = symmetry && tensor_groups_are_symmetric(job);
   symmetric_ = block > 0 || tensor_symmetric_;
@@ -127,8 +127,8 @@ void World::compute(const RankState& rs, double seconds) {
     s4u::this_actor::execute(seconds * kHostSpeed);
     return;
   }
-  // On the node's shared cores: as fast as alone while a core is free.
-  s4u::this_actor::exec_init(seconds * kHostSpeed)->set_host(rs.compute_host)->start()->wait();
+  // On the node's pooled cores: never faster than one core alone.
+  s4u::this_actor::exec_init(seconds * kHostSpeed)->set_host(rs.compute_host)->set_bound(kHostSpeed)->start()->wait();
 }
 
 void World::record(const RankState& rs, int stream, const Instruction& in, double start, double end) {

@@ -42,6 +42,9 @@ auto run_ranks(int degree, Body body) -> std::vector<decltype(body(TensorParalle
   const std::string prefix = "tensor-group-" + std::to_string(groups++);
   std::vector<decltype(body(TensorParallel()))> results(static_cast<std::size_t>(degree));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(degree));
+  // The groups outlive every body: a rank done first must not close its connections
+  // while a peer still reads the last message (Gloo: "Connection closed by peer").
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> groups_alive(static_cast<std::size_t>(degree));
   std::vector<std::thread> threads;
   for (int r = 0; r < degree; ++r)
     threads.emplace_back([&, r] {
@@ -50,6 +53,7 @@ auto run_ranks(int degree, Body body) -> std::vector<decltype(body(TensorParalle
         options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
         auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store),
                                                                  r, degree, options);
+        groups_alive[static_cast<std::size_t>(r)] = group;
         results[static_cast<std::size_t>(r)] = body(std::make_shared<TensorParallelGroup>(group, degree, r));
       } catch (...) {
         errors[static_cast<std::size_t>(r)] = std::current_exception();

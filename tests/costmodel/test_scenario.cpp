@@ -312,3 +312,20 @@ TEST_CASE("instance-type quantities that cannot be negative are rejected", "[sce
     CHECK_THAT(e.reason(), Catch::Contains(">= 0"));
   }
 }
+
+TEST_CASE("host.all_busy_speed is a fraction and needs host.cores", "[scenario]") {
+  auto yaml = [](const std::string& host) {
+    return std::string("model: gpt2-small\ntraining: {global_batch: 8}\ncluster:\n  nodes: 1\n") +
+           "  instance_type: {base: p4d.24xlarge, host: " + host + "}\n";
+  };
+  CHECK(parse_job(yaml("{cores: 96, all_busy_speed: 0.7}"), kOrigin).cluster.instance.host_all_busy_speed == 0.7);
+  CHECK(parse_job(yaml("{cores: 96}"), kOrigin).cluster.instance.host_all_busy_speed == 1.0);
+  for (const char* host : {"{cores: 96, all_busy_speed: 1.5}", "{cores: 96, all_busy_speed: 0}"}) {
+    INFO(host);
+    const ScenarioError e = expect_error([&] { parse_job(yaml(host), kOrigin); });
+    CHECK(e.key() == "cluster.instance_type.host.all_busy_speed");
+  }
+  const ScenarioError e = expect_error([&] { parse_job(yaml("{cores: 0, all_busy_speed: 0.5}"), kOrigin); });
+  CHECK(e.key() == "cluster.instance_type.host.all_busy_speed");
+  CHECK_THAT(e.reason(), Catch::Contains("host.cores"));
+}

@@ -635,3 +635,37 @@ TEST_CASE("ranks beyond the host's cores share them: 4 data-parallel ranks on 2 
   CHECK(pipe_shared > 1.2 * pipe_alone);
   CHECK(pipe_shared < 2.0 * pipe_alone);
 }
+
+TEST_CASE("cores slower when all are busy: host.all_busy_speed scales concurrent compute only", "[sim][host]") {
+  // Data parallel 2 on 2 cores, free links: both ranks always compute at once, so with
+  // all_busy_speed 0.75 each runs at 0.75 of one core alone: the step takes T / 0.75. One
+  // rank on the same host computes alone: T. A pipeline of 2 has a fill and a drain with
+  // one stage busy (full speed), so it lands between T and T / 0.75.
+  auto job = [](int ranks, double busy, int pipeline) {
+    Job j = ideal_job(make_model(8, 512, 8, 2048, 8, 128), ideal_instance(ranks, 1e12), 1, 8);
+    j.model.tied_embeddings = false;
+    j.cluster.instance.host_cores = 2;
+    j.cluster.instance.host_all_busy_speed = busy;
+    j.parallel.pipeline_parallel_degree = pipeline;
+    j.parallel.microbatches = pipeline == 1 ? 4 / ranks : 8;
+    return j;
+  };
+  require_valid(job(2, 0.75, 1));
+  CHECK(job(2, 0.75, 1).cluster.instance.ranks_share_host_compute());
+  CHECK_FALSE(job(2, 1.0, 1).cluster.instance.ranks_share_host_compute());
+  const double alone = sim::simulate(job(2, 1.0, 1)).metrics.step_time;
+  CHECK(sim::simulate(job(2, 0.75, 1)).metrics.step_time == Approx(alone / 0.75).epsilon(1e-6));
+  CHECK_FALSE(sim::simulate(job(2, 0.75, 1)).symmetric);
+  // One rank with the whole batch: alone on the host, at full speed.
+  Job one = job(1, 0.75, 1);
+  one.parallel.microbatches = 1;
+  require_valid(one);
+  const double single = sim::simulate(one).metrics.step_time;
+  Job one_fast = one;
+  one_fast.cluster.instance.host_all_busy_speed = 1.0;
+  CHECK(single == Approx(sim::simulate(one_fast).metrics.step_time).epsilon(1e-9));
+  const double pipe = sim::simulate(job(2, 1.0, 2)).metrics.step_time;
+  const double pipe_busy = sim::simulate(job(2, 0.75, 2)).metrics.step_time;
+  CHECK(pipe_busy > 1.05 * pipe);
+  CHECK(pipe_busy < pipe / 0.75);
+}

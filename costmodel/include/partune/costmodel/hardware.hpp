@@ -83,6 +83,10 @@ struct InstanceType {
   double pcie_bw = 0;        // bytes/s host<->device, per PCIe switch
   int gpus_per_pcie_switch = 1;
   int host_cores = 0;
+  // Speed each core keeps while every core of the host computes, relative to one core
+  // computing alone (shared caches and memory bandwidth, a hypervisor): 1 = no contention.
+  // Meaningful where ranks compute on the host's cores (CPU profiles).
+  double host_all_busy_speed = 1.0;
   double host_memory_bytes = 0;
   CollectiveProfile ring;        // NCCL-style rings (GPU kernels)
   CollectiveProfile tree;        // NCCL-style double binary tree
@@ -94,6 +98,11 @@ struct InstanceType {
   // More ranks on a node than the host has cores (a CPU "device" per rank, as on the
   // local-cpu instance with extra ranks): the node's ranks compute on its shared cores.
   bool ranks_share_host_cores() const { return host_cores > 0 && gpus_per_node > host_cores; }
+  // The node's ranks slow each other's compute down: they share cores, or the cores
+  // slow down when all are busy (host.all_busy_speed < 1).
+  bool ranks_share_host_compute() const {
+    return host_cores > 0 && (ranks_share_host_cores() || host_all_busy_speed < 1.0);
+  }
 };
 
 struct Cluster {
