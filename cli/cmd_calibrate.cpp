@@ -113,6 +113,7 @@ nlohmann::json summary(const kernels::Calibration& c, const InstanceType& it, co
                   {"latency_us", it.nic.latency * 1e6},
                   {"rms_relative_error", c.transfer("send_recv").residual.rms_relative}};
   j["ring_net_efficiency"] = it.ring.net_efficiency;
+  j["all_busy_speed"] = it.host_all_busy_speed;
   j["libfabric_probe"] = {{"ok", c.fabric.ok}, {"provider", c.fabric.provider}, {"note", c.fabric.note}};
   nlohmann::json fits = nlohmann::json::array();
   for (const auto& f : c.transfer_fits)
@@ -184,6 +185,9 @@ void register_calibrate(CLI::App& app) {
                              100 * c.memory_fit.residual.rms_relative);
     std::cout << fmt::format("  attention: score_bmm_efficiency {:.3f}  (rms error {:.1f}%)\n",
                              it.gpu.attention.score_bmm_efficiency, 100 * c.attention_fit.residual.rms_relative);
+    if (!c.all_busy.empty())
+      std::cout << fmt::format("  every core busy: each keeps {:.0f}% of its speed alone (host.all_busy_speed)\n",
+                               100 * it.host_all_busy_speed);
     std::cout << fmt::format("  Gloo: {:.2f} GB/s, {:.1f} us per step (rms error {:.1f}%); send/recv {:.2f} GB/s, {:.1f} us\n",
                              it.intra_node.bw / 1e9, it.intra_node.latency * 1e6,
                              100 * c.transfer("all").residual.rms_relative, it.nic.bw / 1e9, it.nic.latency * 1e6);

@@ -8,9 +8,9 @@
 
 namespace partune::kernels::detail {
 
-// Seconds per call of `f`: one warm-up call, then batches sized to about target/3
-// seconds each; the best batch mean (the least disturbed by the other processes sharing
-// the cores).
+// Seconds per call of `f`: one warm-up call, then three batches of about target/3
+// seconds each; the median batch mean. Not the best: a profile must predict a sustained
+// run on these cores, whose speed wanders, not their fastest moment.
 double time_per_call(const std::function<void()>& f, double target_seconds);
 
 // LibTorch fp32 CPU kernels (compute_bench.cpp). `threads`: LibTorch intra-op threads.
@@ -18,6 +18,12 @@ GemmMeasurement bench_gemm(const std::string& shape, double m, double n, double 
 MemoryMeasurement bench_memory(const std::string& kernel, double elements, int threads, double target);
 AttentionMeasurement bench_attention(const std::string& product, double heads, double seq, double head_dim,
                                      double target);
+
+// `kernel` ("gemm" with m, n, k, or an element-wise kernel of bench_memory with `elements`
+// in m) timed alone on this thread and on `threads` threads at once, alternately, `rounds`
+// times (target seconds each timing); the means of each side.
+AllBusyMeasurement bench_all_busy(const std::string& name, const std::string& kernel, double m, double n, double k,
+                                  int threads, double target, int rounds);
 
 // FLOP/s of `threads` threads each running independent FMA chains (fma_peak.cpp); `isa`
 // gets the instruction set used.

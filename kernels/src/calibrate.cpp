@@ -180,7 +180,21 @@ Calibration calibrate(const CalibrationOptions& options) {
       q ? std::vector<AttentionCase>{{4, 256, 64}, {8, 256, 32}}
         : std::vector<AttentionCase>{{12, 256, 64}, {12, 1024, 64}, {16, 512, 32}, {8, 512, 128}};
 
-  const int total = static_cast<int>(gloo_sizes.size()) + 1 + 1 +
+  // One call of each of a mid-size layer's kernels (h 512, 1024 tokens), alone and on
+  // every core at once: what a core keeps of its speed while all compute.
+  struct AllBusyCase {
+    std::string name, kernel;
+    double m, n, k;
+  };
+  std::vector<AllBusyCase> all_busy_cases;
+  if (c.max_threads > 1) {
+    const double H = 512, T = 1024, E = 4194304;
+    all_busy_cases = {{"qkv h512 t1024", "gemm", T, 3 * H, H}, {"proj h512 t1024", "gemm", T, H, H},
+                      {"fc1 h512 t1024", "gemm", T, 4 * H, H}, {"fc2 h512 t1024", "gemm", T, H, 4 * H},
+                      {"add 4194304", "add", E, 0, 0},          {"gelu 4194304", "gelu", E, 0, 0},
+                      {"layer_norm 4194304", "layer_norm", E, 0, 0}, {"softmax 4194304", "softmax", E, 0, 0}};
+  }
+  const int total = static_cast<int>(gloo_sizes.size()) + 1 + 1 + static_cast<int>(all_busy_cases.size()) +
                     static_cast<int>(memory_kernels.size() * memory_sizes.size()) + 1 +
                     static_cast<int>(gemm_cases.size() * thread_counts.size()) +
                     static_cast<int>(2 * attention_cases.size());
@@ -217,6 +231,10 @@ Calibration calibrate(const CalibrationOptions& options) {
       tick("attention bmm");
       c.attention.push_back(detail::bench_attention(product, a.heads, a.seq, a.head_dim, target));
     }
+  for (const auto& a : all_busy_cases) {
+    tick("every core busy");
+    c.all_busy.push_back(detail::bench_all_busy(a.name, a.kernel, a.m, a.n, a.k, c.max_threads, q ? 0.2 : 0.5, q ? 1 : 3));
+  }
   at::set_num_threads(c.max_threads);
   if (options.progress) options.progress(total, total, "fitting");
 
@@ -253,6 +271,12 @@ Calibration calibrate(const CalibrationOptions& options) {
     else bmm.push_back({a.heads, a.seq, a.head_dim, a.seq, a.head_dim, a.seconds});
   }
   c.attention_fit = calibration::fit_score_bmm(bmm, c.fma_peak_flops, c.memory_fit.kernel_overhead);
+  double alone = 0, busy = 0;
+  for (const auto& a : c.all_busy) {
+    alone += a.alone_seconds;
+    busy += a.busy_seconds;
+  }
+  if (busy > 0) c.all_busy_speed = std::clamp(alone / busy, 0.01, 1.0);
   fit_transfers(c);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return c;
@@ -388,6 +412,10 @@ std::string instance_type_yaml(const Calibration& c, const std::string& name, co
   y << "host:\n";
   y << fmt::format("  cores: {}                        # [machine] sched_getaffinity\n", cores);
   y << fmt::format("  memory_GiB: {:.1f}                # [machine] /proc/meminfo MemTotal\n", mem_gib);
+  if (!c.all_busy.empty())
+    y << fmt::format("  all_busy_speed: {:.3f}          # measured: a layer's kernels (h 512, 1024 tokens: 4 GEMMs, add, gelu,\n"
+                     "                                # layer_norm, softmax), one call each, alone vs on all {} cores at once\n",
+                     c.all_busy_speed, c.max_threads);
   // A collective's fixed cost: what the small all-reduces / all-gathers take per call
   // beyond the per-step latency the links already count (2 steps for a 2-rank ring
   // all-reduce, 1 for an all-gather), from the small-size fits.
@@ -469,6 +497,10 @@ std::string instance_type_yaml(const Calibration& c, const std::string& name, co
   for (const auto& a : c.attention)
     y << fmt::format("      - [{}, {:.0f}, {:.0f}, {:.0f}, {:.4e}, {:.2f}]\n", a.product, a.heads, a.seq, a.head_dim, a.seconds,
                      2 * a.heads * a.seq * a.seq * a.head_dim / a.seconds / 1e9);
+  y << "    all_busy:                     # [kernel, cores busy, seconds alone, seconds with every core busy, speed kept]\n";
+  for (const auto& a : c.all_busy)
+    y << fmt::format("      - [{}, {}, {:.4e}, {:.4e}, {:.3f}]\n", quoted(a.kernel), a.threads, a.alone_seconds, a.busy_seconds,
+                     a.alone_seconds / a.busy_seconds);
   y << "    gloo:                         # [kind, bytes, seconds, GB/s]; 2 processes over loopback; send_recv one way\n";
   for (const auto& t : c.gloo)
     y << fmt::format("      - [{}, {:.0f}, {:.4e}, {:.4f}]\n", t.kind, t.bytes, t.seconds, t.bytes / t.seconds / 1e9);

@@ -2,7 +2,10 @@
 // element-wise and reduction kernels, the attention bmm's), with autograd recording the
 // forward as it does in training.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -20,10 +23,89 @@ double time_per_call(const std::function<void()>& f, double target_seconds) {
   const double first = seconds_of(1);  // warm-up: page faults, thread-pool start, caches
   const long reps = std::clamp(static_cast<long>(target_seconds / 3.0 / std::max(first, 1e-9)), 1L, 100000L);
   // A call longer than the whole budget is timed twice (once more after the warm-up).
-  const int batches = first > target_seconds ? 1 : 3;
-  double best = seconds_of(reps);
-  for (int b = 1; b < batches; ++b) best = std::min(best, seconds_of(reps));
-  return best;
+  if (first > target_seconds) return seconds_of(reps);
+  double batch[3];
+  for (double& b : batch) b = seconds_of(reps);
+  std::sort(batch, batch + 3);
+  return batch[1];
+}
+
+namespace {
+
+// A kernel call on tensors of its own (each thread gets its copy).
+std::function<void()> make_kernel(const std::string& kernel, double m, double n, double k) {
+  if (kernel == "gemm") {
+    const auto x = torch::randn({static_cast<long>(m), static_cast<long>(k)});
+    const auto w = torch::randn({static_cast<long>(k), static_cast<long>(n)});
+    return [x, w] { (void)torch::matmul(x, w); };
+  }
+  const long elements = static_cast<long>(m);
+  const long width = kernel == "softmax" ? 1024 : 768;
+  const auto a = torch::randn({elements / width, width}), b = torch::randn({elements / width, width});
+  if (kernel == "add") return [a, b] { (void)(a + b); };
+  if (kernel == "gelu") return [a] { (void)torch::gelu(a); };
+  if (kernel == "softmax") return [a] { (void)torch::softmax(a, -1); };
+  if (kernel == "layer_norm") {
+    const auto gamma = torch::ones({width}), beta = torch::zeros({width});
+    return [a, gamma, beta, width] { (void)torch::layer_norm(a, {width}, gamma, beta); };
+  }
+  throw std::invalid_argument("unknown kernel '" + kernel + "'");
+}
+
+// Calls per second of `f` over `seconds` of wall time, started once `go` is set.
+double calls_per_second(const std::function<void()>& f, double seconds, const std::atomic<bool>& go) {
+  using clock = std::chrono::steady_clock;
+  torch::NoGradGuard no_grad;  // thread-local: every timing thread sets it
+  // Thread-local too, for OpenMP: a new thread's BLAS calls would otherwise start a team
+  // of every core, and two such teams on the same cores spin against each other.
+  at::set_num_threads(1);
+  while (!go.load()) std::this_thread::yield();
+  const auto t0 = clock::now();
+  long calls = 0;
+  double elapsed = 0;
+  do {
+    f();
+    ++calls;
+    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  } while (elapsed < seconds);
+  return static_cast<double>(calls) / elapsed;
+}
+
+}  // namespace
+
+AllBusyMeasurement bench_all_busy(const std::string& name, const std::string& kernel, double m, double n, double k,
+                                  int threads, double target, int rounds) {
+  at::set_num_threads(1);  // each thread's calls run on that thread
+  std::vector<std::function<void()>> calls;
+  for (int t = 0; t < threads; ++t) calls.push_back(make_kernel(kernel, m, n, k));
+  const std::atomic<bool> ready{true};
+  calls[0]();  // warm-up: pages, caches
+  auto alone = [&] { return 1.0 / calls_per_second(calls[0], target, ready); };
+  auto all_busy = [&] {
+    std::atomic<bool> go{false};
+    std::vector<double> rates(static_cast<std::size_t>(threads));
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { rates[static_cast<std::size_t>(t)] = calls_per_second(calls[t], target, go); });
+    go = true;
+    for (std::thread& t : pool) t.join();
+    double busy = 0;
+    for (double rate : rates) busy += 1.0 / rate;
+    return busy / threads;
+  };
+  AllBusyMeasurement r;
+  r.kernel = name;
+  r.threads = threads;
+  // Alone and busy alternate, `rounds` times, ending alone: the cores' speed wanders over
+  // seconds, and both sides must see the same stretch of it.
+  double alone_sum = alone(), busy_sum = 0;
+  for (int i = 0; i < rounds; ++i) {
+    busy_sum += all_busy();
+    alone_sum += alone();
+  }
+  r.busy_seconds = busy_sum / rounds;
+  r.alone_seconds = alone_sum / (rounds + 1);
+  return r;
 }
 
 GemmMeasurement bench_gemm(const std::string& shape, double m, double n, double k, int threads, double target) {

@@ -32,7 +32,7 @@ struct MachineInfo {
   std::string blas_core;     // openblas_get_corename() when LibTorch runs on OpenBLAS, else empty
 };
 
-// Raw measurements. Times are seconds per call: the best mean of a few timed batches.
+// Raw measurements. Times are seconds per call: the median mean of three timed batches.
 struct GemmMeasurement {
   int threads = 1;
   std::string shape;  // "qkv h768 t1024", ..., "square 256"
@@ -46,6 +46,13 @@ struct MemoryMeasurement {
 struct AttentionMeasurement {
   std::string product;  // qk (Q K^T) or av (A V)
   double heads = 0, seq = 0, head_dim = 0, seconds = 0;
+};
+// One kernel timed alone on one core and on every core at once (each core its own copy,
+// one LibTorch thread each): how much a core slows down when all compute.
+struct AllBusyMeasurement {
+  std::string kernel;  // "qkv h512 t1024", ..., "gelu 4194304"
+  int threads = 1;     // cores busy in the second timing
+  double alone_seconds = 0, busy_seconds = 0;  // per call, on one thread
 };
 struct TransferMeasurement {
   std::string kind;               // all_reduce, all_gather, send_recv
@@ -77,6 +84,7 @@ struct Calibration {
   std::vector<GemmMeasurement> gemm;
   std::vector<MemoryMeasurement> memory;
   std::vector<AttentionMeasurement> attention;
+  std::vector<AllBusyMeasurement> all_busy;
   std::vector<TransferMeasurement> gloo;
   FabricProbe fabric;
 
@@ -84,6 +92,9 @@ struct Calibration {
   calibration::MemoryFit memory_fit;        // 1 thread
   double copy_bandwidth_all = 0;            // bytes/s, the copy kernel with every thread
   double hbm_efficiency = 0;
+  // Sum of the all_busy kernels' alone times over the sum of their busy times (one call of
+  // each of a layer's kernels): the speed a core keeps while every core computes.
+  double all_busy_speed = 1;
   calibration::GemmFit gemm_fit;            // 1 thread
   calibration::GemmFit gemm_fit_all;        // max_threads threads against max_threads x the core peak
   calibration::ScoreBmmFit attention_fit;
