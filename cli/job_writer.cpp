@@ -114,6 +114,7 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   p["activation_loading_horizon"] = pc.activation_loading_horizon;
   p["shard_optimizer_state"] = pc.shard_optimizer_state;
   p["flash_attention"] = pc.flash_attention;
+  if (pc.sequence_parallel) p["sequence_parallel"] = true;
   p["sharded_collective"] = to_string(pc.sharded_collective);
   p["data_parallel_collective"] = to_string(pc.data_parallel_collective);
   root["parallel"] = p;

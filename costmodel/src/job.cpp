@@ -179,6 +179,12 @@ JobViolation check_job(const Job& job) {
                "offloading moves checkpointed activations: turn on activation_checkpointing");
   if (pc.flash_attention && (tc.precision == Precision::fp32 || tc.precision == Precision::tf32))
     return bad("parallel.flash_attention", "FlashAttention needs fp16 or bf16 precision");
+  if (pc.sequence_parallel && tp < 2)
+    return bad("parallel.sequence_parallel", "splits the sequence over the tensor-parallel group: needs "
+                                             "tensor_parallel_degree > 1");
+  if (pc.sequence_parallel && m.seq_len % tp != 0)
+    return bad("parallel.sequence_parallel", fmt::format("the sequence length {} does not split over tensor "
+                                                         "degree {}", m.seq_len, tp));
   if (job.cluster.instance.gpu.peak_flops(tc.precision) <= 0)
     return bad("training.precision", fmt::format("{} has no {} peak in its instance type",
                                                  job.cluster.instance.gpu.name, to_string(tc.precision)));

@@ -251,7 +251,8 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "data_parallel_degree", "microbatches", "active_microbatches", "pipeline",
                 "virtual_stages", "placement_strategy", "activation_checkpointing",
                 "offload_activations", "activation_loading_horizon", "shard_optimizer_state",
-                "flash_attention", "sharded_collective", "data_parallel_collective", "stage_layers",
+                "flash_attention", "sequence_parallel", "sharded_collective", "data_parallel_collective",
+                "stage_layers",
                 "lm_head_stage", "checkpointed_layers"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1);
   p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1);
@@ -267,6 +268,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.activation_loading_horizon = r.get_int("activation_loading_horizon", 4);
   p.shard_optimizer_state = r.get_bool("shard_optimizer_state", false);
   p.flash_attention = r.get_bool("flash_attention", false);
+  p.sequence_parallel = r.get_bool("sequence_parallel", false);
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);
   p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
   p.stage_layers = r.get_int_list("stage_layers", {});

@@ -46,6 +46,10 @@ struct ParallelConfig {
   int activation_loading_horizon = 4;  // layers reloaded ahead of backward
   bool shard_optimizer_state = false;
   bool flash_attention = false;
+  // Megatron's sequence parallelism (Korthikanti et al. 2022): the norms, dropouts and
+  // residuals run on s/t tokens per tensor rank; each tensor all-reduce becomes a
+  // reduce-scatter + all-gather. Needs tensor_parallel_degree > 1.
+  bool sequence_parallel = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   CollectiveAlgorithm data_parallel_collective = CollectiveAlgorithm::ring;
   // Transformer layers of each pipeline stage (size pipeline_parallel_degree, sum =

@@ -1,0 +1,117 @@
+#pragma once
+// The layer plan: the work of one transformer layer (and of the embedding and the LM
+// head) for a model and a parallel configuration, written once as an ordered list of
+// typed ops on one tensor-parallel rank. Everything else is a sum or a walk over it:
+//   - FLOPs (flops.hpp): the GEMMs and the attention core of the plan at tensor degree 1;
+//   - activation memory (memory.hpp): what each op keeps for backward (Korthikanti et al.
+//     2022, Table 2: sbh(10 + 24/t + 5as/(ht)), and sbh(34/t + 5as/(ht)) with sequence
+//     parallelism);
+//   - op times (op_cost.hpp): each GEMM, the attention core, the memory-bound kernels;
+//   - tensor-parallel communication: each region edge states its conjugate pair
+//     (Megatron-core's f / g, or sequence parallelism's all-gather / reduce-scatter), so
+//     the estimator, the per-rank programs and the LibTorch layers read the same list.
+// Calculon's llm.py (a block as a list of typed layers) and Megatron-core's
+// tensor_parallel/layers.py (each layer states its f/g conjugates) are the models.
+#include <cstdint>
+#include <vector>
+
+#include "partune/costmodel/collective.hpp"
+#include "partune/costmodel/job.hpp"
+
+namespace partune {
+
+// Megatron's conjugate operators at the edges of a tensor-parallel region. Each names
+// what it runs in the forward pass and in the backward pass over the tensor group.
+enum class Conjugate : std::uint8_t {
+  f,            // identity forward, all-reduce backward (before a column-parallel GEMM)
+  g,            // all-reduce forward, identity backward (after a row-parallel GEMM; the
+                // vocabulary-parallel embedding's output)
+  sp_gather,    // sequence parallelism's g: all-gather forward, reduce-scatter backward;
+                // the GEMM after it keeps the sequence shard and all-gathers it again in
+                // backward for its weight gradient (overlapped with the input gradient)
+  sp_scatter,   // sequence parallelism's g-bar: reduce-scatter forward, all-gather backward
+  loss_reduce,  // vocabulary-parallel cross-entropy: three all-reduces forward (the
+                // maximum, the sum of exponentials, the target logit), none backward
+};
+const char* to_string(Conjugate c);
+
+enum class PlanOpKind : std::uint8_t {
+  gemm,            // Y[m x n] = X[m x k] W[k x n]; backward: dX (m x k x n), dW (k x n x m)
+  attention_core,  // Q K^T, softmax, dropout, scores x V (standard or flash)
+  memory_bound,    // norms, activation, bias-dropout-residual, embedding lookup, loss
+  tensor_comm,     // a conjugate at a tensor-parallel region edge
+};
+
+// Where the plan's ops sit: a transformer layer, the embedding, or the LM head.
+enum class PlanPart : std::uint8_t { layer, embedding, head };
+
+struct PlanOp {
+  const char* name = "";
+  PlanOpKind kind = PlanOpKind::memory_bound;
+  // gemm: per-rank shape of the forward product.
+  double m = 0, n = 0, k = 0;
+  // Forward FLOPs on this rank (gemm: 2mnk; attention core: QK^T and AV, causal mask not
+  // skipped).
+  double flops = 0;
+  // memory_bound: bytes moved through memory forward (backward moves `backward_bytes`),
+  // and kernel launches forward / backward.
+  double bytes = 0, backward_bytes = 0;
+  int kernels = 0, backward_kernels = 0;
+  // Bytes kept for backward per micro-batch on this rank: `stored` always, `recomputable`
+  // only without selective recomputation (the attention core's scores; 0 with flash).
+  double stored = 0, recomputable = 0;
+  // tensor_comm: the conjugate and its payload (collective.hpp's S: the full activation).
+  Conjugate conjugate = Conjugate::f;
+  double comm_bytes = 0;
+  int comm_count = 1;  // collectives of that size (loss_reduce: 3)
+};
+
+struct LayerPlan {
+  PlanPart part = PlanPart::layer;
+  std::vector<PlanOp> ops;
+  // What the layer keeps when fully checkpointed (its input; the sequence shard with
+  // sequence parallelism).
+  double input_bytes = 0;
+
+  // Sums over the ops.
+  double forward_flops() const;
+  double gemm_flops() const;
+  double attention_flops() const;
+  double stored_bytes(Checkpointing policy) const;  // what one micro-batch keeps
+  // The op called `name` (nullptr when the plan has none).
+  const PlanOp* find(const char* name) const;
+};
+
+// What a plan depends on besides the model.
+struct PlanConfig {
+  double sequences = 1;  // micro-batch size b
+  int tensor_degree = 1;
+  bool sequence_parallel = false;
+  bool flash_attention = false;
+  Precision precision = Precision::fp16;
+};
+PlanConfig plan_config(const Job& job);  // micro-batch size and the job's parallel knobs
+
+LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c);
+LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c);
+LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c);
+
+// --- Tensor-parallel collectives of a plan, in the order they run.
+enum class PlanPass : std::uint8_t { forward, backward, recompute };
+struct TensorCollective {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0;    // S, collective.hpp's convention
+  int count = 1;
+  // Runs beside the backward kernels (the sequence-parallel re-gather of a GEMM's input
+  // for its weight gradient) rather than between dependent kernels.
+  bool overlapped = false;
+};
+// The collectives `pass` runs over the tensor group (none when tensor_degree is 1).
+// recompute: the forward's collectives again under full checkpointing, none otherwise
+// (selective recomputation repeats only the attention core).
+std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass,
+                                                 Checkpointing policy = Checkpointing::none);
+// The same list with equal (kind, bytes, overlapped) neighbours folded into counts.
+std::vector<TensorCollective> folded(std::vector<TensorCollective> collectives);
+
+}  // namespace partune
