@@ -54,6 +54,22 @@ std::string not_fit_reason(const MemoryBreakdown& m, double capacity) {
 
 }  // namespace
 
+Estimate headline_metrics(const Job& job, double step_time) {
+  const ModelSpec& model = job.model;
+  Estimate e;
+  const double B = job.training.global_batch, N = job.world_size();
+  e.step_time = step_time;
+  e.samples_per_s = B / step_time;
+  e.tokens_per_s = e.samples_per_s * model.seq_len;
+  e.model_flops = model_flops_per_step(model, B);
+  e.hardware_flops =
+      hardware_flops_per_step(model, B, job.parallel.activation_checkpointing, job.checkpointed_fraction());
+  e.tflops_per_gpu = e.model_flops / (step_time * N) / units::tera;
+  e.hw_tflops_per_gpu = e.hardware_flops / (step_time * N) / units::tera;
+  e.mfu = e.model_flops / (step_time * N * job.cluster.instance.gpu.peak_flops(job.training.precision));
+  return e;
+}
+
 Estimate estimate(const Job& job) {
   const ModelSpec& model = job.model;
   const ParallelConfig& pc = job.parallel;
@@ -259,14 +275,11 @@ Estimate estimate(const Job& job) {
   e.step_time = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_p2p +
                 br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
 
-  const double B = job.training.global_batch, N = job.world_size();
-  e.samples_per_s = B / e.step_time;
-  e.tokens_per_s = e.samples_per_s * model.seq_len;
-  e.model_flops = model_flops_per_step(model, B);
-  e.hardware_flops = hardware_flops_per_step(model, B, pc.activation_checkpointing, job.checkpointed_fraction());
-  e.tflops_per_gpu = e.model_flops / (e.step_time * N) / units::tera;
-  e.hw_tflops_per_gpu = e.hardware_flops / (e.step_time * N) / units::tera;
-  e.mfu = e.model_flops / (e.step_time * N * gpu.peak_flops(prec));
+  {
+    const StepBreakdown kept = e.breakdown;
+    e = headline_metrics(job, e.step_time);
+    e.breakdown = kept;
+  }
 
   e.memory = peak_memory(job);
   e.memory_capacity = gpu.hbm_bytes;

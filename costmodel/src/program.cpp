@@ -600,6 +600,18 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
   return {rank};
 }
 
+CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup group, OpKind kind) {
+  switch (group) {
+    case CommGroup::data:
+    case CommGroup::replica: return pc.data_parallel_collective;
+    case CommGroup::sharded:
+      if (kind == OpKind::reduce_scatter && pc.sharded_collective == CollectiveAlgorithm::all_to_all)
+        return CollectiveAlgorithm::ring;
+      return pc.sharded_collective;
+    default: return CollectiveAlgorithm::ring;
+  }
+}
+
 RankProgram build_program(const Job& job, int rank, const ProgramOptions& options) {
   return ProgramBuilder(job, rank, options).build();
 }

@@ -47,4 +47,9 @@ struct Estimate {
 // Assumes check_job(job) passed.
 Estimate estimate(const Job& job);
 
+// The headline figures of a step of `step_time` seconds (samples and tokens per second,
+// model and hardware FLOPs and TFLOPs per GPU, MFU), the same definitions for the
+// estimator and the simulator; the breakdown and memory are left empty.
+Estimate headline_metrics(const Job& job, double step_time);
+
 }  // namespace partune

@@ -61,6 +61,12 @@ const char* to_string(CommGroup g);
 // the job has no such group for it). The simulator and the backend build their
 // communicators from this.
 std::vector<int> comm_group_members(const Job& job, int rank, CommGroup group);
+// The algorithm a collective of `kind` (all_reduce, all_gather, reduce_scatter) runs with
+// on a communicator of this kind: the data and replica groups use
+// data_parallel_collective, the sharded group sharded_collective (SMDDP's all-to-all is
+// an AllGather only: its reduce-scatter stays a ring), the tensor and embedding groups a
+// ring. The estimator and the simulator both ask this.
+CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup group, OpKind kind);
 
 struct Instruction {
   OpKind kind = OpKind::forward;
