@@ -98,7 +98,11 @@ struct TraceEvent {
   OpKind kind = OpKind::forward;
   CommGroup group = CommGroup::none;
   int microbatch = -1, chunk = 0, layer = -1;
-  double start = 0, end = 0;  // seconds from the step's start
+  // Collectives the event stands for: the instruction's count in the simulator; in the
+  // backend, the tensor-parallel calls its layers actually made (f, g, sequence-parallel
+  // gathers and scatters, the loss's reductions).
+  int count = 1;
+  double start = 0, end = 0;  // seconds from the step's start (the backend: since the run started)
 };
 
 // chunk: one compute instruction per (micro-batch, chunk), tensor-parallel collectives
