@@ -1,3 +1,12 @@
+// The analytical estimator (estimator.hpp) as named steps over one job:
+//   1. stage slots       each stage's kernels and tensor collectives per micro-batch
+//                        (stage_cost.hpp, from the layer plan); the slowest is critical;
+//   2. sharded           per-layer gathers and reduce-scatters (sharded data parallelism);
+//   3. offload           checkpoint copies to the host and back;
+//   4. pipeline          fill/drain bubble and the exposed stage-to-stage transfers;
+//   5. data parallel     the gradient all-reduce (or RS + AG, or the replicas' all-reduce);
+//   6. optimizer         the update of the local shard;
+//   7. memory            the largest stage against HBM (and offload against host memory).
 #include "partune/costmodel/estimator.hpp"
 
 #include <algorithm>
@@ -7,21 +16,14 @@
 
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/flops.hpp"
-#include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/placement.hpp"
+#include "partune/costmodel/program.hpp"
+#include "partune/costmodel/stage_cost.hpp"
 #include "partune/costmodel/units.hpp"
 
 namespace partune {
 
 namespace {
-
-const CollectiveProfile& profile_of(const InstanceType& inst, CollectiveAlgorithm a) {
-  switch (a) {
-    case CollectiveAlgorithm::tree: return inst.tree;
-    case CollectiveAlgorithm::all_to_all: return inst.all_to_all;
-    default: return inst.ring;
-  }
-}
 
 // Communication that may run under `compute` seconds of kernels. Only the part that
 // runs alongside kernels can hide, and of that only the algorithm's compute_overlap
@@ -30,12 +32,6 @@ const CollectiveProfile& profile_of(const InstanceType& inst, CollectiveAlgorith
 double exposed(double comm, double overlap_fraction, double compute) {
   return comm - overlap_fraction * std::min(compute, comm);
 }
-
-// One pipeline stage's work for one micro-batch.
-struct StageWork {
-  double forward = 0, backward = 0, recompute = 0;  // kernels
-  double total() const { return forward + backward + recompute; }
-};
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / units::GiB); }
 
@@ -50,6 +46,204 @@ std::string not_fit_reason(const MemoryBreakdown& m, double capacity) {
   return fmt::format("stage {} needs {} of {} HBM; largest parts: {} {}, {} {}", m.stage,
                      gib(m.total()), gib(capacity), parts[0].name, gib(parts[0].bytes),
                      parts[1].name, gib(parts[1].bytes));
+}
+
+// What every step reads: the job, its groups' spans and the per-stage costs.
+struct Context {
+  const Job& job;
+  const ParallelConfig& pc;
+  const InstanceType& inst;
+  double oversub, eb;
+  int pp, tp, sdp, dp;
+  Placement placement;
+  GroupSpan dp_span, sdp_span;
+  StageCostModel stages;
+
+  explicit Context(const Job& j)
+      : job(j),
+        pc(j.parallel),
+        inst(j.cluster.instance),
+        oversub(j.cluster.oversubscription),
+        eb(bytes_per_element(j.training.precision)),
+        pp(pc.pipeline_parallel_degree),
+        tp(pc.tensor_parallel_degree),
+        sdp(pc.sharded_data_parallel_degree),
+        dp(j.data_parallel_degree()),
+        placement(pc.placement_strategy, dp, pp, tp),
+        stages(j) {
+    dp_span = group_span(placement, Axis::data, inst.gpus_per_node);
+    sdp_span = subgroup_span(placement, Axis::data, sdp, inst.gpus_per_node);
+  }
+  double cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span) const {
+    return collective_cost(kind, algo, bytes, span, inst, oversub).total();
+  }
+  double overlap(CommGroup group, OpKind kind) const {
+    return collective_profile(inst, collective_algorithm(pc, group, kind)).compute_overlap;
+  }
+};
+
+// 1. The slowest stage paces the pipeline; the sum of every stage's slot sizes the
+// bubble. Uniform stages come in three kinds (first, middle, last): one of each is enough.
+struct Slots {
+  int critical = 0;
+  StageCost stage;      // the critical stage's cost
+  double slot = -1, slot_sum = 0;
+};
+Slots stage_slots(const Context& c) {
+  Slots out;
+  auto visit = [&](int s, double count) {
+    const StageCost cost = c.stages.cost(s);
+    out.slot_sum += count * cost.slot();
+    if (cost.slot() > out.slot) out.slot = cost.slot(), out.critical = s, out.stage = cost;
+  };
+  if (c.pc.stage_layers.empty()) {
+    visit(0, 1);
+    if (c.pp > 2) visit(1, c.pp - 2);
+    if (c.pp > 1) visit(c.pp - 1, 1);
+  } else {
+    for (int s = 0; s < c.pp; ++s) visit(s, 1);
+  }
+  return out;
+}
+
+// 2. Sharded data parallelism, per micro-batch: per layer an all-gather of its weights
+// before forward and again before backward and a reduce-scatter of its gradients after,
+// prefetched one layer ahead so each hides under the neighbouring layer's compute.
+struct PerMicrobatch {
+  double total = 0, exposed = 0;
+};
+PerMicrobatch sharded(const Context& c, const Slots& slots) {
+  PerMicrobatch out;
+  if (c.sdp <= 1) return out;
+  const ModelSpec& model = c.job.model;
+  const LayerTime& lt = c.stages.layer_time();
+  const double layers = c.job.layers_on_stage(slots.critical);
+  const double checkpointed = c.job.checkpointed_layers_on_stage(slots.critical);
+  const double recompute = lt.recompute(c.pc.activation_checkpointing);
+  const CollectiveAlgorithm ag_algo = collective_algorithm(c.pc, CommGroup::sharded, OpKind::all_gather);
+  const CollectiveAlgorithm rs_algo = collective_algorithm(c.pc, CommGroup::sharded, OpKind::reduce_scatter);
+  const double layer_bytes = model.layer_params() / c.tp * c.eb;
+  const double ag = c.cost(CollectiveKind::all_gather, ag_algo, layer_bytes, c.sdp_span);
+  const double rs = c.cost(CollectiveKind::reduce_scatter, rs_algo, layer_bytes, c.sdp_span);
+  const double ag_ov = c.overlap(CommGroup::sharded, OpKind::all_gather);
+  const double rs_ov = c.overlap(CommGroup::sharded, OpKind::reduce_scatter);
+  out.total = layers * (2 * ag + rs);
+  const double bwd_overlap = (ag * ag_ov + rs * rs_ov) / (ag + rs);
+  // The first layer's gather has nothing to hide under.
+  out.exposed = layers * exposed(ag, ag_ov, lt.forward()) +
+                checkpointed * exposed(ag + rs, bwd_overlap, lt.backward() + recompute) +
+                (layers - checkpointed) * exposed(ag + rs, bwd_overlap, lt.backward()) + ag;
+  // Embedding and head weights are gathered and reduced the same way; a head on stage 0
+  // gathers the tied weight once more for its own forward and backward.
+  const double head_bytes = (model.embedding_params() + model.head_params()) / c.tp * c.eb;
+  const double head_comm = (c.job.lm_head_on_first_stage() ? 3 : 2) *
+                               c.cost(CollectiveKind::all_gather, ag_algo, head_bytes, c.sdp_span) +
+                           c.cost(CollectiveKind::reduce_scatter, rs_algo, head_bytes, c.sdp_span);
+  const HeadTime& ht = c.stages.head_time();
+  out.total += head_comm;
+  out.exposed += exposed(head_comm, ag_ov, ht.logits_fwd + ht.logits_bwd);
+  return out;
+}
+
+// 3. Activation offload: checkpoints go to host during forward and come back ahead of
+// backward, over the PCIe switch the GPU shares with its neighbours.
+PerMicrobatch offload(const Context& c, const Slots& slots) {
+  PerMicrobatch out;
+  if (!c.pc.offload_activations || c.pc.activation_checkpointing == Checkpointing::none) return out;
+  const double checkpointed = c.job.checkpointed_layers_on_stage(slots.critical);
+  const double bytes = stored_layer_bytes(c.job, c.job.microbatch_size()) * checkpointed;
+  const double one_way = bytes / (c.inst.pcie_bw / std::max(1, c.inst.gpus_per_pcie_switch));
+  out.total = 2 * one_way;
+  out.exposed = std::max(0.0, one_way - slots.stage.forward) +
+                std::max(0.0, one_way - slots.stage.backward - slots.stage.recompute);
+  return out;
+}
+
+// 4. Pipeline, per pass: the slowest stage sets the pace of the m micro-batches; filling
+// and draining costs every other stage's slot once (divided by v with virtual stages):
+//   pass = m * slot_max + (sum of all stages' slots - slot_max) / v,
+// which is (m + (p-1)/v) * slot for uniform stages. GPipe runs in windows of
+// active_microbatches, each with its own fill and drain. Each slot waits on a blocking
+// activation and gradient transfer; a head on stage 0 adds the hop from the last stage to
+// stage 0 and back for every micro-batch.
+struct PipelinePass {
+  double bubble = 0, p2p = 0;
+};
+PipelinePass pipeline(const Context& c, const Slots& slots) {
+  const double m = c.pc.microbatches, v = c.pc.virtual_stages;
+  const int active = c.job.effective_active_microbatches();
+  const double windows =
+      c.pc.pipeline == PipelineSchedule::simple ? std::ceil(m / std::min<double>(active, m)) : 1.0;
+  PipelinePass out;
+  out.bubble = windows * (slots.slot_sum - slots.slot) / v;
+  if (c.pp > 1) {
+    const double hop = c.stages.pipeline_hop();
+    out.p2p = 2.0 * (m * v + c.pp - 1) * hop + (c.job.lm_head_on_first_stage() ? 2.0 * m * hop : 0.0);
+  }
+  return out;
+}
+
+// The stage with the most parameters synchronises (and updates) the most. With uniform
+// stages a middle stage holds only layers: the ends hold the most.
+double largest_stage_parameters(const Context& c) {
+  double params = stage_parameter_count(c.job, 0);
+  for (int s = c.pc.stage_layers.empty() ? c.pp - 1 : 1; s < c.pp; ++s)
+    params = std::max(params, stage_parameter_count(c.job, s));
+  return params;
+}
+
+// 5. Data-parallel gradient synchronisation, once per step, overlapped with the backward
+// of the last micro-batch.
+PerMicrobatch data_parallel(const Context& c, const Slots& slots, double stage_params) {
+  PerMicrobatch out;
+  if (c.sdp == 1 && c.dp > 1) {
+    const double grads = stage_params * c.eb;
+    const CollectiveAlgorithm algo = c.pc.data_parallel_collective;
+    const double overlap = c.overlap(CommGroup::data, OpKind::all_reduce);
+    if (c.pc.shard_optimizer_state) {
+      // Gradients are reduce-scattered in buckets during backward; the updated weights
+      // are all-gathered after the optimizer step, with nothing left to hide under.
+      const double rs = c.cost(CollectiveKind::reduce_scatter, algo, grads, c.dp_span);
+      const double ag = c.cost(CollectiveKind::all_gather, algo, grads, c.dp_span);
+      out.total = rs + ag;
+      out.exposed = exposed(rs, overlap, slots.stage.backward) + ag;
+    } else {
+      out.total = c.cost(CollectiveKind::all_reduce, algo, grads, c.dp_span);
+      out.exposed = exposed(out.total, overlap, slots.stage.backward);
+    }
+  } else if (c.sdp > 1 && c.dp > c.sdp) {
+    // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
+    GroupSpan replicas{c.dp / c.sdp, std::max(1, c.dp_span.nodes / std::max(1, c.sdp_span.nodes)), 1};
+    replicas.per_node = std::max(1, replicas.size / replicas.nodes);
+    out.total = c.cost(CollectiveKind::all_reduce, c.pc.data_parallel_collective, stage_params / c.sdp * c.eb,
+                       replicas);
+    out.exposed = out.total;
+  }
+  return out;
+}
+
+// 6. The optimizer step on the local shard.
+double optimizer(const Context& c, double stage_params) {
+  double params = stage_params;
+  if (c.sdp > 1) params /= c.sdp;
+  else if (c.pc.shard_optimizer_state) params /= c.dp;
+  return optimizer_time(c.inst.gpu, c.job.training.optimizer, c.job.training.precision, params);
+}
+
+// 7. Memory: the largest stage against HBM, offloaded activations against host memory.
+void memory_verdict(const Context& c, Estimate& e) {
+  const double hbm = c.inst.gpu.hbm_bytes;
+  e.memory = peak_memory(c.job);
+  e.memory_capacity = hbm;
+  const double host = e.memory.host_offload * c.inst.gpus_per_node;
+  if (e.memory.total() > hbm) {
+    e.fits = false;
+    e.not_fit_reason = not_fit_reason(e.memory, hbm);
+  } else if (host > c.inst.host_memory_bytes && c.inst.host_memory_bytes > 0) {
+    e.fits = false;
+    e.not_fit_reason = fmt::format("offloaded activations need {} of host memory per node, the node has {}",
+                                   gib(host), gib(c.inst.host_memory_bytes));
+  }
 }
 
 }  // namespace
@@ -71,226 +265,32 @@ Estimate headline_metrics(const Job& job, double step_time) {
 }
 
 Estimate estimate(const Job& job) {
-  const ModelSpec& model = job.model;
-  const ParallelConfig& pc = job.parallel;
-  const InstanceType& inst = job.cluster.instance;
-  const GpuProfile& gpu = inst.gpu;
-  const Precision prec = job.training.precision;
-  const double oversub = job.cluster.oversubscription;
+  const Context c(job);
+  const Slots slots = stage_slots(c);
+  const PerMicrobatch shard = sharded(c, slots), copies = offload(c, slots);
+  const PipelinePass pass = pipeline(c, slots);
+  const double stage_params = largest_stage_parameters(c);
+  const PerMicrobatch grads = data_parallel(c, slots, stage_params);
 
-  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
-  const int sdp = pc.sharded_data_parallel_degree, dp = job.data_parallel_degree();
-  const double m = pc.microbatches, v = pc.virtual_stages;
-  const double ga = job.training.gradient_accumulation;
-  const double b = job.microbatch_size();
-  const double eb = bytes_per_element(prec);
-
-  const Placement placement(pc.placement_strategy, dp, pp, tp);
-  const int G = inst.gpus_per_node;
-  const GroupSpan tp_span = group_span(placement, Axis::tensor, G);
-  const GroupSpan pp_span = group_span(placement, Axis::pipeline, G);
-  const GroupSpan dp_span = group_span(placement, Axis::data, G);
-  const GroupSpan sdp_span = subgroup_span(placement, Axis::data, sdp, G);
-
-  // --- tensor parallel: two all-reduces of the layer's activations forward, two
-  // backward, two more when full checkpointing recomputes the layer; plus the
-  // vocab-parallel embedding's all-reduce. On the critical path (they sit between
-  // dependent GEMMs).
-  double ar = 0;
-  if (tp > 1) {
-    const double act = b * model.seq_len * model.hidden * eb;
-    ar = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, act, tp_span, inst, oversub).total();
-  }
-  const double recompute_ar = pc.activation_checkpointing == Checkpointing::full ? 2 : 0;
-
-  // --- each stage's work for one micro-batch (its layers, the embedding on stage 0, the
-  // LM head on the head's stage, recompute of its checkpointed layers) and its slot
-  // (work + tensor-parallel all-reduces). The slowest slot paces the pipeline.
-  const LayerTime lt = layer_time(gpu, model, prec, b, tp, pc.flash_attention);
-  const HeadTime ht = head_time(gpu, model, prec, b, tp);
-  const double layer_recompute = lt.recompute(pc.activation_checkpointing);
-  const bool head_first = job.lm_head_on_first_stage();
-  const int head_stage = job.lm_head_stage();
-  auto stage_work = [&](int s) {
-    StageWork w;
-    const double L = job.layers_on_stage(s), K = job.checkpointed_layers_on_stage(s);
-    w.forward = L * lt.forward();
-    w.backward = L * lt.backward();
-    w.recompute = K * layer_recompute;
-    if (s == 0) {
-      w.forward += ht.embedding_fwd;
-      w.backward += ht.embedding_bwd;
-    }
-    if (s == head_stage) {
-      w.forward += ht.logits_fwd;
-      w.backward += ht.logits_bwd;
-    }
-    return w;
-  };
-  auto stage_tp = [&](int s) {
-    return (job.layers_on_stage(s) * 4.0 + job.checkpointed_layers_on_stage(s) * recompute_ar + 2.0) * ar;
-  };
-  // slot_s = work + tensor all-reduces.
-  // Uniform stages come in three kinds (first, middle, last): one of each is enough.
-  const bool uniform = pc.stage_layers.empty();
-  int critical = 0;
-  double slot = -1, slot_sum = 0;
-  auto visit = [&](int s, double count) {
-    const double slot_s = stage_work(s).total() + stage_tp(s);
-    slot_sum += count * slot_s;
-    if (slot_s > slot) slot = slot_s, critical = s;
-  };
-  if (uniform) {
-    visit(0, 1);
-    if (pp > 2) visit(1, pp - 2);
-    if (pp > 1) visit(pp - 1, 1);
-  } else {
-    for (int s = 0; s < pp; ++s) visit(s, 1);
-  }
-  const StageWork stage = stage_work(critical);
-  const double tp_per_microbatch = stage_tp(critical);
-  const double layers = job.layers_on_stage(critical);
-  const double checkpointed = job.checkpointed_layers_on_stage(critical);
-
-  // --- sharded data parallel: per layer, an all-gather of its weights before forward
-  // and again before backward, a reduce-scatter of its gradients after; prefetched one
-  // layer ahead so each hides under the neighbouring layer's compute.
-  double sharded_per_microbatch = 0, sharded_exposed_per_microbatch = 0;
-  if (sdp > 1) {
-    const double layer_bytes = model.layer_params() / tp * eb;
-    const CollectiveAlgorithm rs_algo = pc.sharded_collective == CollectiveAlgorithm::all_to_all
-                                            ? CollectiveAlgorithm::ring  // SMDDP has AllGather only
-                                            : pc.sharded_collective;
-    const double ag = collective_cost(CollectiveKind::all_gather, pc.sharded_collective, layer_bytes,
-                                      sdp_span, inst, oversub).total();
-    const double rs = collective_cost(CollectiveKind::reduce_scatter, rs_algo, layer_bytes,
-                                      sdp_span, inst, oversub).total();
-    const double ag_ov = profile_of(inst, pc.sharded_collective).compute_overlap;
-    const double rs_ov = profile_of(inst, rs_algo).compute_overlap;
-    sharded_per_microbatch = layers * (2 * ag + rs);
-    const double fwd_exposed = exposed(ag, ag_ov, lt.forward());
-    const double bwd_overlap = (ag * ag_ov + rs * rs_ov) / (ag + rs);
-    const double bwd_exposed = exposed(ag + rs, bwd_overlap, lt.backward() + layer_recompute);
-    const double bwd_exposed_plain = exposed(ag + rs, bwd_overlap, lt.backward());  // not checkpointed
-    // The first layer's gather has nothing to hide under.
-    sharded_exposed_per_microbatch =
-        layers * fwd_exposed + checkpointed * bwd_exposed + (layers - checkpointed) * bwd_exposed_plain + ag;
-    // Embedding and head weights are gathered and reduced the same way.
-    const double head_bytes = (model.embedding_params() + model.head_params()) / tp * eb;
-    // A head on stage 0 gathers the tied weight once more for its own forward and
-    // backward (its gradient joins the embedding's reduce-scatter).
-    const double head_ag = collective_cost(CollectiveKind::all_gather, pc.sharded_collective, head_bytes,
-                                           sdp_span, inst, oversub).total();
-    const double head_comm = (head_first ? 3 : 2) * head_ag +
-                             collective_cost(CollectiveKind::reduce_scatter, rs_algo, head_bytes,
-                                             sdp_span, inst, oversub).total();
-    sharded_per_microbatch += head_comm;
-    sharded_exposed_per_microbatch += exposed(head_comm, ag_ov, ht.logits_fwd + ht.logits_bwd);
-  }
-
-  // --- activation offload: checkpoints go to host during forward and come back ahead of
-  // backward, over the PCIe switch the GPU shares with its neighbours.
-  double offload_per_microbatch = 0, offload_exposed_per_microbatch = 0;
-  if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
-    const double ckpt = stored_layer_bytes(job, b) * checkpointed;  // only checkpointed layers move
-    const double pcie = inst.pcie_bw / std::max(1, inst.gpus_per_pcie_switch);
-    const double one_way = ckpt / pcie;
-    offload_per_microbatch = 2 * one_way;
-    offload_exposed_per_microbatch = std::max(0.0, one_way - stage.forward) +
-                                     std::max(0.0, one_way - stage.backward - stage.recompute);
-  }
-
-  // --- pipeline: the slowest stage sets the pace of the m micro-batches; filling and
-  // draining costs every other stage's slot once (divided by v with virtual stages):
-  //   pass = m * slot_max + (sum of all stages' slots - slot_max) / v,
-  // which is (m + (p-1)/v) * slot for uniform stages. GPipe runs in windows of
-  // active_microbatches, each with its own fill and drain. Each slot waits on a blocking
-  // activation (forward) and gradient (backward) transfer; a head on stage 0 adds the
-  // hop from the last stage to stage 0 and back for every micro-batch.
-  const int active = job.effective_active_microbatches();
-  const double windows = pc.pipeline == PipelineSchedule::simple ? std::ceil(m / std::min<double>(active, m)) : 1.0;
-  double p2p_per_pass = 0;
-  if (pp > 1) {
-    const double act = b * model.seq_len * model.hidden * eb / tp;  // scatter-gather over TP
-    GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
-    const double hop = collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, act,
-                                       pair, inst, oversub).total();
-    p2p_per_pass = 2.0 * (m * v + pp - 1) * hop + (head_first ? 2.0 * m * hop : 0.0);
-  }
-  const double bubble_per_pass = windows * (slot_sum - slot) / v;
-
-  // --- data parallel gradient synchronisation (once per step), overlapped with the
-  // backward of the last micro-batch.
-  double dp_comm = 0, dp_exposed = 0;
-  // The stage with the most parameters synchronises (and updates) the most.
-  // (With uniform stages a middle stage holds only layers: the ends hold the most.)
-  double stage_params = stage_parameter_count(job, 0);
-  for (int s = uniform ? pp - 1 : 1; s < pp; ++s) stage_params = std::max(stage_params, stage_parameter_count(job, s));
-  if (sdp == 1 && dp > 1) {
-    const double grads = stage_params * eb;
-    const CollectiveAlgorithm algo = pc.data_parallel_collective;
-    const double overlap = profile_of(inst, algo).compute_overlap;
-    if (pc.shard_optimizer_state) {
-      // Gradients are reduce-scattered in buckets during backward; the updated weights
-      // are all-gathered after the optimizer step, with nothing left to hide under.
-      const double rs = collective_cost(CollectiveKind::reduce_scatter, algo, grads, dp_span, inst, oversub).total();
-      const double ag = collective_cost(CollectiveKind::all_gather, algo, grads, dp_span, inst, oversub).total();
-      dp_comm = rs + ag;
-      dp_exposed = exposed(rs, overlap, stage.backward) + ag;
-    } else {
-      dp_comm = collective_cost(CollectiveKind::all_reduce, algo, grads, dp_span, inst, oversub).total();
-      dp_exposed = exposed(dp_comm, overlap, stage.backward);
-    }
-  } else if (sdp > 1 && dp > sdp) {
-    // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
-    const double grads = stage_params / sdp * eb;
-    GroupSpan replicas{dp / sdp, std::max(1, dp_span.nodes / std::max(1, sdp_span.nodes)), 1};
-    replicas.per_node = std::max(1, replicas.size / replicas.nodes);
-    dp_comm = collective_cost(CollectiveKind::all_reduce, pc.data_parallel_collective, grads,
-                              replicas, inst, oversub).total();
-    dp_exposed = dp_comm;
-  }
-
-  // --- optimizer step on the local shard.
-  double opt_params = stage_params;
-  if (sdp > 1) opt_params /= sdp;
-  else if (pc.shard_optimizer_state) opt_params /= dp;
-  const double opt = optimizer_time(gpu, job.training.optimizer, prec, opt_params);
-
-  Estimate e;
-  StepBreakdown& br = e.breakdown;
-  const double passes = ga, microbatches = m * ga;
-  br.compute = microbatches * stage.total();
-  br.recompute = microbatches * stage.recompute;
-  br.tensor_parallel_comm = microbatches * tp_per_microbatch;
-  br.pipeline_bubble = passes * bubble_per_pass;
-  br.pipeline_p2p = passes * p2p_per_pass;
-  br.sharded_comm = microbatches * sharded_per_microbatch;
-  br.sharded_exposed = microbatches * sharded_exposed_per_microbatch;
-  br.offload_traffic = microbatches * offload_per_microbatch;
-  br.offload_exposed = microbatches * offload_exposed_per_microbatch;
-  br.data_parallel_comm = dp_comm;
-  br.data_parallel_exposed = dp_exposed;
-  br.optimizer = opt;
-  e.step_time = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_p2p +
-                br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
-
-  {
-    const StepBreakdown kept = e.breakdown;
-    e = headline_metrics(job, e.step_time);
-    e.breakdown = kept;
-  }
-
-  e.memory = peak_memory(job);
-  e.memory_capacity = gpu.hbm_bytes;
-  if (e.memory.total() > gpu.hbm_bytes) {
-    e.fits = false;
-    e.not_fit_reason = not_fit_reason(e.memory, gpu.hbm_bytes);
-  } else if (e.memory.host_offload * G > inst.host_memory_bytes && inst.host_memory_bytes > 0) {
-    e.fits = false;
-    e.not_fit_reason = fmt::format("offloaded activations need {} of host memory per node, the node has {}",
-                                   gib(e.memory.host_offload * G), gib(inst.host_memory_bytes));
-  }
+  StepBreakdown br;
+  const double passes = job.training.gradient_accumulation, microbatches = c.pc.microbatches * passes;
+  br.compute = microbatches * slots.stage.kernels();
+  br.recompute = microbatches * slots.stage.recompute;
+  br.tensor_parallel_comm = microbatches * slots.stage.tensor();
+  br.pipeline_bubble = passes * pass.bubble;
+  br.pipeline_p2p = passes * pass.p2p;
+  br.sharded_comm = microbatches * shard.total;
+  br.sharded_exposed = microbatches * shard.exposed;
+  br.offload_traffic = microbatches * copies.total;
+  br.offload_exposed = microbatches * copies.exposed;
+  br.data_parallel_comm = grads.total;
+  br.data_parallel_exposed = grads.exposed;
+  br.optimizer = optimizer(c, stage_params);
+  const double step = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_p2p +
+                      br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
+  Estimate e = headline_metrics(job, step);
+  e.breakdown = br;
+  memory_verdict(c, e);
   return e;
 }
 

@@ -1,23 +1,30 @@
 #include "partune/costmodel/flops.hpp"
 
+#include "partune/costmodel/layer_plan.hpp"
+
 namespace partune {
 
+namespace {
+PlanConfig whole_model(double sequences) {
+  PlanConfig c;
+  c.sequences = sequences;
+  return c;  // tensor degree 1: every op whole
+}
+}  // namespace
+
 LayerFlops layer_forward_flops(const ModelSpec& m, double sequences) {
-  const double s = m.seq_len, h = m.hidden, f = m.ffn_hidden;
-  const double tokens = sequences * s;
-  const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
+  const LayerPlan plan = transformer_layer_plan(m, whole_model(sequences));
   LayerFlops lf;
-  lf.qkv = 2 * tokens * h * (h + 2 * kv);
-  lf.scores = 2 * sequences * s * s * h;   // all heads: heads * head_dim = h
-  lf.context = 2 * sequences * s * s * h;
-  lf.projection = 2 * tokens * h * h;
-  lf.fc1 = 2 * tokens * h * f;
-  lf.fc2 = 2 * tokens * f * h;
+  lf.qkv = plan.find("qkv")->flops;
+  lf.projection = plan.find("projection")->flops;
+  lf.fc1 = plan.find("fc1")->flops;
+  lf.fc2 = plan.find("fc2")->flops;
+  lf.scores = lf.context = plan.attention_flops() / 2;  // Q K^T and scores x V alike
   return lf;
 }
 
 double logits_forward_flops(const ModelSpec& m, double sequences) {
-  return 2.0 * sequences * m.seq_len * m.hidden * static_cast<double>(m.vocab);
+  return head_plan(m, whole_model(sequences)).gemm_flops();
 }
 
 double model_flops_per_step(const ModelSpec& m, double global_batch) {

@@ -1,5 +1,7 @@
 #include "partune/costmodel/job.hpp"
 
+#include "partune/costmodel/program.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -78,10 +80,7 @@ int Job::microbatch_size() const {
   return per_step > 0 ? training.global_batch / per_step : 0;
 }
 
-int Job::effective_active_microbatches() const {
-  return parallel.active_microbatches > 0 ? parallel.active_microbatches
-                                          : parallel.pipeline_parallel_degree + 2;
-}
+int Job::effective_active_microbatches() const { return active_microbatches(parallel); }
 
 JobViolation check_job(const Job& job) {
   const auto& m = job.model;

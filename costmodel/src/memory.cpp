@@ -1,5 +1,7 @@
 #include "partune/costmodel/memory.hpp"
 
+#include "partune/costmodel/layer_plan.hpp"
+
 #include <algorithm>
 
 namespace partune {
@@ -38,29 +40,23 @@ double stage_parameter_count(const Job& job, int stage) {
 
 double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
                               bool flash_attention) {
-  const double s = m.seq_len, b = sequences, h = m.hidden, a = m.heads, t = tensor_degree;
-  const double score_term = flash_attention ? 0.0 : 5.0 * a * s / (h * t);
-  return s * b * h * (10.0 + 24.0 / t + score_term);
+  PlanConfig c;
+  c.sequences = sequences;
+  c.tensor_degree = tensor_degree;
+  c.flash_attention = flash_attention;
+  return transformer_layer_plan(m, c).stored_bytes(Checkpointing::none);  // 16-bit accounting
 }
 
 double stored_layer_bytes(const Job& job, double sequences) {
-  const ModelSpec& m = job.model;
-  const ParallelConfig& pc = job.parallel;
-  const double act_bytes = bytes_per_element(job.training.precision) / 2.0;  // formulas assume 16-bit
-  switch (pc.activation_checkpointing) {
-    case Checkpointing::none: break;
-    case Checkpointing::selective:
-      return layer_activation_bytes(m, sequences, pc.tensor_parallel_degree, true) * act_bytes;
-    case Checkpointing::full:
-      return 2.0 * m.seq_len * sequences * m.hidden * act_bytes;
-  }
-  return full_layer_bytes(job, sequences);
+  PlanConfig c = plan_config(job);
+  c.sequences = sequences;
+  return transformer_layer_plan(job.model, c).stored_bytes(job.parallel.activation_checkpointing);
 }
 
 double full_layer_bytes(const Job& job, double sequences) {
-  const ParallelConfig& pc = job.parallel;
-  const double act_bytes = bytes_per_element(job.training.precision) / 2.0;  // formulas assume 16-bit
-  return layer_activation_bytes(job.model, sequences, pc.tensor_parallel_degree, pc.flash_attention) * act_bytes;
+  PlanConfig c = plan_config(job);
+  c.sequences = sequences;
+  return transformer_layer_plan(job.model, c).stored_bytes(Checkpointing::none);
 }
 
 double stored_stage_bytes(const Job& job, double sequences, int stage) {
@@ -70,30 +66,7 @@ double stored_stage_bytes(const Job& job, double sequences, int stage) {
 }
 
 double logits_bytes_per_microbatch(const Job& job) {
-  const ModelSpec& m = job.model;
-  return 6.0 * job.microbatch_size() * m.seq_len * static_cast<double>(m.vocab) /
-         job.parallel.tensor_parallel_degree;
-}
-
-double in_flight_microbatches(const ParallelConfig& pc, int stage) {
-  const double p = pc.pipeline_parallel_degree, m = pc.microbatches, v = pc.virtual_stages;
-  double held;
-  if (pc.pipeline == PipelineSchedule::simple) {
-    held = m;  // GPipe: every forward runs before the first backward
-  } else if (v > 1) {
-    // Interleaved 1F1B warm-up: ((p - s - 1) * 2 + (v - 1) * p + 1) chunk micro-batches,
-    // each 1/v of the stage (Korthikanti et al.: p + (p - 1) / v on the first stage).
-    held = ((p - stage - 1) * 2 + (v - 1) * p + 1) / v;
-  } else {
-    // 1F1B; a head on stage 0 counts as one more stage (schedule_steps).
-    held = p - stage + (pc.lm_head_stage == LmHeadStage::first ? 1 : 0);
-  }
-  // active_microbatches caps GPipe windows and the 1F1B warm-up; interleaved 1F1B needs
-  // its full warm-up (schedule_interleaved.cpp).
-  // (SMP's default cap is pipeline_parallel_degree + 2.)
-  const double cap = pc.active_microbatches > 0 ? pc.active_microbatches : p + 2;
-  const double active = v == 1 ? cap : held;
-  return std::max(1.0, std::min({held, m, active}));
+  return head_plan(job.model, plan_config(job)).stored_bytes(Checkpointing::none);
 }
 
 MemoryBreakdown stage_memory(const Job& job, int stage) {

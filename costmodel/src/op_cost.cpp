@@ -5,14 +5,6 @@
 
 namespace partune {
 
-namespace {
-
-// Kernels launched per layer that are not GEMMs (norms, activation, dropout, residual
-// adds, softmax, copies); each pays the small-kernel floor.
-constexpr double kElementwiseKernelsFwd = 10;
-constexpr double kElementwiseKernelsBwd = 20;
-}  // namespace
-
 double gemm_efficiency(const GpuProfile& gpu, double m, double n, double k) {
   const GemmEfficiency& g = gpu.gemm;
   const double tiles_m = std::ceil(m / g.tile), tiles_n = std::ceil(n / g.tile);
@@ -34,73 +26,90 @@ double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double 
   return std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
 }
 
-// Forward GEMM Y[m x n] = X[m x k] W[k x n]; backward computes dX = dY W^T (m x k x n)
-// and dW = X^T dY (k x n x m).
-static void add_linear(const GpuProfile& gpu, Precision p, double tokens, double in, double out,
-                       LayerTime& lt) {
-  lt.gemm_fwd += gemm_time(gpu, p, tokens, out, in);
-  lt.gemm_bwd += gemm_time(gpu, p, tokens, in, out) + gemm_time(gpu, p, in, out, tokens);
+namespace {
+
+// A GEMM Y[m x n] = X[m x k] W[k x n]: backward computes dX = dY W^T (m x k x n) and
+// dW = X^T dY (k x n x m).
+void add_gemm(const GpuProfile& gpu, Precision p, const PlanOp& op, LayerTime& lt) {
+  lt.gemm_fwd += gemm_time(gpu, p, op.m, op.n, op.k);
+  lt.gemm_bwd += gemm_time(gpu, p, op.m, op.k, op.n) + gemm_time(gpu, p, op.k, op.n, op.m);
+}
+
+// The attention core over op.m score elements (b x heads/t x s x s) at head_dim op.k.
+void add_attention(const GpuProfile& gpu, Precision p, const PlanOp& op, bool flash, LayerTime& lt) {
+  const double peak = gpu.peak_flops(p), d = op.k;
+  if (flash) {
+    // Causal FlashAttention does half the score FLOPs; backward is 2.5x forward
+    // (FlashAttention's own accounting).
+    const double rate = peak * gpu.attention.flash_efficiency;
+    lt.attention_fwd += 0.5 * op.flops / rate + gpu.kernel_overhead;
+    lt.attention_bwd += 2.5 * 0.5 * op.flops / rate + gpu.kernel_overhead;
+    return;
+  }
+  // Batched GEMMs at an efficiency that falls with head_dim (the contraction of QK^T),
+  // plus passes over the scores: scale, mask, softmax, dropout.
+  const double eff = gpu.attention.score_bmm_efficiency * (d / (d + 64.0)) / (128.0 / 192.0);
+  const double rate = peak * std::min(eff, gpu.gemm.max_efficiency);
+  lt.attention_fwd += op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_fwd) +
+                      4 * gpu.kernel_overhead;
+  lt.attention_bwd += 2.0 * op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_bwd) +
+                      8 * gpu.kernel_overhead;
+}
+
+}  // namespace
+
+LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention) {
+  LayerTime lt;
+  double bytes_fwd = 0, bytes_bwd = 0;
+  int kernels_fwd = 0, kernels_bwd = 0;
+  for (const PlanOp& op : plan.ops) {
+    switch (op.kind) {
+      case PlanOpKind::gemm: add_gemm(gpu, p, op, lt); break;
+      case PlanOpKind::attention_core: add_attention(gpu, p, op, flash_attention, lt); break;
+      case PlanOpKind::memory_bound:
+        bytes_fwd += op.bytes;
+        bytes_bwd += op.backward_bytes;
+        kernels_fwd += op.kernels;
+        kernels_bwd += op.backward_kernels;
+        break;
+      case PlanOpKind::tensor_comm: break;  // collectives are costed by collective.hpp
+    }
+  }
+  // The memory-bound kernels stream their bytes at HBM speed and each pays the
+  // small-kernel floor.
+  if (kernels_fwd > 0) lt.elementwise_fwd = memory_bound_time(gpu, bytes_fwd) + kernels_fwd * gpu.kernel_overhead;
+  if (kernels_bwd > 0) lt.elementwise_bwd = memory_bound_time(gpu, bytes_bwd) + kernels_bwd * gpu.kernel_overhead;
+  return lt;
 }
 
 LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
                      int tensor_degree, bool flash_attention) {
-  const double t = tensor_degree, s = m.seq_len, h = m.hidden, f = m.ffn_hidden;
-  const double tokens = sequences * s;
-  const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
-  LayerTime lt;
-  add_linear(gpu, p, tokens, h, (h + 2 * kv) / t, lt);  // QKV, column-parallel
-  add_linear(gpu, p, tokens, h / t, h, lt);             // projection, row-parallel
-  add_linear(gpu, p, tokens, h, f / t, lt);             // fc1, column-parallel
-  add_linear(gpu, p, tokens, f / t, h, lt);             // fc2, row-parallel
+  PlanConfig c;
+  c.sequences = sequences;
+  c.tensor_degree = tensor_degree;
+  c.flash_attention = flash_attention;
+  c.precision = p;
+  return plan_time(gpu, transformer_layer_plan(m, c), p, flash_attention);
+}
 
-  const double heads = m.heads / t, d = m.head_dim();
-  const double score_flops_fwd = 4.0 * sequences * s * s * h / t;  // QK^T and AV
-  const double peak = gpu.peak_flops(p);
-  if (flash_attention) {
-    // Causal FlashAttention does half the score FLOPs; backward is 2.5x forward
-    // (FlashAttention's own accounting).
-    const double rate = peak * gpu.attention.flash_efficiency;
-    lt.attention_fwd = 0.5 * score_flops_fwd / rate + gpu.kernel_overhead;
-    lt.attention_bwd = 2.5 * 0.5 * score_flops_fwd / rate + gpu.kernel_overhead;
-  } else {
-    // Batched GEMMs at an efficiency that falls with head_dim (the contraction of QK^T),
-    // plus passes over the (b * heads) x s x s scores: scale, mask, softmax, dropout.
-    const double eff = gpu.attention.score_bmm_efficiency * (d / (d + 64.0)) / (128.0 / 192.0);
-    const double rate = peak * std::min(eff, gpu.gemm.max_efficiency);
-    const double scores = sequences * heads * s * s;
-    lt.attention_fwd = score_flops_fwd / rate +
-                       memory_bound_time(gpu, scores * gpu.attention.score_bytes_fwd) +
-                       4 * gpu.kernel_overhead;
-    lt.attention_bwd = 2.0 * score_flops_fwd / rate +
-                       memory_bound_time(gpu, scores * gpu.attention.score_bytes_bwd) +
-                       8 * gpu.kernel_overhead;
-  }
-
-  // Per token, forward: two layer norms read and write h (8h bytes), GeLU reads and
-  // writes f/t (4f/t), two bias-dropout-residual adds read two inputs, write the output
-  // and a 1-byte mask (14h). Backward moves about twice as much.
-  const double eb = bytes_per_element(p) / 2.0;
-  const double fwd_bytes = tokens * (22.0 * h + 4.0 * f / t) * eb;
-  lt.elementwise_fwd = memory_bound_time(gpu, fwd_bytes) + kElementwiseKernelsFwd * gpu.kernel_overhead;
-  lt.elementwise_bwd = memory_bound_time(gpu, 2.0 * fwd_bytes) + kElementwiseKernelsBwd * gpu.kernel_overhead;
-  return lt;
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c) {
+  const LayerTime embedding = plan_time(gpu, embedding_plan(m, c), c.precision, false);
+  const LayerTime head = plan_time(gpu, head_plan(m, c), c.precision, false);
+  HeadTime ht;
+  ht.embedding_fwd = embedding.forward();
+  ht.embedding_bwd = embedding.backward();
+  ht.logits_fwd = head.forward();
+  ht.logits_bwd = head.backward();
+  return ht;
 }
 
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
                    int tensor_degree) {
-  const double t = tensor_degree, tokens = sequences * m.seq_len, h = m.hidden;
-  const double v = static_cast<double>(m.vocab) / t;
-  const double eb = bytes_per_element(p);
-  HeadTime ht;
-  ht.embedding_fwd = memory_bound_time(gpu, 2.0 * tokens * h * eb) + gpu.kernel_overhead;
-  ht.embedding_bwd = memory_bound_time(gpu, 3.0 * tokens * h * eb) + gpu.kernel_overhead;
-  ht.logits_fwd = gemm_time(gpu, p, tokens, v, h);
-  ht.logits_bwd = gemm_time(gpu, p, tokens, h, v) + gemm_time(gpu, p, h, v, tokens);
-  // Cross-entropy in fp32 over the local vocabulary slice: read logits, write
-  // probabilities forward; read them and write the gradient backward.
-  ht.logits_fwd += memory_bound_time(gpu, tokens * v * (eb + 4.0)) + 3 * gpu.kernel_overhead;
-  ht.logits_bwd += memory_bound_time(gpu, tokens * v * (4.0 + eb)) + 2 * gpu.kernel_overhead;
-  return ht;
+  PlanConfig c;
+  c.sequences = sequences;
+  c.tensor_degree = tensor_degree;
+  c.precision = p;
+  return head_time(gpu, m, c);
 }
 
 double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params) {

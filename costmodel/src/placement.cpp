@@ -64,22 +64,31 @@ std::vector<int> Placement::group(int r, Axis axis) const {
 }
 
 GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gpus_per_node) {
-  // Groups built from strides are translates of the group holding rank 0, so counting
-  // nodes for that one group describes them all (up to alignment with node boundaries,
-  // which we take from rank 0's group: placements with power-of-two degrees align).
-  GroupSpan span;
-  span.size = subgroup_size;
-  // Members sit at increasing ranks i * stride, so distinct nodes are counted by
-  // watching the node index change (no allocation: the estimator calls this per job).
-  const int stride = p.stride(axis);
-  int nodes = 0, last = -1;
-  for (int i = 0; i < subgroup_size; ++i) {
-    const int node = (i * stride) / gpus_per_node;
-    if (node != last) ++nodes, last = node;
+  // Groups are translates of the one holding rank 0, but a degree that does not divide a
+  // node (tensor degree 3 on 8 GPUs) makes some translates straddle a node boundary. The
+  // slowest group paces the collective's whole kind, so the span is the worst one: the
+  // most nodes, then the fewest members on one node (the fewest NICs at a crossing).
+  GroupSpan worst{subgroup_size, 0, subgroup_size};
+  const int stride = p.stride(axis), degree = p.degree(axis);
+  for (int base = 0; base < p.world_size(); ++base) {
+    if ((base / stride) % degree % subgroup_size != 0) continue;  // not the first member of a group
+    // Members sit at increasing ranks base + i * stride: count nodes as the index changes.
+    int nodes = 0, last = -1, run = 0, fewest = subgroup_size;
+    for (int i = 0; i < subgroup_size; ++i) {
+      const int node = (base + i * stride) / gpus_per_node;
+      if (node != last) {
+        if (run > 0) fewest = std::min(fewest, run);
+        ++nodes, last = node, run = 0;
+      }
+      ++run;
+    }
+    fewest = std::min(fewest, run);
+    if (nodes > worst.nodes || (nodes == worst.nodes && fewest < worst.per_node)) {
+      worst.nodes = nodes;
+      worst.per_node = fewest;
+    }
   }
-  span.nodes = nodes;
-  span.per_node = std::max(1, subgroup_size / span.nodes);
-  return span;
+  return worst;
 }
 
 GroupSpan group_span(const Placement& p, Axis axis, int gpus_per_node) {

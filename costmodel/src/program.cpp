@@ -10,6 +10,7 @@
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/stage_cost.hpp"
 
 namespace partune {
 
@@ -136,11 +137,11 @@ class ProgramBuilder {
         pc_(job.parallel),
         placement_(pc_.placement_strategy, job.data_parallel_degree(), pc_.pipeline_parallel_degree,
                    pc_.tensor_parallel_degree),
-        options_(options) {
+        options_(options),
+        costs_(job) {
     program_.rank = rank;
     program_.coords = placement_.coords(rank);
     const ModelSpec& m = job.model;
-    const GpuProfile& gpu = job.cluster.instance.gpu;
     const Precision prec = job.training.precision;
     b_ = job.microbatch_size();
     p_ = pc_.pipeline_parallel_degree;
@@ -153,8 +154,17 @@ class ProgramBuilder {
     head_first_ = job.lm_head_on_first_stage();
     head_chunk_ = v_;
     eb_ = bytes_per_element(prec);
-    layer_ = layer_time(gpu, m, prec, b_, tp_, pc_.flash_attention);
-    head_ = head_time(gpu, m, prec, b_, tp_);
+    layer_ = costs_.layer_time();
+    head_ = costs_.head_time();
+    const PlanConfig plan = plan_config(job);
+    const Checkpointing policy = pc_.activation_checkpointing;
+    const LayerPlan layer = transformer_layer_plan(m, plan), embedding = embedding_plan(m, plan),
+                    head = head_plan(m, plan);
+    layer_comm_ = {tensor_collectives(layer, PlanPass::forward), tensor_collectives(layer, PlanPass::backward),
+                   tensor_collectives(layer, PlanPass::recompute, policy)};
+    embedding_comm_ = {tensor_collectives(embedding, PlanPass::forward),
+                       tensor_collectives(embedding, PlanPass::backward), {}};
+    head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};
     activation_bytes_ = b_ * m.seq_len * m.hidden * eb_;
     layer_param_bytes_ = m.layer_params() / tp_ * eb_;
     stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
@@ -211,28 +221,20 @@ class ProgramBuilder {
       out.push_back({s.forward ? Step::forward : Step::backward, s.microbatch, s.chunk});
     return out;
   }
-  // What place_head_steps needs: every stage's kernels and tensor all-reduces for one
-  // micro-batch, the head's time and one pipeline hop, from the cost model.
+  // What place_head_steps needs: every stage's slot for one micro-batch (stage_cost.hpp),
+  // the head's time and one pipeline hop.
   StageTimes stage_times() const {
-    const InstanceType& inst = job_.cluster.instance;
-    const int G = inst.gpus_per_node;
-    const double oversub = job_.cluster.oversubscription;
-    const double ar = tp_ > 1 ? collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, activation_bytes_,
-                                                group_span(placement_, Axis::tensor, G), inst, oversub).total()
-                              : 0.0;
-    const GroupSpan pp_span = group_span(placement_, Axis::pipeline, G);
-    const GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
     StageTimes t;
-    t.hop = collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, activation_bytes_ / tp_, pair, inst,
-                            oversub).total();
+    t.hop = costs_.pipeline_hop();
     t.head = head_.logits_fwd + head_.logits_bwd;
-    const double recompute_ar = pc_.activation_checkpointing == Checkpointing::full ? 2 : 0;
     for (int s = 0; s < p_; ++s) {
-      const double L = job_.layers_on_stage(s), K = job_.checkpointed_layers_on_stage(s);
-      const double embedding = s == 0 ? 1 : 0;
-      t.forward.push_back(L * layer_.forward() + embedding * head_.embedding_fwd + (2 * L + embedding) * ar);
-      t.backward.push_back(L * layer_.backward() + K * layer_.recompute(pc_.activation_checkpointing) +
-                           embedding * head_.embedding_bwd + (2 * L + K * recompute_ar + embedding) * ar);
+      StageCost c = costs_.cost(s);
+      if (s == job_.lm_head_stage()) {  // the head runs as its own steps (t.head)
+        c.forward -= head_.logits_fwd;
+        c.backward -= head_.logits_bwd;
+      }
+      t.forward.push_back(c.forward_slot());
+      t.backward.push_back(c.backward_slot());
     }
     return t;
   }
@@ -303,9 +305,45 @@ class ProgramBuilder {
     in.layer = static_cast<std::int16_t>(layer);
     return in;
   }
-  void tensor_all_reduce(int count, int mb, int chunk, int layer) {
-    if (tp_ > 1 && count > 0)
-      push(collective(OpKind::all_reduce, CommGroup::tensor, activation_bytes_, count, mb, chunk, layer));
+  // --- tensor-parallel collectives, from the layer plan (layer_plan.hpp).
+  // The collectives of `parts` (plan pass lists, each `times` over), equal ones folded.
+  struct Part {
+    const std::vector<TensorCollective>* list;
+    int times;
+  };
+  static std::vector<TensorCollective> gather(std::initializer_list<Part> parts, bool overlapped) {
+    std::vector<TensorCollective> out;
+    for (const Part& p : parts)
+      for (const TensorCollective& c : *p.list) {
+        if (c.overlapped != overlapped || p.times <= 0) continue;
+        auto same = std::find_if(out.begin(), out.end(), [&](const TensorCollective& o) {
+          return o.kind == c.kind && o.bytes == c.bytes;
+        });
+        if (same == out.end()) out.push_back({c.kind, c.bytes, 0, overlapped});
+        (same == out.end() ? out.back() : *same).count += c.count * p.times;
+      }
+    return out;
+  }
+  static OpKind op_kind(CollectiveKind k) {
+    return k == CollectiveKind::all_gather ? OpKind::all_gather
+         : k == CollectiveKind::reduce_scatter ? OpKind::reduce_scatter
+                                               : OpKind::all_reduce;
+  }
+  // The blocking collectives after a compute instruction.
+  void tensor_collectives_after(std::initializer_list<Part> parts, int mb, int chunk, int layer) {
+    for (const TensorCollective& c : gather(parts, false))
+      push(collective(op_kind(c.kind), CommGroup::tensor, c.bytes, c.count, mb, chunk, layer));
+  }
+  // The overlapped ones (sequence-parallel re-gathers) start before the compute they run
+  // beside; the returned indices are awaited after it (wait_all).
+  std::vector<int> tensor_collectives_beside(std::initializer_list<Part> parts, int mb, int chunk, int layer) {
+    std::vector<int> started;
+    for (const TensorCollective& c : gather(parts, true))
+      started.push_back(start_async(collective(op_kind(c.kind), CommGroup::tensor, c.bytes, c.count, mb, chunk, layer)));
+    return started;
+  }
+  void wait_all(const std::vector<int>& indices) {
+    for (int i : indices) wait(i);
   }
   Instruction p2p(OpKind kind, int peer, int mb, int chunk) const {
     Instruction in;
@@ -336,21 +374,25 @@ class ProgramBuilder {
     if (!first_model_stage(chunk)) push(p2p(OpKind::recv_activation, neighbour(chunk, -1), mb, chunk));
     const double extra = (first_model_stage(chunk) ? head_.embedding_fwd : 0.0) +
                          (runs_head(chunk) ? head_.logits_fwd : 0.0);
-    const int embed_ar = first_model_stage(chunk) ? 1 : 0;
+    const int embedding = first_model_stage(chunk) ? 1 : 0, head = runs_head(chunk) ? 1 : 0;
     const int ckpt = checkpointed(chunk);
     if (per_layer_) {
       for (int l = 0; l < layers_per_chunk_; ++l) {
         if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, false);
-        const double head = (l == 0 && first_model_stage(chunk) ? head_.embedding_fwd : 0.0) +
-                            (l == layers_per_chunk_ - 1 && runs_head(chunk) ? head_.logits_fwd : 0.0);
-        push(compute(OpKind::forward, mb, chunk, l, 1, layer_.forward() + head));
-        tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
+        const int first = l == 0 ? embedding : 0, last = l == layers_per_chunk_ - 1 ? head : 0;
+        push(compute(OpKind::forward, mb, chunk, l, 1,
+                     layer_.forward() + first * head_.embedding_fwd + last * head_.logits_fwd));
+        tensor_collectives_after({{&embedding_comm_.forward, first}, {&layer_comm_.forward, 1},
+                                  {&head_comm_.forward, last}},
+                                 mb, chunk, l);
         if (offloading() && l < ckpt) start_after_previous(copy(OpKind::offload, mb, chunk, l));
       }
     } else {
       push(compute(OpKind::forward, mb, chunk, -1, layers_per_chunk_,
                    layers_per_chunk_ * layer_.forward() + extra));
-      tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
+      tensor_collectives_after({{&embedding_comm_.forward, embedding}, {&layer_comm_.forward, layers_per_chunk_},
+                                {&head_comm_.forward, head}},
+                               mb, chunk, -1);
     }
     if (offloading() && !per_layer_ && ckpt > 0) start_after_previous(copy(OpKind::offload, mb, chunk, -1));
     if (!last_model_stage(chunk)) {
@@ -376,7 +418,11 @@ class ProgramBuilder {
       wait(g);
     }
     push(compute(OpKind::forward, mb, head_chunk_, -1, 0, head_.logits_fwd));
+    tensor_collectives_after({{&head_comm_.forward, 1}}, mb, head_chunk_, -1);
+    const std::vector<int> beside = tensor_collectives_beside({{&head_comm_.backward, 1}}, mb, head_chunk_, -1);
     push(compute(OpKind::backward, mb, head_chunk_, -1, 0, head_.logits_bwd));
+    wait_all(beside);
+    tensor_collectives_after({{&head_comm_.backward, 1}}, mb, head_chunk_, -1);
     start_after_previous(p2p(OpKind::send_gradient, last, mb, head_chunk_));
   }
 
@@ -426,48 +472,63 @@ class ProgramBuilder {
       }
       wait(reloads_.at({mb, chunk}));
     }
-    const Checkpointing policy = pc_.activation_checkpointing;
-    const double recompute = layer_.recompute(policy);
-    const int recompute_ar = policy == Checkpointing::full ? 2 : 0;
-    const int embed_ar = first_model_stage(chunk) ? 1 : 0;
     const bool buckets = sync_gradients && dp_ > 1 && !sharded_;
     if (per_layer_ || buckets) {
-      // Backward runs from the chunk's last layer to its first; only the checkpointed
-      // layers (the first `ckpt`) recompute.
-      for (int l = layers_per_chunk_ - 1; l >= 0; --l) {
-        if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
-        if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
-        if (recompute > 0 && l < ckpt) {
-          push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
-          tensor_all_reduce(recompute_ar, mb, chunk, l);
-        }
-        const double head = (l == layers_per_chunk_ - 1 && runs_head(chunk) ? head_.logits_bwd : 0.0) +
-                            (l == 0 && first_model_stage(chunk) ? head_.embedding_bwd : 0.0);
-        push(compute(OpKind::backward, mb, chunk, l, 1, layer_.backward() + head));
-        tensor_all_reduce(2 + (l == 0 ? embed_ar : 0), mb, chunk, l);
-        if (sharded_) {
-          start_async(collective(OpKind::reduce_scatter, CommGroup::sharded,
-                                 layer_param_bytes_ + extra_param_bytes(chunk, l), 1, mb, chunk, l));
-        } else if (buckets) {
-          // One gradient bucket per layer, reduced while the layers below run backward.
-          const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
-          start_async(collective(k, CommGroup::data, layer_param_bytes_ + extra_param_bytes(chunk, l), 1, -1,
-                                 chunk, l));
-        }
-      }
+      // Backward runs from the chunk's last layer to its first.
+      for (int l = layers_per_chunk_ - 1; l >= 0; --l) backward_layer(mb, chunk, l, buckets);
     } else {
-      if (recompute > 0 && ckpt > 0) {
-        // The chunk's checkpointed layers (its first `ckpt`) recompute, as one instruction.
-        push(compute(OpKind::recompute, mb, chunk, -1, ckpt, ckpt * recompute));
-        tensor_all_reduce(recompute_ar * ckpt, mb, chunk, -1);
-      }
-      const double extra = (first_model_stage(chunk) ? head_.embedding_bwd : 0.0) +
-                           (runs_head(chunk) ? head_.logits_bwd : 0.0);
-      push(compute(OpKind::backward, mb, chunk, -1, layers_per_chunk_,
-                   layers_per_chunk_ * layer_.backward() + extra));
-      tensor_all_reduce(2 * layers_per_chunk_ + embed_ar, mb, chunk, -1);
+      backward_chunk(mb, chunk);
     }
     if (!first_model_stage(chunk)) start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
+  }
+
+  // One layer's backward: its weights gathered (sharded), its activations reloaded
+  // (offload), its recompute if checkpointed (the chunk's first `ckpt` layers), the
+  // kernels with the plan's tensor collectives around them, then its gradient bucket.
+  void backward_layer(int mb, int chunk, int l, bool buckets) {
+    const double recompute = layer_.recompute(pc_.activation_checkpointing);
+    if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
+    if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
+    if (recompute > 0 && l < checkpointed(chunk)) {
+      push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
+      tensor_collectives_after({{&layer_comm_.recompute, 1}}, mb, chunk, l);
+    }
+    const int first = l == 0 && first_model_stage(chunk) ? 1 : 0;
+    const int last = l == layers_per_chunk_ - 1 && runs_head(chunk) ? 1 : 0;
+    const std::initializer_list<Part> parts = {
+        {&head_comm_.backward, last}, {&layer_comm_.backward, 1}, {&embedding_comm_.backward, first}};
+    const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, l);
+    push(compute(OpKind::backward, mb, chunk, l, 1,
+                 layer_.backward() + last * head_.logits_bwd + first * head_.embedding_bwd));
+    wait_all(beside);
+    tensor_collectives_after(parts, mb, chunk, l);
+    const double bucket = layer_param_bytes_ + extra_param_bytes(chunk, l);
+    if (sharded_) {
+      start_async(collective(OpKind::reduce_scatter, CommGroup::sharded, bucket, 1, mb, chunk, l));
+    } else if (buckets) {
+      // One gradient bucket per layer, reduced while the layers below run backward.
+      const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
+      start_async(collective(k, CommGroup::data, bucket, 1, -1, chunk, l));
+    }
+  }
+
+  // A whole chunk's backward as one instruction (chunk granularity): the recompute of its
+  // checkpointed layers first, as one instruction too.
+  void backward_chunk(int mb, int chunk) {
+    const double recompute = layer_.recompute(pc_.activation_checkpointing);
+    const int ckpt = checkpointed(chunk);
+    if (recompute > 0 && ckpt > 0) {
+      push(compute(OpKind::recompute, mb, chunk, -1, ckpt, ckpt * recompute));
+      tensor_collectives_after({{&layer_comm_.recompute, ckpt}}, mb, chunk, -1);
+    }
+    const int first = first_model_stage(chunk) ? 1 : 0, last = runs_head(chunk) ? 1 : 0;
+    const std::initializer_list<Part> parts = {
+        {&head_comm_.backward, last}, {&layer_comm_.backward, layers_per_chunk_}, {&embedding_comm_.backward, first}};
+    const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, -1);
+    push(compute(OpKind::backward, mb, chunk, -1, layers_per_chunk_,
+                 layers_per_chunk_ * layer_.backward() + first * head_.embedding_bwd + last * head_.logits_bwd));
+    wait_all(beside);
+    tensor_collectives_after(parts, mb, chunk, -1);
   }
 
   // Embedding and head parameters a chunk holds besides its layers (a tied embedding is
@@ -543,8 +604,14 @@ class ProgramBuilder {
   int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, stage_ = 0, layers_per_chunk_ = 0;
   int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
   bool sharded_ = false, per_layer_ = false, head_first_ = false;
+  StageCostModel costs_;
   LayerTime layer_;
   HeadTime head_;
+  // The plans' tensor collectives per pass (layer_plan.hpp).
+  struct PlanComm {
+    std::vector<TensorCollective> forward, backward, recompute;
+  };
+  PlanComm layer_comm_, embedding_comm_, head_comm_;
   std::vector<int> outstanding_;
   // Per (kind, peer, head hop): the last send or copy started, -1 once awaited.
   struct LastIndex {

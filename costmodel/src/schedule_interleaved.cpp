@@ -9,11 +9,8 @@ namespace partune {
 
 std::vector<ScheduleStep> schedule_interleaved(int stages, int microbatches, int chunks, int stage,
                                                int active) {
-  // active_microbatches cannot shorten this warm-up: a chunk's backward needs its own
-  // forward, which the warm-up of (chunks - 1) * stages forwards is what delivers.
-  (void)active;
   const int total = microbatches * chunks;
-  int warmup = (stages - stage - 1) * 2 + (chunks - 1) * stages;
+  const int warmup = warmup_steps(PipelineSchedule::interleaved, stages, microbatches, chunks, stage, active);
   auto microbatch_of = [=](int k) { return (k / (stages * chunks)) * stages + k % stages; };
   auto chunk_of = [=](int k) { return (k / stages) % chunks; };
   return detail::one_forward_one_backward(

@@ -283,7 +283,12 @@ TEST_CASE("compute seconds add up the cost model's layer and head times", "[prog
   }
 }
 
-TEST_CASE("tensor-parallel all-reduces: 4 per layer, 2 more recomputed, 2 for the embedding", "[program]") {
+// Megatron's rule, written out by hand: per micro-batch and layer two all-reduces forward
+// (g after the attention and the MLP) and two backward (f before them), two more per fully
+// recomputed layer; the vocabulary-parallel embedding's g forward on the first stage; on
+// the head's stage the head's f backward and the cross-entropy's three fp32 all-reduces of
+// b*s values (maximum, sum of exponentials, target logit) forward.
+TEST_CASE("tensor-parallel all-reduces follow Megatron's f/g rule on every stage", "[program]") {
   for (const Granularity gran : {Granularity::chunk, Granularity::layer}) {
     for (const Shape& s : shapes()) {
       const Job job = make_job(s);
@@ -292,23 +297,26 @@ TEST_CASE("tensor-parallel all-reduces: 4 per layer, 2 more recomputed, 2 for th
       const double b = static_cast<double>(s.global_batch) / (dp * s.micro * s.ga);
       const int M = s.micro * s.ga, L = 12 / s.pp;
       for (const RankProgram& prog : build_programs(job, {gran})) {
-        int count = 0, instructions = 0;
+        int activation = 0, loss = 0, instructions = 0;
         for (const Instruction& in : prog.ops) {
           if (in.group != CommGroup::tensor) continue;
           REQUIRE(in.kind == OpKind::all_reduce);
           CHECK_FALSE(in.async);  // on the critical path, between dependent GEMMs
-          CHECK(in.bytes == Approx(b * 1024 * 768 * 2).epsilon(1e-12));  // b s h fp16, full size
-          count += in.count;
+          if (in.bytes == Approx(b * 1024 * 768 * 2).epsilon(1e-12)) activation += in.count;  // b s h fp16
+          else if (in.bytes == Approx(b * 1024 * 4).epsilon(1e-12)) loss += in.count;        // b s fp32
+          else FAIL("a tensor all-reduce of " << in.bytes << " bytes");
           ++instructions;
         }
-        INFO("rank " << prog.rank << " stage " << prog.coords.pipeline);
+        const int stage = prog.coords.pipeline;
+        INFO("rank " << prog.rank << " stage " << stage);
         if (s.tp == 1) {
           CHECK(instructions == 0);
           continue;
         }
-        const int expected =
-            M * (4 * L + (s.ckpt == Checkpointing::full ? 2 * L : 0) + (prog.coords.pipeline == 0 ? 2 : 0));
-        CHECK(count == expected);
+        const bool first = stage == 0, head = stage == s.pp - 1;
+        const int recomputed = s.ckpt == Checkpointing::full ? 2 * L : 0;
+        CHECK(activation == M * (4 * L + recomputed + (first ? 1 : 0) + (head ? 1 : 0)));
+        CHECK(loss == M * (head ? 3 : 0));
       }
     }
   }

@@ -48,7 +48,8 @@ enum class PlanPart : std::uint8_t { layer, embedding, head };
 struct PlanOp {
   const char* name = "";
   PlanOpKind kind = PlanOpKind::memory_bound;
-  // gemm: per-rank shape of the forward product.
+  // gemm: per-rank shape of the forward product. attention_core: m = score elements
+  // (b x heads/t x s x s), k = head_dim.
   double m = 0, n = 0, k = 0;
   // Forward FLOPs on this rank (gemm: 2mnk; attention core: QK^T and AV, causal mask not
   // skipped).

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/program.hpp"
 
 namespace partune {
 
@@ -57,8 +58,8 @@ double stage_parameter_count(const Job& job, int stage);
 // plus the fp32 copy the cross-entropy works on, vocabulary split over tensor parallel.
 double logits_bytes_per_microbatch(const Job& job);
 
-// Micro-batches whose activations stage `stage` holds at once under the schedule.
-double in_flight_microbatches(const ParallelConfig& pc, int stage);
+// Micro-batches whose activations a stage holds at once: in_flight_microbatches, the
+// schedule's own rule (program.hpp).
 
 // Memory of one pipeline stage's GPU.
 MemoryBreakdown stage_memory(const Job& job, int stage);

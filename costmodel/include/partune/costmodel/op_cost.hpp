@@ -2,6 +2,7 @@
 // Time of one kernel on one GPU: a roofline with shape-dependent GEMM efficiency.
 #include "partune/costmodel/hardware.hpp"
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/layer_plan.hpp"
 
 namespace partune {
 
@@ -32,6 +33,11 @@ struct LayerTime {
   }
 };
 
+// The time of a plan's ops on one rank: its GEMMs (backward: input and weight gradients),
+// its attention core (standard or flash), its memory-bound kernels. Tensor collectives
+// are not included (collective.hpp costs them).
+LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention);
+// plan_time of a transformer layer without sequence parallelism.
 LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p,
                      double sequences, int tensor_degree, bool flash_attention);
 
@@ -40,6 +46,7 @@ struct HeadTime {
   double embedding_fwd = 0, embedding_bwd = 0;
   double logits_fwd = 0, logits_bwd = 0;
 };
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c);
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
                    int tensor_degree);
 

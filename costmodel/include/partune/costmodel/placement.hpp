@@ -44,7 +44,8 @@ class Placement {
 };
 
 // How a communication group lies on the nodes: the ranks of one group spread over
-// `nodes` nodes with `per_node` of them on each (groups built from strides are uniform).
+// `nodes` nodes with at least `per_node` of them on each. group_span gives the worst
+// group of the kind (most nodes, then fewest members on a node): the one that paces it.
 struct GroupSpan {
   int size = 1;
   int nodes = 1;

@@ -1,0 +1,66 @@
+#pragma once
+// One pipeline stage's work for one micro-batch, read from the layer plan: its layers,
+// the embedding on the first stage, the LM head on the head's stage, the recompute of its
+// checkpointed layers, and the tensor-parallel collectives each of those runs. The
+// estimator's critical stage and the program builder's head placement both read it, so
+// "a stage's slot" is one rule.
+#include <vector>
+
+#include "partune/costmodel/job.hpp"
+#include "partune/costmodel/layer_plan.hpp"
+#include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/placement.hpp"
+
+namespace partune {
+
+// Tensor collectives one stage runs for one micro-batch, by pass (Megatron's rule, read
+// from the plans: 2 + 2 per layer without sequence parallelism, the embedding's g
+// forward on its stage, the head's f backward and the loss's three reductions forward on
+// the head's stage, the layer's forward again per fully recomputed layer).
+struct StageCollectives {
+  std::vector<TensorCollective> forward, backward, recompute;  // equal ones folded
+  int count(CollectiveKind kind) const;  // over the three passes
+  int count() const;
+};
+StageCollectives stage_tensor_collectives(const Job& job, int stage);
+
+struct StageCost {
+  double forward = 0, backward = 0, recompute = 0;  // kernels
+  double tensor_forward = 0;    // blocking tensor collectives of the forward
+  double tensor_backward = 0;   // of the backward and the recompute, plus the exposed part
+                                // of the overlapped ones (sequence-parallel re-gathers)
+  double forward_slot() const { return forward + tensor_forward; }
+  double backward_slot() const { return backward + recompute + tensor_backward; }
+  double slot() const { return forward_slot() + backward_slot(); }
+  double kernels() const { return forward + backward + recompute; }
+  double tensor() const { return tensor_forward + tensor_backward; }
+};
+
+// The plans and per-op times of a job, built once, and each stage's cost from them.
+class StageCostModel {
+ public:
+  explicit StageCostModel(const Job& job);
+  StageCost cost(int stage) const;
+  // The stage's tensor collectives per micro-batch (equal ones folded into counts).
+  StageCollectives collectives(int stage) const;
+  // Time of one tensor collective of this kind and size on the job's tensor group.
+  double tensor_collective_time(const TensorCollective& c) const;
+  // One activation (or gradient) transfer between neighbouring stages.
+  double pipeline_hop() const { return hop_; }
+
+  const LayerPlan& layer() const { return layer_; }
+  const LayerTime& layer_time() const { return layer_time_; }
+  const HeadTime& head_time() const { return head_time_; }
+
+ private:
+
+  const Job& job_;
+  Placement placement_;
+  GroupSpan tensor_span_;
+  LayerPlan layer_, embedding_, head_;
+  LayerTime layer_time_;
+  HeadTime head_time_;
+  double hop_ = 0;
+};
+
+}  // namespace partune

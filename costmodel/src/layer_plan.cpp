@@ -1,0 +1,276 @@
+// The layer plan (layer_plan.hpp): the ops of a transformer layer, the embedding and the
+// LM head on one tensor-parallel rank, with what each computes, moves, keeps and
+// communicates.
+//
+// Units: bytes. A layer's figures are written as Korthikanti et al. count them (2 bytes an
+// activation element, 1 a dropout mask) and scaled by bytes_per_element / 2 for other
+// precisions (`scale`), as memory-bound traffic is.
+#include "partune/costmodel/layer_plan.hpp"
+
+#include <cstring>
+
+namespace partune {
+
+const char* to_string(Conjugate c) {
+  switch (c) {
+    case Conjugate::f: return "f";
+    case Conjugate::g: return "g";
+    case Conjugate::sp_gather: return "sp_gather";
+    case Conjugate::sp_scatter: return "sp_scatter";
+    case Conjugate::loss_reduce: return "loss_reduce";
+  }
+  return "?";
+}
+
+PlanConfig plan_config(const Job& job) {
+  PlanConfig c;
+  c.sequences = job.microbatch_size();
+  c.tensor_degree = job.parallel.tensor_parallel_degree;
+  c.sequence_parallel = job.parallel.sequence_parallel && c.tensor_degree > 1;
+  c.flash_attention = job.parallel.flash_attention;
+  c.precision = job.training.precision;
+  return c;
+}
+
+namespace {
+
+// Builds a plan op by op. `tokens` is b*s; `seq_tokens` the tokens one rank holds outside
+// the tensor-parallel regions (b*s/t with sequence parallelism, else b*s).
+struct PlanBuilder {
+  const ModelSpec& m;
+  const PlanConfig& c;
+  LayerPlan plan;
+  double t, tokens, seq_tokens;
+  double scale;  // bytes_per_element / 2: the 16-bit accounting in the training precision
+
+  PlanBuilder(const ModelSpec& model, const PlanConfig& config, PlanPart part)
+      : m(model),
+        c(config),
+        t(config.tensor_degree),
+        tokens(config.sequences * model.seq_len),
+        scale(bytes_per_element(config.precision) / 2.0) {
+    plan.part = part;
+    seq_tokens = c.sequence_parallel ? tokens / t : tokens;
+  }
+
+  // Y[tokens x out] = X[tokens x in] W: keeps its input (`stored_input` bytes) for the
+  // weight gradient.
+  void gemm(const char* name, double in, double out, double stored_input) {
+    PlanOp op;
+    op.name = name;
+    op.kind = PlanOpKind::gemm;
+    op.m = tokens;
+    op.n = out;
+    op.k = in;
+    op.flops = 2.0 * tokens * in * out;
+    op.stored = stored_input * scale;
+    plan.ops.push_back(op);
+  }
+  // A memory-bound kernel group: `bytes` forward (backward moves twice as much), with
+  // `kernels` launches forward (twice as many backward).
+  void memory_bound(const char* name, double bytes, int kernels, double stored) {
+    PlanOp op;
+    op.name = name;
+    op.kind = PlanOpKind::memory_bound;
+    op.bytes = bytes * scale;
+    op.backward_bytes = 2.0 * bytes * scale;
+    op.kernels = kernels;
+    op.backward_kernels = 2 * kernels;
+    op.stored = stored * scale;
+    plan.ops.push_back(op);
+  }
+  // A region edge: only where there is a tensor-parallel group.
+  void comm(const char* name, Conjugate conj, double bytes, int count = 1) {
+    if (c.tensor_degree <= 1) return;
+    PlanOp op;
+    op.name = name;
+    op.kind = PlanOpKind::tensor_comm;
+    op.conjugate = conj;
+    op.comm_bytes = bytes;
+    op.comm_count = count;
+    plan.ops.push_back(op);
+  }
+  Conjugate entry() const { return c.sequence_parallel ? Conjugate::sp_gather : Conjugate::f; }
+  Conjugate exit() const { return c.sequence_parallel ? Conjugate::sp_scatter : Conjugate::g; }
+  // The full activation b*s*h in the training precision: the collectives' S.
+  double activation_bytes() const { return tokens * m.hidden * bytes_per_element(c.precision); }
+};
+
+// Q K^T and softmax(.) V over the rank's heads. Keeps Q, K, V (their projection's output,
+// needed to recompute the core) always, and the s x s scores (softmax output 2, dropout
+// mask 1, dropout output 2 bytes an element) unless FlashAttention recomputes them.
+PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, double scale) {
+  const double t = c.tensor_degree, s = m.seq_len, h = m.hidden, b = c.sequences;
+  const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
+  PlanOp op;
+  op.name = "attention";
+  op.kind = PlanOpKind::attention_core;
+  op.flops = 4.0 * b * s * s * h / t;  // Q K^T and the context, all of the rank's heads
+  op.m = b * (m.heads / t) * s * s;     // score elements
+  op.k = m.head_dim();
+  op.stored = 2.0 * tokens * (h + 2.0 * kv) / t * scale;
+  op.recomputable = c.flash_attention ? 0.0 : 5.0 * m.heads * s * s * b / t * scale;
+  return op;
+}
+
+}  // namespace
+
+LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+  PlanBuilder p(m, c, PlanPart::layer);
+  const double h = m.hidden, f = m.ffn_hidden, t = p.t, T = p.tokens, Ts = p.seq_tokens;
+  const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
+  const double S = p.activation_bytes();
+  // A column-parallel GEMM's input is the sequence shard with sequence parallelism (it is
+  // all-gathered again in backward), else the whole input.
+  const double column_input = 2.0 * Ts * h;
+  p.plan.input_bytes = 2.0 * Ts * h * p.scale;
+  // Layer norm: reads and writes h per token (4h bytes), keeps its input.
+  p.memory_bound("input_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.comm("attention_in", p.entry(), S);
+  p.gemm("qkv", h, (h + 2.0 * kv) / t, column_input);
+  p.plan.ops.push_back(attention_core(m, c, T, p.scale));
+  p.gemm("projection", h / t, h, 2.0 * T * h / t);
+  p.comm("attention_out", p.exit(), S);
+  // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
+  // (7h bytes a token); keeps the mask.
+  p.memory_bound("attention_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
+  p.memory_bound("mlp_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.comm("mlp_in", p.entry(), S);
+  p.gemm("fc1", h, f / t, column_input);
+  // GeLU over the rank's f/t columns: reads and writes them, keeps its input.
+  p.memory_bound("activation", 4.0 * T * f / t, 2, 2.0 * T * f / t);
+  p.gemm("fc2", f / t, h, 2.0 * T * f / t);
+  p.comm("mlp_out", p.exit(), S);
+  p.memory_bound("mlp_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
+  return std::move(p.plan);
+}
+
+LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
+  PlanBuilder p(m, c, PlanPart::embedding);
+  const double eb = bytes_per_element(c.precision), T = p.tokens, h = m.hidden;
+  // Token and position lookups and their sum; backward scatters into the tables.
+  PlanOp lookup;
+  lookup.name = "embedding_lookup";
+  lookup.kind = PlanOpKind::memory_bound;
+  lookup.bytes = 2.0 * T * h * eb;
+  lookup.backward_bytes = 3.0 * T * h * eb;
+  lookup.kernels = 1;
+  lookup.backward_kernels = 1;
+  p.plan.ops.push_back(lookup);
+  // The vocabulary-parallel lookup leaves partial sums on every tensor rank.
+  p.comm("embedding_out", p.exit(), p.activation_bytes());
+  return std::move(p.plan);
+}
+
+LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
+  PlanBuilder p(m, c, PlanPart::head);
+  const double T = p.tokens, h = m.hidden, v = static_cast<double>(m.vocab) / p.t;
+  const double eb = bytes_per_element(c.precision);
+  p.comm("head_in", p.entry(), p.activation_bytes());
+  p.gemm("logits", h, v, 0.0);  // its input is the last layer's output, kept there
+  // Cross-entropy in fp32 over the local vocabulary slice: reads the logits and writes
+  // the probabilities forward, reads them and writes the gradient backward. It keeps the
+  // 16-bit logits and their fp32 copy (6 bytes a logit).
+  PlanOp loss;
+  loss.name = "loss";
+  loss.kind = PlanOpKind::memory_bound;
+  loss.bytes = T * v * (eb + 4.0);
+  loss.backward_bytes = T * v * (4.0 + eb);
+  loss.kernels = 3;
+  loss.backward_kernels = 2;
+  loss.stored = 6.0 * T * v;
+  p.plan.ops.push_back(loss);
+  // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
+  p.comm("loss_reduce", Conjugate::loss_reduce, 4.0 * T, 3);
+  return std::move(p.plan);
+}
+
+double LayerPlan::forward_flops() const { return gemm_flops() + attention_flops(); }
+
+double LayerPlan::gemm_flops() const {
+  double sum = 0;
+  for (const PlanOp& op : ops)
+    if (op.kind == PlanOpKind::gemm) sum += op.flops;
+  return sum;
+}
+
+double LayerPlan::attention_flops() const {
+  double sum = 0;
+  for (const PlanOp& op : ops)
+    if (op.kind == PlanOpKind::attention_core) sum += op.flops;
+  return sum;
+}
+
+double LayerPlan::stored_bytes(Checkpointing policy) const {
+  if (policy == Checkpointing::full) return input_bytes;
+  double sum = 0;
+  for (const PlanOp& op : ops) sum += op.stored + (policy == Checkpointing::selective ? 0.0 : op.recomputable);
+  return sum;
+}
+
+const PlanOp* LayerPlan::find(const char* name) const {
+  for (const PlanOp& op : ops)
+    if (std::strcmp(op.name, name) == 0) return &op;
+  return nullptr;
+}
+
+namespace {
+
+// What one conjugate runs in a pass. The backward of a sequence-parallel gather also
+// re-gathers the GEMM's input (overlapped with its input gradient).
+void conjugate_collectives(const PlanOp& op, bool forward, std::vector<TensorCollective>& out) {
+  auto add = [&](CollectiveKind kind, bool overlapped = false) {
+    out.push_back({kind, op.comm_bytes, op.comm_count, overlapped});
+  };
+  switch (op.conjugate) {
+    case Conjugate::f:
+      if (!forward) add(CollectiveKind::all_reduce);
+      break;
+    case Conjugate::g:
+      if (forward) add(CollectiveKind::all_reduce);
+      break;
+    case Conjugate::sp_gather:
+      if (forward) {
+        add(CollectiveKind::all_gather);
+      } else {
+        add(CollectiveKind::all_gather, true);
+        add(CollectiveKind::reduce_scatter);
+      }
+      break;
+    case Conjugate::sp_scatter: add(forward ? CollectiveKind::reduce_scatter : CollectiveKind::all_gather); break;
+    case Conjugate::loss_reduce:
+      if (forward) add(CollectiveKind::all_reduce);
+      break;
+  }
+}
+
+}  // namespace
+
+std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass, Checkpointing policy) {
+  std::vector<TensorCollective> out;
+  if (pass == PlanPass::recompute && policy != Checkpointing::full) return out;
+  const bool forward = pass != PlanPass::backward;
+  if (forward) {
+    for (const PlanOp& op : plan.ops)
+      if (op.kind == PlanOpKind::tensor_comm) conjugate_collectives(op, true, out);
+  } else {
+    for (auto it = plan.ops.rbegin(); it != plan.ops.rend(); ++it)
+      if (it->kind == PlanOpKind::tensor_comm) conjugate_collectives(*it, false, out);
+  }
+  return out;
+}
+
+std::vector<TensorCollective> folded(std::vector<TensorCollective> collectives) {
+  std::vector<TensorCollective> out;
+  for (const TensorCollective& c : collectives) {
+    if (!out.empty() && out.back().kind == c.kind && out.back().bytes == c.bytes &&
+        out.back().overlapped == c.overlapped) {
+      out.back().count += c.count;
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace partune

@@ -1,0 +1,119 @@
+#include "partune/costmodel/stage_cost.hpp"
+
+#include <algorithm>
+
+#include "partune/costmodel/collective.hpp"
+
+namespace partune {
+
+namespace {
+
+// Appends `times` runs of `from`, folding each into an equal collective already there.
+void append(std::vector<TensorCollective>& to, const std::vector<TensorCollective>& from, int times) {
+  if (times <= 0) return;
+  for (TensorCollective c : from) {
+    c.count *= times;
+    auto same = std::find_if(to.begin(), to.end(), [&](const TensorCollective& o) {
+      return o.kind == c.kind && o.bytes == c.bytes && o.overlapped == c.overlapped;
+    });
+    if (same == to.end()) to.push_back(c);
+    else same->count += c.count;
+  }
+}
+
+bool first_stage_has_embedding(int stage) { return stage == 0; }
+
+}  // namespace
+
+int StageCollectives::count(CollectiveKind kind) const {
+  int n = 0;
+  for (const auto* pass : {&forward, &backward, &recompute})
+    for (const TensorCollective& c : *pass)
+      if (c.kind == kind) n += c.count;
+  return n;
+}
+
+int StageCollectives::count() const {
+  return count(CollectiveKind::all_reduce) + count(CollectiveKind::all_gather) +
+         count(CollectiveKind::reduce_scatter);
+}
+
+StageCollectives stage_tensor_collectives(const Job& job, int stage) {
+  return StageCostModel(job).collectives(stage);
+}
+
+StageCostModel::StageCostModel(const Job& job)
+    : job_(job),
+      placement_(job.parallel.placement_strategy, job.data_parallel_degree(), job.parallel.pipeline_parallel_degree,
+                 job.parallel.tensor_parallel_degree) {
+  const InstanceType& inst = job.cluster.instance;
+  const PlanConfig c = plan_config(job);
+  tensor_span_ = group_span(placement_, Axis::tensor, inst.gpus_per_node);
+  layer_ = transformer_layer_plan(job.model, c);
+  embedding_ = embedding_plan(job.model, c);
+  head_ = head_plan(job.model, c);
+  layer_time_ = plan_time(inst.gpu, layer_, c.precision, c.flash_attention);
+  head_time_ = partune::head_time(inst.gpu, job.model, c);
+  // A hop carries one micro-batch's activation scattered over the tensor group (or its
+  // sequence shard: the same bytes), between two GPUs of one node or of two nodes.
+  const GroupSpan pp_span = group_span(placement_, Axis::pipeline, inst.gpus_per_node);
+  const GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
+  const double activation = c.sequences * job.model.seq_len * job.model.hidden * bytes_per_element(c.precision);
+  hop_ = job.parallel.pipeline_parallel_degree > 1
+             ? collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, activation / c.tensor_degree, pair,
+                               inst, job.cluster.oversubscription)
+                   .total()
+             : 0.0;
+}
+
+double StageCostModel::tensor_collective_time(const TensorCollective& c) const {
+  return c.count * collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, tensor_span_, job_.cluster.instance,
+                                   job_.cluster.oversubscription)
+                       .total();
+}
+
+// The stage's collectives: the embedding's on the first stage, each layer's (and each
+// recomputed layer's), the head's on the head's stage; equal ones folded into counts.
+StageCollectives StageCostModel::collectives(int stage) const {
+  const int layers = job_.layers_on_stage(stage), recomputed = job_.checkpointed_layers_on_stage(stage);
+  const int embedding = first_stage_has_embedding(stage) ? 1 : 0, head = stage == job_.lm_head_stage() ? 1 : 0;
+  const Checkpointing policy = job_.parallel.activation_checkpointing;
+  StageCollectives out;
+  append(out.forward, tensor_collectives(embedding_, PlanPass::forward), embedding);
+  append(out.forward, tensor_collectives(layer_, PlanPass::forward), layers);
+  append(out.forward, tensor_collectives(head_, PlanPass::forward), head);
+  append(out.backward, tensor_collectives(head_, PlanPass::backward), head);
+  append(out.backward, tensor_collectives(layer_, PlanPass::backward), layers);
+  append(out.backward, tensor_collectives(embedding_, PlanPass::backward), embedding);
+  append(out.recompute, tensor_collectives(layer_, PlanPass::recompute, policy), recomputed);
+  return out;
+}
+
+// Blocking collectives cost their whole time; overlapped ones (the sequence-parallel
+// re-gathers, beside the backward kernels) only what the kernels cannot hide, by the
+// ring's compute_overlap rule (the simulator applies the same).
+StageCost StageCostModel::cost(int stage) const {
+  const double L = job_.layers_on_stage(stage), K = job_.checkpointed_layers_on_stage(stage);
+  StageCost s;
+  s.forward = L * layer_time_.forward();
+  s.backward = L * layer_time_.backward();
+  s.recompute = K * layer_time_.recompute(job_.parallel.activation_checkpointing);
+  if (first_stage_has_embedding(stage)) {
+    s.forward += head_time_.embedding_fwd;
+    s.backward += head_time_.embedding_bwd;
+  }
+  if (stage == job_.lm_head_stage()) {
+    s.forward += head_time_.logits_fwd;
+    s.backward += head_time_.logits_bwd;
+  }
+  const StageCollectives tc = collectives(stage);
+  double overlapped = 0, blocking = 0;
+  for (const TensorCollective& c : tc.forward) s.tensor_forward += tensor_collective_time(c);
+  for (const auto* pass : {&tc.backward, &tc.recompute})
+    for (const TensorCollective& c : *pass) (c.overlapped ? overlapped : blocking) += tensor_collective_time(c);
+  const double hide = job_.cluster.instance.ring.compute_overlap;
+  s.tensor_backward = blocking + overlapped - hide * std::min(overlapped, s.backward);
+  return s;
+}
+
+}  // namespace partune
