@@ -14,6 +14,7 @@
 #include "partune/costmodel/flops.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/units.hpp"
+#include "collective_exec.hpp"
 #include "platform.hpp"
 
 namespace partune::sim {
@@ -174,17 +175,7 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
                                                               : CollectiveKind::reduce_scatter;
   const CollectiveTraffic t = collective_traffic(kind, gv.algorithm(in.kind, job_.parallel), in.bytes, gv.span,
                                                  job_.cluster.instance);
-  for (int ph = 0; ph < t.phase_count; ++ph) {
-    std::vector<s4u::CommPtr> flows;
-    const double intra = t.phases[ph].intra_bytes * in.count, net = t.phases[ph].net_bytes * in.count;
-    if (intra > 0 && gv.intra_successor)
-      flows.push_back(s4u::Comm::sendto_async(rs.host, gv.intra_successor, static_cast<uint64_t>(intra)));
-    if (net > 0 && gv.net_successor)
-      flows.push_back(s4u::Comm::sendto_async(rs.host, gv.net_successor, static_cast<uint64_t>(net * rs.nic_share)));
-    if (!flows.empty()) s4u::Comm::wait_all(flows);
-    activities_ += static_cast<long>(flows.size());
-  }
-  if (t.latency > 0) s4u::this_actor::sleep_for(t.latency * in.count);
+  activities_ += send_collective_phases(rs.host, gv.intra_successor, gv.net_successor, t, in.count, rs.nic_share);
   if (barrier) {
     barrier->wait();  // the slowest member decides when the collective ends
     auto key = std::make_tuple(group_index(group), gv.id, seq);
