@@ -1,5 +1,7 @@
 #include "slowdown.hpp"
 
+#include <algorithm>
+
 namespace partune::sim {
 
 namespace {
@@ -25,6 +27,7 @@ constexpr int kMaxRounds = 64;
 
 void pay_compute_slowdown(const RunningCollectives& running, double t0, double t1, ExposedComm& exposed,
                           const std::function<void(double seconds)>& run_kernels) {
+  if (running.by_issue().empty()) return;  // nothing ran beside these kernels
   double from = t0, to = t1;
   for (int round = 0;; ++round) {
     double stall = 0, still_running = 0;  // still_running: sum of (1 - overlap) of those not done

@@ -3,13 +3,10 @@
 #include <xbt/log.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
-#include <map>
-#include <set>
-#include <tuple>
-#include <stdexcept>
+#include <cmath>
 #include <string>
+#include <tuple>
 
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/memory.hpp"
@@ -18,6 +15,14 @@
 #include "rank_program.hpp"
 
 namespace partune::sim {
+
+namespace {
+
+// The communicators a rank may belong to, each with its own stream actor.
+constexpr CommGroup kCommunicators[] = {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica,
+                                        CommGroup::embedding};
+
+}  // namespace
 
 World::World(const Job& job, const SimOptions& options)
     : job_(job),
@@ -205,7 +210,7 @@ void World::make_ranks(Platform& platform) {
 // The communicators of a rank with more than one member, each with its stream.
 void World::make_rank_groups(Platform& platform, RankState& rs) {
   const int sdp = job_.parallel.sharded_data_parallel_degree;
-  for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica, CommGroup::embedding}) {
+  for (CommGroup g : kCommunicators) {
     if (g == CommGroup::sharded && sdp <= 1) continue;
     if (g == CommGroup::replica && (sdp <= 1 || job_.data_parallel_degree() <= sdp)) continue;
     const std::vector<int> members = comm_group_members(job_, rs.rank, g);
@@ -224,7 +229,7 @@ void World::start_actors() {
     runners_.push_back(std::make_unique<RankProgramRunner>(*this, *rs));
     RankProgramRunner* runner = runners_.back().get();
     s4u::Actor::create("rank" + std::to_string(rs->rank), rs->host, [runner] { runner->run(); });
-    for (CommGroup g : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica, CommGroup::embedding})
+    for (CommGroup g : kCommunicators)
       if (rs->streams[group_index(g)].items)
         s4u::Actor::create(std::string("rank") + std::to_string(rs->rank) + "-" + to_string(g), rs->host,
                            [this, rs, g] { run_stream(*rs, g); });
