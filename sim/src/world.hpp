@@ -20,6 +20,18 @@ namespace s4u = simgrid::s4u;
 
 inline constexpr double kHostSpeed = 1e9;  // flop/s: compute instructions are sized in seconds
 
+inline int group_index(CommGroup g) { return static_cast<int>(g); }
+
+// Where blocked time and slow-down caused by a communicator are booked: `data` and
+// `replica` (and the embedding group) as data-parallel time.
+inline double& exposed_slot(ExposedComm& exposed, CommGroup g) {
+  switch (g) {
+    case CommGroup::tensor: return exposed.tensor;
+    case CommGroup::sharded: return exposed.sharded;
+    default: return exposed.data;
+  }
+}
+
 // One communicator as seen from one simulated rank.
 struct GroupView {
   CommGroup kind = CommGroup::none;
@@ -28,7 +40,21 @@ struct GroupView {
   int simulated_members = 1;    // members that are actors in this simulation
   s4u::Host* intra_successor = nullptr;
   s4u::Host* net_successor = nullptr;  // next node's member, or this rank's mirror
-  CollectiveAlgorithm algorithm(OpKind kind, const ParallelConfig& pc) const;
+};
+
+struct CollectiveRequest;
+class Platform;
+class RankProgramRunner;
+
+// Told, on the actor that runs an async collective, when it starts running (every member
+// has arrived) and when it ends: the program's completion callbacks.
+class CollectiveObserver {
+ public:
+  virtual void collective_started(CollectiveRequest& req) = 0;
+  virtual void collective_ended(CollectiveRequest& req) = 0;
+
+ protected:
+  ~CollectiveObserver() = default;
 };
 
 // A collective handed from the program actor to a communicator's stream actor.
@@ -39,6 +65,16 @@ struct CollectiveRequest {
   s4u::SemaphorePtr done;
   double start = -1, end = -1;   // simulated interval once it runs
   double compute_overlap = 1.0;   // fraction of its time that may hide under kernels
+  CollectiveObserver* observer = nullptr;  // async collectives: the issuing program
+
+  void mark_started() {
+    start = s4u::Engine::get_clock();
+    if (observer) observer->collective_started(*this);
+  }
+  void mark_ended() {
+    end = s4u::Engine::get_clock();
+    if (observer) observer->collective_ended(*this);
+  }
 };
 
 struct Stream {
@@ -59,34 +95,40 @@ struct RankState {
   GroupView groups[6];        // indexed by CommGroup
   Stream streams[6];
   long sequence[6] = {0, 0, 0, 0, 0, 0};
-  s4u::Host* previous_stage = nullptr;
-  s4u::Host* next_stage = nullptr;
-  int previous_rank = -1, next_rank = -1;
-  // Accounting
+  // Results
   double compute_busy = 0;       // kernel time (without slow-downs)
-  std::vector<CollectiveRequest*> in_flight;  // async collectives not yet known to be over
   ExposedComm exposed;
   double end_time = 0;
-  double memory_static = 0, memory_live = 0, memory_peak = 0;
+  double memory_static = 0, memory_peak = 0;
 };
 
 class World {
  public:
   World(const Job& job, const SimOptions& options);
+  ~World();
   SimResult run();
 
   // Called by the actors.
-  void run_program(RankState& rs);
   void run_stream(RankState& rs, CommGroup group);
-
- private:
-  void build_platform();
   void execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req);
   // Runs `seconds` of the rank's kernels on its compute host.
   void compute(const RankState& rs, double seconds);
   void record(const RankState& rs, int stream, const Instruction& in, double start, double end);
+  void count_activity() { ++activities_; }
   s4u::Mailbox* p2p_mailbox(int from, int to, OpKind kind, bool head_hop);
   int node_of(int rank) const { return rank / job_.cluster.instance.gpus_per_node; }
+  const Job& job() const { return job_; }
+  // Memory per layer and micro-batch, from the cost model: what a checkpointed layer
+  // and a layer that is not checkpointed keep for backward; the logits of a micro-batch.
+  double stored_checkpointed() const { return stored_checkpointed_; }
+  double stored_full() const { return stored_full_; }
+  double logits() const { return logits_; }
+
+ private:
+  void make_ranks(Platform& platform);
+  void make_rank_groups(Platform& platform, RankState& rs);
+  void start_actors();
+  SimResult collect_results();
 
   const Job& job_;
   SimOptions options_;
@@ -96,12 +138,11 @@ class World {
   std::vector<int> simulated_;           // ranks with actors
   std::vector<RankProgram> programs_;
   std::vector<std::unique_ptr<RankState>> ranks_;
+  std::vector<std::unique_ptr<RankProgramRunner>> runners_;  // the program actors' state
   std::vector<int> slot_of_rank_;        // rank -> index in ranks_, -1 if not simulated
   std::map<std::tuple<int, int, long>, std::pair<s4u::BarrierPtr, int>> barriers_;
   std::vector<TraceEvent> events_;
   long activities_ = 0;
-  // Memory per layer and micro-batch, from the cost model: what a checkpointed layer
-  // and a layer that is not checkpointed keep for backward; the logits of a micro-batch.
   double stored_checkpointed_ = 0, stored_full_ = 0, logits_ = 0;
 };
 

@@ -1,0 +1,197 @@
+#include "rank_program.hpp"
+
+#include <string>
+
+#include "partune/costmodel/memory.hpp"
+
+namespace partune::sim {
+
+namespace {
+
+double now() { return s4u::Engine::get_clock(); }
+
+MemoryTrack make_memory_track(const World& world, const RankState& rs) {
+  ActivationSizes sizes;
+  sizes.stored_checkpointed = world.stored_checkpointed();
+  sizes.stored_full = world.stored_full();
+  sizes.logits = world.logits();
+  sizes.working = stage_memory(world.job(), rs.coords.pipeline).activation_working;
+  return MemoryTrack(world.job(), rs.coords.pipeline, rs.memory_static, sizes);
+}
+
+// The fraction of a collective's time that may hide under kernels, for the algorithm
+// its communicator runs.
+double compute_overlap(const InstanceType& inst, CollectiveAlgorithm algo) {
+  switch (algo) {
+    case CollectiveAlgorithm::all_to_all: return inst.all_to_all.compute_overlap;
+    case CollectiveAlgorithm::tree: return inst.tree.compute_overlap;
+    default: return inst.ring.compute_overlap;
+  }
+}
+
+}  // namespace
+
+RankProgramRunner::RankProgramRunner(World& world, RankState& rs)
+    : world_(world),
+      rs_(rs),
+      ops_(rs.program->ops),
+      head_first_(world.job().lm_head_on_first_stage()),
+      chunks_(world.job().parallel.virtual_stages),
+      comms_(ops_.size()),
+      copies_done_(ops_.size()),
+      requests_(ops_.size()),
+      memory_(make_memory_track(world, rs)) {}
+
+void RankProgramRunner::run() {
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    const Instruction& in = ops_[i];
+    const int index = static_cast<int>(i);
+    memory_.at_instruction_boundary();
+    const double start = now();
+    switch (in.kind) {
+      case OpKind::forward:
+      case OpKind::recompute:
+      case OpKind::backward:
+      case OpKind::optimizer_step: run_compute(in); break;
+      case OpKind::send_activation:
+      case OpKind::send_gradient: run_send(index, in); break;
+      case OpKind::recv_activation:
+      case OpKind::recv_gradient: run_recv(in, start); break;
+      case OpKind::all_reduce:
+      case OpKind::all_gather:
+      case OpKind::reduce_scatter: run_collective(index, in, start); break;
+      case OpKind::offload: run_offload(index, in); break;
+      case OpKind::reload: run_reload(index, in); break;
+      case OpKind::wait: run_wait(in, start); break;
+    }
+    // Async work is recorded where it completes (stream actors, or its wait).
+    if (!in.async && in.kind != OpKind::wait) world_.record(rs_, 0, in, start, now());
+  }
+  rs_.end_time = now();
+  rs_.memory_peak = memory_.peak();
+  stop_streams();
+}
+
+void RankProgramRunner::run_compute(const Instruction& in) {
+  const double t0 = now();
+  world_.compute(rs_, in.seconds);
+  const double t1 = now();
+  rs_.compute_busy += in.seconds;
+  pay_compute_slowdown(running_, t0, t1, rs_.exposed, [this](double seconds) {
+    world_.compute(rs_, seconds);
+    world_.count_activity();
+  });
+  running_.drop_ended();
+  memory_.compute_done(in);
+}
+
+void RankProgramRunner::run_send(int index, const Instruction& in) {
+  static int token = 0;  // the payload is only its size
+  const double bytes = in.bytes * (world_.node_of(in.peer) == rs_.node ? 1.0 : rs_.nic_share);
+  comms_[index] = world_.p2p_mailbox(rs_.rank, in.peer, in.kind, head_hop(in))
+                      ->put_async(&token, static_cast<uint64_t>(bytes));
+  if (!in.async) comms_[index]->wait();
+}
+
+// The bytes move while the receiver waits; only the receiver pays the latency.
+void RankProgramRunner::run_recv(const Instruction& in, double start) {
+  world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get<int>();
+  const InstanceType& inst = world_.job().cluster.instance;
+  s4u::this_actor::sleep_for(world_.node_of(in.peer) == rs_.node ? inst.intra_node.latency : inst.nic.latency);
+  rs_.exposed.pipeline += now() - start;
+}
+
+void RankProgramRunner::run_collective(int index, const Instruction& in, double start) {
+  auto req = std::make_unique<CollectiveRequest>();
+  req->instruction = &in;
+  req->index = index;
+  req->async = in.async;
+  req->done = s4u::Semaphore::create(0);
+  req->compute_overlap = compute_overlap(world_.job().cluster.instance,
+                                         collective_algorithm(world_.job().parallel, in.group, in.kind));
+  if (MemoryTrack::is_bucket(in)) memory_.bucket_issued(index, in.bytes);
+  Stream& st = rs_.streams[group_index(in.group)];
+  if (!in.async && st.queue.empty() && !st.busy && rs_.groups[group_index(in.group)].simulated_members == 1) {
+    // Nothing is queued on this communicator and no other member must rendezvous: the
+    // program actor runs the collective itself (same flows, same order), sparing two
+    // hand-offs per collective.
+    world_.execute_collective(rs_, in.group, *req);
+    exposed_slot(rs_.exposed, in.group) += now() - start;
+  } else {
+    if (in.async) req->observer = this;
+    st.queue.push_back(req.get());
+    st.items->release();
+    if (!in.async) {
+      req->done->acquire();
+      exposed_slot(rs_.exposed, in.group) += now() - start;
+    }
+  }
+  requests_[index] = std::move(req);
+}
+
+void RankProgramRunner::collective_ended(CollectiveRequest& req) {
+  running_.ended(req);
+  if (MemoryTrack::is_bucket(*req.instruction)) memory_.bucket_completed(req.index);
+}
+
+// The copy runs from the program; a completion actor waits for it and reports it, so
+// the activations leave the device at the program's next instruction boundary.
+void RankProgramRunner::run_offload(int index, const Instruction& in) {
+  s4u::CommPtr copy = s4u::Comm::sendto_async(rs_.host, rs_.cpu, static_cast<uint64_t>(in.bytes * rs_.pcie_share));
+  comms_[index] = copy;
+  memory_.offload_issued(index, in);
+  s4u::SemaphorePtr done = s4u::Semaphore::create(0);
+  copies_done_[index] = done;
+  s4u::Actor::create("rank" + std::to_string(rs_.rank) + "-offload", rs_.host, [this, copy, done, index] {
+    copy->wait();
+    memory_.offload_completed(index, ops_[index]);
+    done->release();
+  });
+}
+
+void RankProgramRunner::run_reload(int index, const Instruction& in) {
+  memory_.reload_started(in);
+  comms_[index] = s4u::Comm::sendto_async(rs_.cpu, rs_.host, static_cast<uint64_t>(in.bytes * rs_.pcie_share));
+}
+
+void RankProgramRunner::run_wait(const Instruction& in, double start) {
+  if (comms_[in.wait_for]) wait_copy_or_send(in, start);
+  else if (requests_[in.wait_for]) wait_collective(in, start);
+}
+
+void RankProgramRunner::wait_copy_or_send(const Instruction& in, double start) {
+  const int w = in.wait_for;
+  const Instruction& awaited = ops_[w];
+  if (awaited.kind == OpKind::offload) {
+    copies_done_[w]->acquire();  // its completion actor owns the wait on the flow
+    copies_done_[w] = nullptr;
+    memory_.offload_awaited(awaited);
+  } else {
+    comms_[w]->wait();
+  }
+  const double blocked = now() - start;
+  if (awaited.kind == OpKind::offload || awaited.kind == OpKind::reload) rs_.exposed.offload += blocked;
+  else rs_.exposed.pipeline += blocked;
+  world_.record(rs_, 1, awaited, start, now());
+  comms_[w] = nullptr;
+}
+
+void RankProgramRunner::wait_collective(const Instruction& in, double start) {
+  const int w = in.wait_for;
+  requests_[w]->done->acquire();
+  exposed_slot(rs_.exposed, ops_[w].group) += now() - start;
+  memory_.bucket_awaited(w);
+  running_.forget(w);
+  requests_[w].reset();
+}
+
+void RankProgramRunner::stop_streams() {
+  static CollectiveRequest stop;  // no instruction: the stream returns
+  for (Stream& st : rs_.streams) {
+    if (!st.items) continue;
+    st.queue.push_back(&stop);
+    st.items->release();
+  }
+}
+
+}  // namespace partune::sim

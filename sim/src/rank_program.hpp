@@ -1,0 +1,49 @@
+#pragma once
+// Private to sim/: the program actor of one simulated rank: walks its instructions, one
+// handler per instruction kind (architecture.md §5.5).
+#include <memory>
+#include <vector>
+
+#include "memory_track.hpp"
+#include "slowdown.hpp"
+#include "world.hpp"
+
+namespace partune::sim {
+
+class RankProgramRunner final : public CollectiveObserver {
+ public:
+  RankProgramRunner(World& world, RankState& rs);
+  // The actor's body: runs the program, then records the end time and stops the streams.
+  void run();
+
+  // Completion callbacks of async collectives (called on their stream actors).
+  void collective_started(CollectiveRequest& req) override { running_.started(req); }
+  void collective_ended(CollectiveRequest& req) override;
+
+ private:
+  void run_compute(const Instruction& in);
+  void run_send(int index, const Instruction& in);
+  void run_recv(const Instruction& in, double start);
+  void run_collective(int index, const Instruction& in, double start);
+  void run_offload(int index, const Instruction& in);
+  void run_reload(int index, const Instruction& in);
+  void run_wait(const Instruction& in, double start);
+  void wait_copy_or_send(const Instruction& in, double start);
+  void wait_collective(const Instruction& in, double start);
+  void stop_streams();
+  // A head on stage 0 runs as instructions of its own chunk (chunk = virtual_stages).
+  bool head_hop(const Instruction& in) const { return head_first_ && in.chunk == chunks_; }
+
+  World& world_;
+  RankState& rs_;
+  const std::vector<Instruction>& ops_;
+  const bool head_first_;
+  const int chunks_;
+  std::vector<s4u::CommPtr> comms_;  // sends and copies not yet waited for, by index
+  std::vector<s4u::SemaphorePtr> copies_done_;  // offloads: released by their completion actor
+  std::vector<std::unique_ptr<CollectiveRequest>> requests_;  // collectives, by index
+  MemoryTrack memory_;
+  RunningCollectives running_;
+};
+
+}  // namespace partune::sim
