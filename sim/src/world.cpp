@@ -162,6 +162,7 @@ SimResult World::run() {
   platform.seal();
   start_actors();
   engine.run();
+  runners_.clear();  // their semaphores and flows go while the engine still exists
 
   SimResult out = collect_results();
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
