@@ -70,6 +70,7 @@ void World::record(const RankState& rs, int stream, const Instruction& in, doubl
   e.microbatch = in.microbatch;
   e.chunk = in.chunk;
   e.layer = in.layer;
+  e.count = in.count;
   e.start = start;
   e.end = end;
   events_.push_back(e);
