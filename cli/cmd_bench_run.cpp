@@ -6,14 +6,10 @@
 //
 // It starts build/partune-run processes and reads their --json reports, so this binary
 // stays free of LibTorch.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,35 +20,11 @@
 #include "backend_process.hpp"
 #include "commands.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "partune/sim/validation.hpp"
 
 namespace partune::cli {
 
 namespace {
-
-// A started `partune-run ... --json`; report() waits for it and parses its output.
-class RunProcess {
- public:
-  explicit RunProcess(const std::string& command) : command_(command), pipe_(::popen(command.c_str(), "r")) {
-    if (!pipe_) throw std::runtime_error("cannot start: " + command);
-  }
-  nlohmann::json report() {
-    std::string out;
-    std::array<char, 4096> buf{};
-    while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe_)) out.append(buf.data(), n);
-    const int status = ::pclose(pipe_);
-    pipe_ = nullptr;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw std::runtime_error(fmt::format("bench run: this command failed (status {}): {}", status, command_));
-    return nlohmann::json::parse(out);
-  }
-  ~RunProcess() {
-    if (pipe_) ::pclose(pipe_);
-  }
-
- private:
-  std::string command_;
-  FILE* pipe_;
-};
 
 // Median samples/s of the steps after the warm-up.
 double median_samples_per_s(const nlohmann::json& report, int warmup) {
@@ -61,8 +33,7 @@ double median_samples_per_s(const nlohmann::json& report, int warmup) {
   for (std::size_t i = static_cast<std::size_t>(warmup); i < steps.size(); ++i)
     v.push_back(steps[i].at("samples_per_s").get<double>());
   if (v.empty()) throw std::runtime_error("bench run: no step after the warm-up (raise --steps)");
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return sim::median(v);
 }
 
 }  // namespace
@@ -126,8 +97,8 @@ void register_bench_run(CLI::App* bench) {
     std::vector<double> alone_sums, worlds, slowest_alone;
     nlohmann::json report;
     for (int round = 1; round <= opt->rounds; ++round) {
-      std::vector<std::unique_ptr<RunProcess>> alone;
-      for (int i = 0; i < n; ++i) alone.push_back(std::make_unique<RunProcess>(single + " 2>&1"));
+      std::vector<std::unique_ptr<BackendProcess>> alone;
+      for (int i = 0; i < n; ++i) alone.push_back(std::make_unique<BackendProcess>(single));
       double alone_sum = 0, slowest = std::numeric_limits<double>::infinity();
       std::string each;
       for (int i = 0; i < n; ++i) {
@@ -137,7 +108,7 @@ void register_bench_run(CLI::App* bench) {
         slowest = std::min(slowest, sps);
       }
       slowest_alone.push_back(slowest);
-      RunProcess world(common_sets + fmt::format(" --nproc {} 2>&1", n));
+      BackendProcess world(common_sets + fmt::format(" --nproc {}", n));
       report = world.report();
       const double together = median_samples_per_s(report, opt->warmup);
       std::cout << fmt::format("  round {}: alone {} = {:.2f} samples/s; world of {} {:.2f} samples/s ({:.1f}%)\n", round,
@@ -146,10 +117,7 @@ void register_bench_run(CLI::App* bench) {
       alone_sums.push_back(alone_sum);
       worlds.push_back(together);
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    };
+    using sim::median;
     const double alone_sum = median(alone_sums), together = median(worlds);
     const auto& m = report.at("model");
     std::cout << fmt::format("  sum of the {} alone       {:>10.2f} samples/s\n", n, alone_sum);

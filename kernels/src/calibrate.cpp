@@ -21,6 +21,7 @@
 #include <torch/version.h>
 
 #include "bench_internal.hpp"
+#include "partune/costmodel/scenario_writer.hpp"
 
 namespace partune::kernels {
 
@@ -318,134 +319,166 @@ double fraction(double v) { return std::clamp(v, 1e-4, 1.0); }
 
 }  // namespace
 
+namespace {
+
+// A collective's fixed cost: what the small all-reduces / all-gathers take per call beyond
+// the per-step latency the links already count (2 steps for a 2-rank ring all-reduce, 1
+// for an all-gather), from the small-size fits. Seconds.
+double launch_latency(const Calibration& c, const char* kind, double steps) {
+  try {
+    return std::max(0.0, steps * (c.transfer(kind, "small").latency - c.transfer("all").latency));
+  } catch (const std::exception&) {
+    return 0.0;
+  }
+}
+
+// (MemTotal - max(2 GiB, 15%) for the OS) / ranks, floored to 0.1 GiB.
+double per_rank_gib(const MachineInfo& m) {
+  const double mem_gib = m.memory_bytes / GiB;
+  return std::floor((mem_gib - std::max(2.0, 0.15 * mem_gib)) / m.cores * 10) / 10;
+}
+
+// What the estimator uses at head_dim 64 (GPT-2's), clamped by max_efficiency.
+double bmm_efficiency_d64(const Calibration& c) {
+  const double score_eff = fraction(c.attention_fit.score_bmm_efficiency);
+  return std::min(score_eff * calibration::score_bmm_head_dim_scale(64), c.gemm_fit.max_efficiency);
+}
+
+// Where each value comes from, after its key in the file.
+YamlComments profile_comments(const Calibration& c, const std::string& command_line) {
+  const MachineInfo& m = c.machine;
+  const auto& mf = c.memory_fit;
+  const auto& joint = c.transfer("all");
+  const auto& p2p = c.transfer("send_recv");
+  YamlComments y;
+  y.header = fmt::format(
+      "Measured profile of this machine, written by `{}` on {}.\n"
+      "Host {}: {}, {} cores, {:.1f} GiB RAM; LibTorch {}; Gloo: {}; libfabric {}{}.\n"
+      "Calibration took {:.0f} s{}.\n"
+      "One rank = one core running one LibTorch intra-op thread (like local-cpu.yaml), so\n"
+      "gpus_per_node = the cores. Each fitted value names the measurements it was fitted to\n"
+      "(least squares on the relative time error, the estimator's own formula) and the fit's\n"
+      "residual; the raw measurements and every fit are under `calibration:` (not read by\n"
+      "the loader). [machine] values come from /proc; [local-cpu] values repeat\n"
+      "local-cpu.yaml's reasoning because nothing here measures them.",
+      command_line, m.date, m.host, m.cpu_model, m.cores, m.memory_bytes / GiB, m.libtorch, m.gloo, m.libfabric,
+      m.blas_core.empty() ? "" : "; OpenBLAS core " + m.blas_core, c.seconds,
+      c.quick ? " (--quick: fewer shapes and sizes, short timings; rerun without it for a profile to keep)" : "");
+  auto& k = y.keys;
+  k["gpus_per_node"] = "[machine] cores this process may run on, one rank each";
+  k["gpu.peak_tflops.fp32"] = fmt::format(
+      "measured: 16 independent {} FMA chains on one core, best of 3 runs\n({:.1f} GFLOP/s; {} threads at once: {:.1f} "
+      "GFLOP/s in all)",
+      c.fma_isa, c.fma_peak_flops / 1e9, c.max_threads, c.fma_peak_flops_all / 1e9);
+  for (const char* p : {"tf32", "fp16", "bf16"})
+    k[std::string("gpu.peak_tflops.") + p] = "[local-cpu] LibTorch CPU computes in fp32: modelled at the fp32 rate";
+  k["gpu.hbm_GiB"] = fmt::format("[machine] (MemTotal {:.1f} GiB - max(2 GiB, 15%) for the OS) / {} ranks",
+                                 m.memory_bytes / GiB, m.cores);
+  k["gpu.hbm_bw_GBps"] = "measured and fitted: LibTorch copy_ (read + write), 1 thread, t = kernel_overhead +\n"
+                         "bytes / bw over 64 elements and tensors moving >= 16 MiB (past the caches)";
+  k["gpu.hbm_efficiency"] = fmt::format(
+      "fitted: add {:.2f}, gelu {:.2f}, layer_norm {:.2f} GB/s (softmax {:.2f}), 1 thread,\n"
+      "weighted by the estimator's per-token bytes (LayerNorm 8h, GeLU 16h, adds 14h) / hbm_bw",
+      mf.bandwidth_of("add") / 1e9, mf.bandwidth_of("gelu") / 1e9, mf.bandwidth_of("layer_norm") / 1e9,
+      mf.bandwidth_of("softmax") / 1e9);
+  k["gpu.kernel_overhead_us"] = fmt::format(
+      "fitted: the shared intercept of t = overhead + bytes / bw_kernel over every 1-thread\n"
+      "element-wise sample of 64 or >= 16 MiB (autograd recording, as in training); {}",
+      residual_text(mf.residual));
+  k["gpu.reserved_GiB"] = "[local-cpu] LibTorch runtime, Gloo buffers, allocator slack";
+  k["gpu.gemm.max_efficiency"] = fmt::format(
+      "fitted: torch::matmul fp32, 1 thread, {} shapes (a layer's qkv/proj/fc1/fc2 and a\n"
+      "square sweep), eff = max_efficiency k/(k + k_half) of the fp32 peak; {}",
+      c.gemm_fit.residual.samples, residual_text(c.gemm_fit.residual));
+  k["gpu.gemm.tile"] = "a core has no output tiles or waves to quantize";
+  k["gpu.gemm.k_half"] = "fitted with max_efficiency";
+  k["gpu.attention.flash_efficiency"] =
+      fmt::format("LibTorch {} has no fused CPU attention: the measured unfused bmm rate at head_dim 64", m.libtorch);
+  k["gpu.attention.score_bmm_efficiency"] = fmt::format(
+      "fitted: torch::bmm Q K^T and A V, 1 thread, (heads, seq, head_dim) under calibration:; the\n"
+      "estimator scales this key by (d/(d+64))/(128/192); {}",
+      residual_text(c.attention_fit.residual));
+  k["gpu.attention.score_bytes_fwd"] =
+      "[local-cpu] LibTorch CPU keeps scores in fp32 (4 bytes), twice the GPU profiles' 12";
+  k["intra_node.fabric"] = "Gloo's tcp transport over 127.0.0.1, what `partune run --nproc N` uses";
+  k["intra_node.bw_GBps"] = fmt::format(
+      "fitted: every Gloo measurement (all_reduce, all_gather, send/recv ping-pong; 2\n"
+      "processes; {} .. {}) under the estimator's two-rank formulas; {}",
+      bytes_text(joint.min_bytes), bytes_text(joint.max_bytes), residual_text(joint.residual));
+  k["intra_node.latency_us"] = "fitted with bw_GBps";
+  k["intra_node.efficiency"] = "bw_GBps is already a measured rate";
+  k["network.nics_per_node"] = "loopback: one \"NIC\"";
+  k["network.nic_bw_Gbps"] = fmt::format("fitted: Gloo send/recv ping-pong, {} .. {}, t = latency + bytes / bw; {}",
+                                         bytes_text(p2p.min_bytes), bytes_text(p2p.max_bytes),
+                                         residual_text(p2p.residual));
+  k["network.latency_us"] = "fitted with nic_bw_Gbps (one way)";
+  k["network.efficiency"] = "nic_bw_Gbps is already a measured rate";
+  k["pcie.bw_GBps"] = fmt::format(
+      "measured: \"host<->device\" is a memory copy; LibTorch copy_ with {} threads, {} elements\n"
+      "(at least the 1-thread rate), shared by the ranks below",
+      c.max_threads, c.memory.empty() ? 0.0 : c.memory.back().elements);
+  k["pcie.gpus_per_switch"] = "[machine] every rank shares the one memory system";
+  k["host.cores"] = "[machine] sched_getaffinity";
+  k["host.memory_GiB"] = "[machine] /proc/meminfo MemTotal";
+  k["host.all_busy_speed"] = fmt::format(
+      "measured: a layer's kernels (h 512, 1024 tokens: 4 GEMMs, add, gelu,\n"
+      "layer_norm, softmax), one call each, alone vs on all {} cores at once",
+      c.max_threads);
+  k["collectives.ring.net_efficiency"] = "fitted: Gloo all_reduce bandwidth (ring formula) / send/recv bandwidth";
+  k["collectives.ring.launch_us"] = "fitted: small (<= 64 KiB) all_reduce latency, 2 steps, beyond the link latency\n"
+                                    "(ProcessGroupGloo hands each collective to a worker thread)";
+  k["collectives.ring.compute_overlap"] = "[local-cpu] one core per rank: communication and compute take turns";
+  k["collectives.tree.net_efficiency"] = "Gloo has no tree all-reduce: as ring";
+  k["collectives.all_to_all.net_efficiency"] =
+      "fitted: Gloo all_gather bandwidth / send/recv bandwidth (the sharded gathers)";
+  k["collectives.all_to_all.launch_us"] = "fitted: small (<= 64 KiB) all_gather latency beyond the link latency";
+  return y;
+}
+
+}  // namespace
+
+InstanceType measured_instance_type(const Calibration& c, const std::string& name) {
+  const MachineInfo& m = c.machine;
+  InstanceType it;
+  it.name = name;
+  it.gpus_per_node = m.cores;
+  GpuProfile& g = it.gpu;
+  g.name = fmt::format("cpu-core ({}, 1 LibTorch thread)", m.cpu_model);
+  // LibTorch CPU computes in fp32: every precision is modelled at the fp32 rate.
+  g.peak_flops_fp32 = g.peak_flops_tf32 = g.peak_flops_fp16 = g.peak_flops_bf16 = c.fma_peak_flops;
+  g.hbm_bytes = per_rank_gib(m) * GiB;
+  g.hbm_bw = c.memory_fit.bandwidth_of("copy");
+  g.hbm_efficiency = c.hbm_efficiency;
+  g.kernel_overhead = c.memory_fit.kernel_overhead;
+  g.reserved_bytes = 0.5 * GiB;
+  g.gemm = {fraction(c.gemm_fit.max_efficiency), 1, 1, c.gemm_fit.k_half};
+  g.attention = {fraction(bmm_efficiency_d64(c)), fraction(c.attention_fit.score_bmm_efficiency), 24, 48};
+  const auto& joint = c.transfer("all");
+  const auto& p2p = c.transfer("send_recv");
+  it.intra_node_fabric = "loopback";
+  it.intra_node = {joint.bandwidth, positive(joint.latency, 1e-8), 1.0};
+  it.nics_per_node = 1;
+  it.nic = {p2p.bandwidth, positive(p2p.latency, 1e-8), 1.0};
+  it.pcie_bw = c.copy_bandwidth_all;
+  it.gpus_per_pcie_switch = m.cores;
+  it.host_cores = m.cores;
+  it.host_memory_bytes = m.memory_bytes;
+  if (!c.all_busy.empty()) it.host_all_busy_speed = fraction(c.all_busy_speed);
+  // Gloo on CPU: the rank's own core does the copies and the syscalls (no overlap); it has
+  // no tree all-reduce (as ring).
+  it.ring = {fraction(c.ring_efficiency), 0.0, launch_latency(c, "all_reduce", 2)};
+  it.tree = it.ring;
+  it.all_to_all = {fraction(c.gather_efficiency), 0.0, launch_latency(c, "all_gather", 1)};
+  return it;
+}
+
 std::string instance_type_yaml(const Calibration& c, const std::string& name, const std::string& command_line) {
   const MachineInfo& m = c.machine;
   const int cores = m.cores;
   const double mem_gib = m.memory_bytes / GiB;
-  const double per_rank_gib = std::floor((mem_gib - std::max(2.0, 0.15 * mem_gib)) / cores * 10) / 10;
   const auto& mf = c.memory_fit;
-  const double hbm_bw = mf.bandwidth_of("copy");
-  const auto& joint = c.transfer("all");
-  const auto& p2p = c.transfer("send_recv");
-  const double score_eff = fraction(c.attention_fit.score_bmm_efficiency);
-  // What the estimator then uses at head_dim 64 (GPT-2's), clamped by max_efficiency.
-  const double bmm_eff_d64 = std::min(score_eff * calibration::score_bmm_head_dim_scale(64), c.gemm_fit.max_efficiency);
-  std::string gemm_shapes;
-  for (const auto& g : c.gemm)
-    if (g.threads == 1) gemm_shapes += (gemm_shapes.empty() ? "" : ", ") + g.shape;
-
   std::ostringstream y;
-  y << fmt::format(
-      "# Measured profile of this machine, written by `{}` on {}.\n"
-      "# Host {}: {}, {} cores, {:.1f} GiB RAM; LibTorch {}; Gloo: {}; libfabric {}{}.\n"
-      "# Calibration took {:.0f} s{}.\n"
-      "# One rank = one core running one LibTorch intra-op thread (like local-cpu.yaml), so\n"
-      "# gpus_per_node = the cores. Each fitted value names the measurements it was fitted to\n"
-      "# (least squares on the relative time error, the estimator's own formula) and the fit's\n"
-      "# residual; the raw measurements and every fit are under `calibration:` (not read by\n"
-      "# the loader). [machine] values come from /proc; [local-cpu] values repeat\n"
-      "# local-cpu.yaml's reasoning because nothing here measures them.\n",
-      command_line, m.date, m.host, m.cpu_model, cores, mem_gib, m.libtorch, m.gloo, m.libfabric,
-      m.blas_core.empty() ? "" : "; OpenBLAS core " + m.blas_core, c.seconds,
-      c.quick ? " (--quick: fewer shapes and sizes, short timings; rerun without it for a profile to keep)" : "");
-  y << "kind: instance_type\n";
-  y << "name: " << name << "\n";
-  y << fmt::format("gpus_per_node: {}                # [machine] cores this process may run on, one rank each\n", cores);
-  y << "gpu:\n";
-  y << "  name: " << quoted(fmt::format("cpu-core ({}, 1 LibTorch thread)", m.cpu_model)) << "\n";
-  y << "  peak_tflops:\n";
-  y << fmt::format("    fp32: {:.4f}                # measured: 16 independent {} FMA chains on one core, best of 3 runs\n"
-                   "                                # ({:.1f} GFLOP/s; {} threads at once: {:.1f} GFLOP/s in all)\n",
-                   c.fma_peak_flops / 1e12, c.fma_isa, c.fma_peak_flops / 1e9, c.max_threads,
-                   c.fma_peak_flops_all / 1e9);
-  for (const char* p : {"tf32", "fp16", "bf16"})
-    y << fmt::format("    {}: {:.4f}                # [local-cpu] LibTorch CPU computes in fp32: modelled at the fp32 rate\n", p,
-                     c.fma_peak_flops / 1e12);
-  y << fmt::format("  hbm_GiB: {:.1f}                  # [machine] (MemTotal {:.1f} GiB - max(2 GiB, 15%) for the OS) / {} ranks\n",
-                   per_rank_gib, mem_gib, cores);
-  y << fmt::format("  hbm_bw_GBps: {:.2f}              # measured and fitted: LibTorch copy_ (read + write), 1 thread, t = kernel_overhead +\n"
-                   "                                # bytes / bw over 64 elements and tensors moving >= 16 MiB (past the caches)\n",
-                   hbm_bw / 1e9);
-  y << fmt::format("  hbm_efficiency: {:.3f}           # fitted: add {:.2f}, gelu {:.2f}, layer_norm {:.2f} GB/s (softmax {:.2f}), 1 thread,\n"
-                   "                                # weighted by the estimator's per-token bytes (LayerNorm 8h, GeLU 16h, adds 14h) / hbm_bw\n",
-                   c.hbm_efficiency, mf.bandwidth_of("add") / 1e9, mf.bandwidth_of("gelu") / 1e9,
-                   mf.bandwidth_of("layer_norm") / 1e9, mf.bandwidth_of("softmax") / 1e9);
-  y << fmt::format("  kernel_overhead_us: {:.2f}       # fitted: the shared intercept of t = overhead + bytes / bw_kernel over every 1-thread\n"
-                   "                                # element-wise sample of 64 or >= 16 MiB (autograd recording, as in training); {}\n",
-                   mf.kernel_overhead * 1e6, residual_text(mf.residual));
-  y << "  reserved_GiB: 0.5               # [local-cpu] LibTorch runtime, Gloo buffers, allocator slack\n";
-  y << "  gemm:\n";
-  y << fmt::format("    max_efficiency: {:.3f}         # fitted: torch::matmul fp32, 1 thread, {} shapes (a layer's qkv/proj/fc1/fc2 and a\n"
-                   "                                # square sweep), eff = max_efficiency k/(k + k_half) of the fp32 peak; {}\n",
-                   fraction(c.gemm_fit.max_efficiency), c.gemm_fit.residual.samples, residual_text(c.gemm_fit.residual));
-  y << "    tile: 1                       # a core has no output tiles or waves to quantize\n";
-  y << "    sm_count: 1\n";
-  y << fmt::format("    k_half: {:.1f}                 # fitted with max_efficiency\n", c.gemm_fit.k_half);
-  y << "  attention:\n";
-  y << fmt::format("    flash_efficiency: {:.3f}       # LibTorch {} has no fused CPU attention: the measured unfused bmm rate at head_dim 64\n",
-                   fraction(bmm_eff_d64), m.libtorch);
-  y << fmt::format("    score_bmm_efficiency: {:.3f}   # fitted: torch::bmm Q K^T and A V, 1 thread, (heads, seq, head_dim) as below; the\n"
-                   "                                # estimator scales this key by (d/(d+64))/(128/192); {}\n",
-                   score_eff, residual_text(c.attention_fit.residual));
-  y << "    score_bytes_fwd: 24           # [local-cpu] LibTorch CPU keeps scores in fp32 (4 bytes), twice the GPU profiles' 12\n";
-  y << "    score_bytes_bwd: 48\n";
-  y << "intra_node:\n";
-  y << "  fabric: loopback                # Gloo's tcp transport over 127.0.0.1, what `partune run --nproc N` uses\n";
-  y << fmt::format("  bw_GBps: {:.3f}                 # fitted: every Gloo measurement (all_reduce, all_gather, send/recv ping-pong; 2\n"
-                   "                                # processes; {} .. {}) under the estimator's two-rank formulas; {}\n",
-                   joint.bandwidth / 1e9, bytes_text(joint.min_bytes), bytes_text(joint.max_bytes),
-                   residual_text(joint.residual));
-  y << fmt::format("  latency_us: {:.2f}               # fitted with bw_GBps\n", positive(joint.latency * 1e6, 0.01));
-  y << "  efficiency: 1.0                 # bw_GBps is already a measured rate\n";
-  y << "network:\n";
-  y << "  nics_per_node: 1                # loopback: one \"NIC\"\n";
-  y << fmt::format("  nic_bw_Gbps: {:.2f}              # fitted: Gloo send/recv ping-pong, {} .. {}, t = latency + bytes / bw; {}\n",
-                   p2p.bandwidth * 8 / 1e9, bytes_text(p2p.min_bytes), bytes_text(p2p.max_bytes),
-                   residual_text(p2p.residual));
-  y << fmt::format("  latency_us: {:.2f}               # fitted with nic_bw_Gbps (one way)\n", positive(p2p.latency * 1e6, 0.01));
-  y << "  efficiency: 1.0                 # nic_bw_Gbps is already a measured rate\n";
-  y << "pcie:\n";
-  y << fmt::format("  bw_GBps: {:.2f}                  # measured: \"host<->device\" is a memory copy; LibTorch copy_ with {} threads, {} elements\n"
-                   "                                # (at least the 1-thread rate), shared by the ranks below\n",
-                   c.copy_bandwidth_all / 1e9, c.max_threads, c.memory.back().elements);
-  y << fmt::format("  gpus_per_switch: {}              # [machine] every rank shares the one memory system\n", cores);
-  y << "host:\n";
-  y << fmt::format("  cores: {}                        # [machine] sched_getaffinity\n", cores);
-  y << fmt::format("  memory_GiB: {:.1f}                # [machine] /proc/meminfo MemTotal\n", mem_gib);
-  if (!c.all_busy.empty())
-    y << fmt::format("  all_busy_speed: {:.3f}          # measured: a layer's kernels (h 512, 1024 tokens: 4 GEMMs, add, gelu,\n"
-                     "                                # layer_norm, softmax), one call each, alone vs on all {} cores at once\n",
-                     c.all_busy_speed, c.max_threads);
-  // A collective's fixed cost: what the small all-reduces / all-gathers take per call
-  // beyond the per-step latency the links already count (2 steps for a 2-rank ring
-  // all-reduce, 1 for an all-gather), from the small-size fits.
-  auto launch_us = [&](const char* kind, double steps) {
-    try {
-      return std::max(0.0, steps * (c.transfer(kind, "small").latency - joint.latency)) * 1e6;
-    } catch (const std::exception&) {
-      return 0.0;
-    }
-  };
-  const double ring_launch = launch_us("all_reduce", 2), gather_launch = launch_us("all_gather", 1);
-  y << "collectives:                      # Gloo on CPU: the rank's own core does the copies and the syscalls\n";
-  y << "  ring:\n";
-  y << fmt::format("    net_efficiency: {:.3f}         # fitted: Gloo all_reduce bandwidth (ring formula) / send/recv bandwidth\n",
-                   fraction(c.ring_efficiency));
-  y << fmt::format("    launch_us: {:.1f}               # fitted: small (<= 64 KiB) all_reduce latency, 2 steps, beyond the link latency\n"
-                   "                                # (ProcessGroupGloo hands each collective to a worker thread)\n",
-                   ring_launch);
-  y << "    compute_overlap: 0.0          # [local-cpu] one core per rank: communication and compute take turns\n";
-  y << "  tree:\n";
-  y << fmt::format("    net_efficiency: {:.3f}         # Gloo has no tree all-reduce: as ring\n", fraction(c.ring_efficiency));
-  y << fmt::format("    launch_us: {:.1f}               # as ring\n", ring_launch);
-  y << "    compute_overlap: 0.0\n";
-  y << "  all_to_all:\n";
-  y << fmt::format("    net_efficiency: {:.3f}         # fitted: Gloo all_gather bandwidth / send/recv bandwidth (the sharded gathers)\n",
-                   fraction(c.gather_efficiency));
-  y << fmt::format("    launch_us: {:.1f}               # fitted: small (<= 64 KiB) all_gather latency beyond the link latency\n",
-                   gather_launch);
-  y << "    compute_overlap: 0.0\n";
-
+  y << partune::instance_type_yaml(measured_instance_type(c, name), profile_comments(c, command_line));
   // Provenance, fits and raw data: a mapping the loader accepts and does not read.
   y << "calibration:\n";
   y << "  date: " << quoted(m.date) << "\n";
