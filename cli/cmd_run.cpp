@@ -29,18 +29,90 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
+struct Options {
+  std::string job, trace, data, save, resume;
+  std::vector<std::string> overrides;
+  int steps = 10;
+  int nproc = 0;
+  bool json = false;
+  backend::RunOptions run;
+};
+
+// Without a launcher's environment this process is the launcher: it checks everything
+// before any rank starts, then starts and supervises --nproc local ranks (true: they have
+// run). With one rank, or as a rank of a launcher's world, it runs the rank itself (false).
+bool supervised_ranks(const Job& job, Options& opt) {
+  opt.run.environment = backend::rank_environment_from_env();
+  if (!opt.run.environment) {
+    // This process is the launcher: check everything before any rank starts.
+    const int nproc = opt.nproc > 0 ? opt.nproc : job.world_size();
+    if (nproc != job.world_size()) {
+      std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
+                               nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
+                               job.parallel.tensor_parallel_degree, job.data_parallel_degree());
+      throw Exit{3};
+    }
+    backend::RunOptions check = opt.run;
+    if (nproc > 1) {
+      check.environment = backend::RankEnvironment{};
+      check.environment->world_size = nproc;
+    }
+    if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
+      std::cerr << "partune: error: " << why << "\n";
+      throw Exit{3};
+    }
+    if (!opt.resume.empty() && !std::ifstream(opt.resume + "/latest")) {
+      std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt.resume);
+      throw Exit{3};
+    }
+    if (nproc > 1) {
+      backend::SuperviseOptions so;
+      so.executable = backend::current_executable_path();
+      const int status = backend::supervise_local_ranks(own_arguments(), nproc, so);
+      if (status != 0) throw Exit{status};
+      return true;
+    }
+  } else if (opt.nproc > 0 && opt.nproc != opt.run.environment->world_size &&
+             opt.run.environment->store_hosted_by_launcher == false) {
+    std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
+              << opt.run.environment->rank << " of a launcher's world\n";
+    throw Exit{3};
+  }
+  return false;
+}
+
+// This rank: the steps, then checkpoint, trace and report (rank 0 prints).
+void run_rank(const Job& job, Options& opt) {
+  opt.run.record_events = !opt.trace.empty();
+  backend::Trainer trainer(job, opt.run);
+  const bool leader = trainer.rank() == 0;
+  int first_step = 0;
+  if (!opt.resume.empty()) first_step = trainer.resume(opt.resume);
+  if (leader && !opt.json) {
+    std::cout << run_header_text(job, trainer);
+    if (first_step > 0) std::cout << fmt::format("resumed from {} after step {}\n", opt.resume, first_step);
+    std::cout << step_table_header();
+  }
+  std::vector<backend::StepReport> reports;
+  for (int i = 0; i < opt.steps; ++i) {
+    reports.push_back(trainer.step());
+    if (leader && !opt.json) std::cout << step_line(reports.back()) << std::flush;
+  }
+  if (!opt.save.empty()) {
+    trainer.save(opt.save);
+    if (leader && !opt.json) std::cout << fmt::format("saved step {} to {}\n", reports.back().step, opt.save);
+  }
+  trainer.finish();
+  if (!leader) return;
+  if (!opt.trace.empty())
+    write_chrome_trace(opt.trace, trace_events(trainer.events()), trainer.job().world_size());
+  if (opt.json) std::cout << run_json(job, trainer, reports, first_step).dump(2) << "\n";
+}
+
 }  // namespace
 
 void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Execute the job's per-rank programs with LibTorch (CPU, fp32), one process per rank");
-  struct Options {
-    std::string job, trace, data, save, resume;
-    std::vector<std::string> overrides;
-    int steps = 10;
-    int nproc = 0;
-    bool json = false;
-    backend::RunOptions run;
-  };
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
   cmd->add_option("--steps", opt->steps, "training steps to run")->check(CLI::PositiveNumber);
@@ -63,66 +135,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)");
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
-    opt->run.environment = backend::rank_environment_from_env();
-    if (!opt->run.environment) {
-      // This process is the launcher: check everything before any rank starts.
-      const int nproc = opt->nproc > 0 ? opt->nproc : job.world_size();
-      if (nproc != job.world_size()) {
-        std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
-                                 nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
-                                 job.parallel.tensor_parallel_degree, job.data_parallel_degree());
-        throw Exit{3};
-      }
-      backend::RunOptions check = opt->run;
-      if (nproc > 1) {
-        check.environment = backend::RankEnvironment{};
-        check.environment->world_size = nproc;
-      }
-      if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
-        std::cerr << "partune: error: " << why << "\n";
-        throw Exit{3};
-      }
-      if (!opt->resume.empty() && !std::ifstream(opt->resume + "/latest")) {
-        std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt->resume);
-        throw Exit{3};
-      }
-      if (nproc > 1) {
-        backend::SuperviseOptions so;
-        so.executable = backend::current_executable_path();
-        const int status = backend::supervise_local_ranks(own_arguments(), nproc, so);
-        if (status != 0) throw Exit{status};
-        return;
-      }
-    } else if (opt->nproc > 0 && opt->nproc != opt->run.environment->world_size &&
-               opt->run.environment->store_hosted_by_launcher == false) {
-      std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
-                << opt->run.environment->rank << " of a launcher's world\n";
-      throw Exit{3};
-    }
-    opt->run.record_events = !opt->trace.empty();
-    backend::Trainer trainer(job, opt->run);
-    const bool leader = trainer.rank() == 0;
-    int first_step = 0;
-    if (!opt->resume.empty()) first_step = trainer.resume(opt->resume);
-    if (leader && !opt->json) {
-      std::cout << run_header_text(job, trainer);
-      if (first_step > 0) std::cout << fmt::format("resumed from {} after step {}\n", opt->resume, first_step);
-      std::cout << step_table_header();
-    }
-    std::vector<backend::StepReport> reports;
-    for (int i = 0; i < opt->steps; ++i) {
-      reports.push_back(trainer.step());
-      if (leader && !opt->json) std::cout << step_line(reports.back()) << std::flush;
-    }
-    if (!opt->save.empty()) {
-      trainer.save(opt->save);
-      if (leader && !opt->json) std::cout << fmt::format("saved step {} to {}\n", reports.back().step, opt->save);
-    }
-    trainer.finish();
-    if (!leader) return;
-    if (!opt->trace.empty())
-      write_chrome_trace(opt->trace, trace_events(trainer.events()), trainer.job().world_size());
-    if (opt->json) std::cout << run_json(job, trainer, reports, first_step).dump(2) << "\n";
+    if (!supervised_ranks(job, *opt)) run_rank(job, *opt);
   });
 }
 

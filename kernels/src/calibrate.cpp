@@ -344,14 +344,10 @@ double bmm_efficiency_d64(const Calibration& c) {
   return std::min(score_eff * calibration::score_bmm_head_dim_scale(64), c.gemm_fit.max_efficiency);
 }
 
-// Where each value comes from, after its key in the file.
-YamlComments profile_comments(const Calibration& c, const std::string& command_line) {
+// The file's header: what measured it, where, and how to read the rest.
+std::string profile_header(const Calibration& c, const std::string& command_line) {
   const MachineInfo& m = c.machine;
-  const auto& mf = c.memory_fit;
-  const auto& joint = c.transfer("all");
-  const auto& p2p = c.transfer("send_recv");
-  YamlComments y;
-  y.header = fmt::format(
+  return fmt::format(
       "Measured profile of this machine, written by `{}` on {}.\n"
       "Host {}: {}, {} cores, {:.1f} GiB RAM; LibTorch {}; Gloo: {}; libfabric {}{}.\n"
       "Calibration took {:.0f} s{}.\n"
@@ -364,7 +360,12 @@ YamlComments profile_comments(const Calibration& c, const std::string& command_l
       command_line, m.date, m.host, m.cpu_model, m.cores, m.memory_bytes / GiB, m.libtorch, m.gloo, m.libfabric,
       m.blas_core.empty() ? "" : "; OpenBLAS core " + m.blas_core, c.seconds,
       c.quick ? " (--quick: fewer shapes and sizes, short timings; rerun without it for a profile to keep)" : "");
-  auto& k = y.keys;
+}
+
+// Where each GPU (here: core) value comes from.
+void add_device_comments(const Calibration& c, std::map<std::string, std::string>& k) {
+  const MachineInfo& m = c.machine;
+  const auto& mf = c.memory_fit;
   k["gpus_per_node"] = "[machine] cores this process may run on, one rank each";
   k["gpu.peak_tflops.fp32"] = fmt::format(
       "measured: 16 independent {} FMA chains on one core, best of 3 runs\n({:.1f} GFLOP/s; {} threads at once: {:.1f} "
@@ -400,6 +401,12 @@ YamlComments profile_comments(const Calibration& c, const std::string& command_l
       residual_text(c.attention_fit.residual));
   k["gpu.attention.score_bytes_fwd"] =
       "[local-cpu] LibTorch CPU keeps scores in fp32 (4 bytes), twice the GPU profiles' 12";
+}
+
+// Where each link, host and collective value comes from.
+void add_link_comments(const Calibration& c, std::map<std::string, std::string>& k) {
+  const auto& joint = c.transfer("all");
+  const auto& p2p = c.transfer("send_recv");
   k["intra_node.fabric"] = "Gloo's tcp transport over 127.0.0.1, what `partune run --nproc N` uses";
   k["intra_node.bw_GBps"] = fmt::format(
       "fitted: every Gloo measurement (all_reduce, all_gather, send/recv ping-pong; 2\n"
@@ -432,6 +439,14 @@ YamlComments profile_comments(const Calibration& c, const std::string& command_l
   k["collectives.all_to_all.net_efficiency"] =
       "fitted: Gloo all_gather bandwidth / send/recv bandwidth (the sharded gathers)";
   k["collectives.all_to_all.launch_us"] = "fitted: small (<= 64 KiB) all_gather latency beyond the link latency";
+}
+
+// Where each value comes from, after its key in the file.
+YamlComments profile_comments(const Calibration& c, const std::string& command_line) {
+  YamlComments y;
+  y.header = profile_header(c, command_line);
+  add_device_comments(c, y.keys);
+  add_link_comments(c, y.keys);
   return y;
 }
 
@@ -472,13 +487,15 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   return it;
 }
 
-std::string instance_type_yaml(const Calibration& c, const std::string& name, const std::string& command_line) {
+namespace {
+
+// Provenance and fits: the start of the `calibration:` mapping (the loader accepts it and
+// does not read it).
+void write_provenance(std::ostringstream& y, const Calibration& c, const std::string& command_line) {
   const MachineInfo& m = c.machine;
   const int cores = m.cores;
   const double mem_gib = m.memory_bytes / GiB;
   const auto& mf = c.memory_fit;
-  std::ostringstream y;
-  y << partune::instance_type_yaml(measured_instance_type(c, name), profile_comments(c, command_line));
   // Provenance, fits and raw data: a mapping the loader accepts and does not read.
   y << "calibration:\n";
   y << "  date: " << quoted(m.date) << "\n";
@@ -515,6 +532,10 @@ std::string instance_type_yaml(const Calibration& c, const std::string& name, co
   if (c.notes.empty()) y << " []";
   y << "\n";
   for (const auto& n : c.notes) y << "    - " << quoted(n) << "\n";
+}
+
+// The raw measurements, under calibration.measurements.
+void write_measurements(std::ostringstream& y, const Calibration& c) {
   y << "  measurements:\n";
   y << fmt::format("    fma_peak: {{isa: {}, one_core_GFLOPs: {:.2f}, threads: {}, all_threads_GFLOPs: {:.2f}}}\n", c.fma_isa,
                    c.fma_peak_flops / 1e9, c.max_threads, c.fma_peak_flops_all / 1e9);
@@ -548,6 +569,15 @@ std::string instance_type_yaml(const Calibration& c, const std::string& name, co
   y << "      pingpong:                   # [bytes, seconds one way, GB/s], two endpoints on two threads of this process\n";
   for (const auto& t : c.fabric.pingpong)
     y << fmt::format("        - [{:.0f}, {:.4e}, {:.4f}]\n", t.bytes, t.seconds, t.bytes / t.seconds / 1e9);
+}
+
+}  // namespace
+
+std::string instance_type_yaml(const Calibration& c, const std::string& name, const std::string& command_line) {
+  std::ostringstream y;
+  y << partune::instance_type_yaml(measured_instance_type(c, name), profile_comments(c, command_line));
+  write_provenance(y, c, command_line);
+  write_measurements(y, c);
   return y.str();
 }
 
