@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "job_writer.hpp"
+#include "partune/costmodel/scenario_writer.hpp"
 #include "progress.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/tuner.hpp"
