@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "partune/costmodel/placement.hpp"
+#include "partune/search/knobs.hpp"
 
 namespace partune::search {
 
@@ -22,35 +23,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   while (std::getline(ss, item, sep))
     if (!item.empty()) out.push_back(item);
   return out;
-}
-
-int parse_int(const std::string& key, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    const int x = std::stoi(v, &used);
-    if (used != v.size() || x < 1) throw std::invalid_argument("");
-    return x;
-  } catch (const std::exception&) {
-    throw std::invalid_argument(key + ": '" + v + "' is not a positive integer");
-  }
-}
-
-bool parse_bool(const std::string& key, const std::string& v) {
-  if (v == "true" || v == "on" || v == "1") return true;
-  if (v == "false" || v == "off" || v == "0") return false;
-  throw std::invalid_argument(key + ": '" + v + "' is not true or false");
-}
-
-template <class Enum>
-Enum parse_choice(const std::string& key, const std::string& v, std::initializer_list<const char*> names) {
-  int i = 0;
-  std::string list;
-  for (const char* n : names) {
-    if (v == n) return static_cast<Enum>(i);
-    list += (list.empty() ? "" : ", ") + std::string(n);
-    ++i;
-  }
-  throw std::invalid_argument(key + ": '" + v + "' is not one of " + list);
 }
 
 bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
@@ -71,100 +43,22 @@ void restrict_space(SearchSpace& space, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw std::invalid_argument("'" + assignment + "': a restriction looks like key=value or key=v1,v2");
-  std::string key = assignment.substr(0, eq);
-  if (key.rfind("parallel.", 0) == 0) key = key.substr(9);
+  const Knob& k = knob(assignment.substr(0, eq));
   const std::vector<std::string> values = split(assignment.substr(eq + 1), ',');
-  if (values.empty()) throw std::invalid_argument(key + ": no value given");
-  auto ints = [&] {
-    std::vector<int> v;
-    for (const auto& x : values) v.push_back(parse_int(key, x));
-    return v;
-  };
-  auto bools = [&] {
-    std::vector<bool> v;
-    for (const auto& x : values) v.push_back(parse_bool(key, x));
-    return v;
-  };
-  if (key == "pipeline_parallel_degree") space.pipeline_degrees = ints();
-  else if (key == "tensor_parallel_degree") space.tensor_degrees = ints();
-  else if (key == "sharded_data_parallel_degree") space.sharded_degrees = ints();
-  else if (key == "microbatch_size") space.microbatch_sizes = ints();
-  else if (key == "virtual_stages") space.virtual_stages = ints();
-  else if (key == "pipeline") {
-    space.schedules.clear();
-    for (const auto& x : values)
-      space.schedules.push_back(parse_choice<PipelineSchedule>(key, x, {"simple", "interleaved"}));
-  } else if (key == "placement_strategy") {
-    space.placements.clear();
-    for (const auto& x : values) {
-      const std::string c = Placement::canonical(x);
-      if (std::find(placement_names().begin(), placement_names().end(), c) == placement_names().end())
-        throw std::invalid_argument(key + ": '" + x + "' is not cluster, spread or a permutation of DPT");
-      space.placements.push_back(c);
-    }
-  } else if (key == "activation_checkpointing") {
-    space.checkpointing.clear();
-    for (const auto& x : values)
-      space.checkpointing.push_back(parse_choice<Checkpointing>(key, x, {"none", "selective", "full"}));
-  } else if (key == "checkpointed_layers") {
-    space.checkpointed_layers.clear();
-    for (const auto& x : values) space.checkpointed_layers.push_back(x == "all" || x == "-1" ? -1 : parse_int(key, x));
-  } else if (key == "offload_activations") space.offload_activations = bools();
-  else if (key == "shard_optimizer_state") space.shard_optimizer_state = bools();
-  else if (key == "flash_attention") space.flash_attention = bools();
-  else if (key == "sharded_collective") {
-    space.sharded_collectives.clear();
-    for (const auto& x : values)
-      space.sharded_collectives.push_back(
-          parse_choice<CollectiveAlgorithm>(key, x, {"ring", "tree", "hierarchical", "all_to_all"}));
-  } else {
-    throw std::invalid_argument("'" + key +
-                                "' cannot be searched or fixed (keys: pipeline_parallel_degree, "
-                                "tensor_parallel_degree, sharded_data_parallel_degree, microbatch_size, pipeline, "
-                                "virtual_stages, placement_strategy, activation_checkpointing, offload_activations, "
-                                "shard_optimizer_state, flash_attention, sharded_collective, checkpointed_layers)");
-  }
+  if (values.empty()) throw std::invalid_argument(std::string(k.key) + ": no value given");
+  k.restrict(space, values);
 }
 
 void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::string>& keys) {
-  const ParallelConfig& pc = base.parallel;
-  for (const std::string& key : keys) {
-    if (key == "pipeline_parallel_degree") space.pipeline_degrees = {pc.pipeline_parallel_degree};
-    else if (key == "tensor_parallel_degree") space.tensor_degrees = {pc.tensor_parallel_degree};
-    else if (key == "sharded_data_parallel_degree") space.sharded_degrees = {pc.sharded_data_parallel_degree};
-    else if (key == "microbatch_size") space.microbatch_sizes = {base.microbatch_size()};
-    else if (key == "pipeline") space.schedules = {pc.pipeline};
-    else if (key == "virtual_stages") space.virtual_stages = {pc.virtual_stages};
-    else if (key == "placement_strategy") space.placements = {Placement::canonical(pc.placement_strategy)};
-    else if (key == "activation_checkpointing") space.checkpointing = {pc.activation_checkpointing};
-    else if (key == "offload_activations") space.offload_activations = {pc.offload_activations};
-    else if (key == "shard_optimizer_state") space.shard_optimizer_state = {pc.shard_optimizer_state};
-    else if (key == "flash_attention") space.flash_attention = {pc.flash_attention};
-    else if (key == "sharded_collective") space.sharded_collectives = {pc.sharded_collective};
-    else if (key == "checkpointed_layers") space.checkpointed_layers = {pc.checkpointed_layers};
-    else throw std::invalid_argument("'" + key + "' cannot be pinned");
-  }
+  for (const std::string& key : keys) knob(key).pin(space, base);
 }
 
 void apply(const Point& p, Job& job) {
-  ParallelConfig& pc = job.parallel;
-  pc.pipeline_parallel_degree = p.pipeline;
-  pc.tensor_parallel_degree = p.tensor;
-  pc.sharded_data_parallel_degree = p.sharded;
-  pc.microbatches = p.microbatches;
-  pc.virtual_stages = p.virtual_stages;
-  pc.pipeline = p.schedule;
-  pc.placement_strategy = placement_names()[p.placement];
-  pc.activation_checkpointing = p.checkpointing;
-  pc.offload_activations = p.offload;
-  pc.shard_optimizer_state = p.shard_optimizer;
-  pc.flash_attention = p.flash;
-  pc.sharded_collective = p.sharded_collective;
+  for (const Knob& k : knobs()) k.apply(p, job);
   // Layout settings of the base job belong to its own degrees; a point starts uniform
   // (the partitioner may set stages later).
-  pc.stage_layers.clear();
-  pc.lm_head_stage = LmHeadStage::last;
-  pc.checkpointed_layers = p.checkpointing == Checkpointing::none ? -1 : p.checkpointed_layers;
+  job.parallel.stage_layers.clear();
+  job.parallel.lm_head_stage = LmHeadStage::last;
   job.training.gradient_accumulation = 1;
 }
 
@@ -192,6 +86,10 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
   const auto offloads = or_default(space.offload_activations, {false, true});
   const auto opt_shards = or_default(space.shard_optimizer_state, {false, true});
   const auto flashes = or_default(space.flash_attention, half ? std::vector<bool>{false, true} : std::vector<bool>{false});
+  // Sequence parallelism splits over the tensor-parallel group: only with one.
+  auto sequence_splits = [&](int tp) {
+    return or_default(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false});
+  };
   const auto algos = or_default(space.sharded_collectives, {CollectiveAlgorithm::ring, CollectiveAlgorithm::all_to_all});
   std::vector<int> placement_ids;
   if (space.placements.empty()) {
@@ -229,6 +127,7 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
         if (seen.insert(key).second) placements.push_back(id);
         else ++stats.duplicates;
       }
+      const std::vector<bool> sps = sequence_splits(tp);
       for (int sdp : or_default(space.sharded_degrees, sdp_all))
         for (int b : or_default(space.microbatch_sizes, b_all)) {
           if (B % (static_cast<long>(dp) * b) != 0) {
@@ -260,6 +159,7 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
                   for (bool zero1 : opt_shards) {
                     if (zero1 && (sdp > 1 || dp == 1)) continue;  // sharded DP already shards it
                     for (bool fa : flashes)
+                      for (bool sp : sps)
                       for (CollectiveAlgorithm algo : algos) {
                         if (sdp == 1 && algo != algos.front()) continue;  // no sharded collectives
                         ++stats.considered;
@@ -268,6 +168,7 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
                         p.microbatch_size = b, p.microbatches = microbatches, p.virtual_stages = v;
                         p.schedule = sched, p.placement = placement, p.checkpointing = ck;
                         p.offload = off, p.shard_optimizer = zero1, p.flash = fa, p.sharded_collective = algo;
+                        p.sequence_parallel = sp;
                         p.checkpointed_layers = ck_layers;
                         apply(p, scratch);
                         if (check_job(scratch)) {
@@ -285,26 +186,12 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
 }
 
 std::string describe(const Job& job) {
+  std::string s;
+  for (const Knob& k : knobs()) s += k.describe(job);
+  // The layout the partitioner may choose (not a knob of the space).
   const ParallelConfig& pc = job.parallel;
-  std::string s = fmt::format("pp{} tp{} dp{}", pc.pipeline_parallel_degree, pc.tensor_parallel_degree,
-                              job.data_parallel_degree());
-  if (pc.sharded_data_parallel_degree > 1)
-    s += fmt::format(" sdp{}({})", pc.sharded_data_parallel_degree, to_string(pc.sharded_collective));
-  s += fmt::format(" mb{}x{}", pc.microbatches, job.microbatch_size());
-  if (pc.pipeline_parallel_degree > 1)
-    s += pc.pipeline == PipelineSchedule::simple ? " gpipe"
-         : pc.virtual_stages > 1                 ? fmt::format(" 1f1b-v{}", pc.virtual_stages)
-                                                 : " 1f1b";
-  s += " " + Placement::canonical(pc.placement_strategy);
-  if (pc.activation_checkpointing != Checkpointing::none) {
-    s += std::string(" ckpt-") + to_string(pc.activation_checkpointing);
-    if (pc.checkpointed_layers >= 0) s += fmt::format("({}/stage)", pc.checkpointed_layers);
-  }
   if (!pc.stage_layers.empty()) s += fmt::format(" stages[{}]", fmt::join(pc.stage_layers, ","));
   if (pc.lm_head_stage == LmHeadStage::first) s += " head-on-stage0";
-  if (pc.offload_activations) s += " offload";
-  if (pc.shard_optimizer_state) s += " zero1";
-  if (pc.flash_attention) s += " flash";
   return s;
 }
 
@@ -312,18 +199,8 @@ bool matches(const Job& job, const std::vector<std::string>& filters) {
   for (const std::string& f : filters) {
     SearchSpace probe;
     restrict_space(probe, f);  // validates the key and values
-    const ParallelConfig& pc = job.parallel;
-    auto in = [](const auto& list, auto v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
-    if (!in(probe.pipeline_degrees, pc.pipeline_parallel_degree) || !in(probe.tensor_degrees, pc.tensor_parallel_degree) ||
-        !in(probe.sharded_degrees, pc.sharded_data_parallel_degree) ||
-        !in(probe.microbatch_sizes, job.microbatch_size()) || !in(probe.schedules, pc.pipeline) ||
-        !in(probe.virtual_stages, pc.virtual_stages) ||
-        !in(probe.placements, Placement::canonical(pc.placement_strategy)) ||
-        !in(probe.checkpointing, pc.activation_checkpointing) || !in(probe.offload_activations, pc.offload_activations) ||
-        !in(probe.shard_optimizer_state, pc.shard_optimizer_state) || !in(probe.flash_attention, pc.flash_attention) ||
-        !in(probe.sharded_collectives, pc.sharded_collective) ||
-        !in(probe.checkpointed_layers, pc.checkpointed_layers))
-      return false;
+    for (const Knob& k : knobs())
+      if (!k.allows(probe, job)) return false;
   }
   return true;
 }
