@@ -85,11 +85,12 @@ Knob make_knob(const char* key, std::vector<T> SearchSpace::*list, Parse parse, 
 
 std::string flag(bool on, const char* word) { return on ? std::string(" ") + word : std::string(); }
 
-std::vector<Knob> make_knobs() {
-  using S = SearchSpace;
-  using J = const Job&;
-  using P = const Point&;
-  std::vector<Knob> k;
+using S = SearchSpace;
+using J = const Job&;
+using P = const Point&;
+
+// How the work is split: degrees, micro-batches, schedule, placement.
+void add_split_knobs(std::vector<Knob>& k) {
   k.push_back(make_knob(
       "pipeline_parallel_degree", &S::pipeline_degrees, parse_positive,
       [](J j) { return j.parallel.pipeline_parallel_degree; },
@@ -145,6 +146,10 @@ std::vector<Knob> make_knobs() {
       [](J j) { return Placement::canonical(j.parallel.placement_strategy); },
       [](P p, Job& j) { j.parallel.placement_strategy = placement_names()[p.placement]; },
       [](J j) { return " " + Placement::canonical(j.parallel.placement_strategy); }));
+}
+
+// What each GPU keeps and how it computes: checkpointing, offload, ZeRO-1, kernels.
+void add_memory_knobs(std::vector<Knob>& k) {
   k.push_back(make_knob(
       "activation_checkpointing", &S::checkpointing,
       [](const std::string& key, const std::string& v) { return parse_enum<Checkpointing>(key, v, 3); },
@@ -181,6 +186,12 @@ std::vector<Knob> make_knobs() {
       "sequence_parallel", &S::sequence_parallel, parse_bool, [](J j) { return j.parallel.sequence_parallel; },
       [](P p, Job& j) { j.parallel.sequence_parallel = p.sequence_parallel; },
       [](J j) { return flag(j.parallel.sequence_parallel, "sp"); }));
+}
+
+std::vector<Knob> make_knobs() {
+  std::vector<Knob> k;
+  add_split_knobs(k);
+  add_memory_knobs(k);
   return k;
 }
 

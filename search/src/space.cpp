@@ -68,121 +68,158 @@ Job make_job(const Job& base, const Point& point) {
   return job;
 }
 
-EnumerationStats enumerate(const Job& base, const SearchSpace& space,
-                           const std::function<void(const Point&)>& visit) {
-  EnumerationStats stats;
-  const ModelSpec& m = base.model;
-  const int world = base.world_size(), G = base.cluster.instance.gpus_per_node, B = base.training.global_batch;
-  const bool half = base.training.precision == Precision::fp16 || base.training.precision == Precision::bf16;
+namespace {
 
-  std::vector<int> pp_all, tp_all;
-  for (int d = 1; d <= std::min(world, m.layers); ++d)
-    if (world % d == 0 && m.layers % d == 0) pp_all.push_back(d);
-  for (int t = 1; t <= G; t *= 2)
-    if (m.heads % t == 0 && m.ffn_hidden % t == 0) tp_all.push_back(t);
-  const auto pps = or_default(space.pipeline_degrees, pp_all);
-  const auto tps = or_default(space.tensor_degrees, tp_all);
-  const auto ckpts = or_default(space.checkpointing, {Checkpointing::none, Checkpointing::selective, Checkpointing::full});
-  const auto offloads = or_default(space.offload_activations, {false, true});
-  const auto opt_shards = or_default(space.shard_optimizer_state, {false, true});
-  const auto flashes = or_default(space.flash_attention, half ? std::vector<bool>{false, true} : std::vector<bool>{false});
-  // Sequence parallelism splits over the tensor-parallel group: only with one.
-  auto sequence_splits = [&](int tp) {
-    return or_default(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false});
-  };
-  const auto algos = or_default(space.sharded_collectives, {CollectiveAlgorithm::ring, CollectiveAlgorithm::all_to_all});
-  std::vector<int> placement_ids;
-  if (space.placements.empty()) {
-    for (int i = 0; i < static_cast<int>(placement_names().size()); ++i) placement_ids.push_back(i);
-  } else {
-    for (const auto& p : space.placements)
-      placement_ids.push_back(static_cast<int>(
-          std::find(placement_names().begin(), placement_names().end(), Placement::canonical(p)) -
-          placement_names().begin()));
+// The walk over the space: degrees, then batch split and schedule, then placement, then
+// the memory and kernel knobs; each complete point is checked by the job rules.
+class Enumerator {
+ public:
+  Enumerator(const Job& base, const SearchSpace& space, const std::function<void(const Point&)>& visit)
+      : base_(base), space_(space), visit_(visit), scratch_(base) {
+    const bool half = base.training.precision == Precision::fp16 || base.training.precision == Precision::bf16;
+    ckpts_ = or_default(space.checkpointing, {Checkpointing::none, Checkpointing::selective, Checkpointing::full});
+    offloads_ = or_default(space.offload_activations, {false, true});
+    opt_shards_ = or_default(space.shard_optimizer_state, {false, true});
+    flashes_ = or_default(space.flash_attention, half ? std::vector<bool>{false, true} : std::vector<bool>{false});
+    algos_ = or_default(space.sharded_collectives, {CollectiveAlgorithm::ring, CollectiveAlgorithm::all_to_all});
+    if (space.placements.empty()) {
+      for (int i = 0; i < static_cast<int>(placement_names().size()); ++i) placement_ids_.push_back(i);
+    } else {
+      for (const auto& p : space.placements)
+        placement_ids_.push_back(static_cast<int>(
+            std::find(placement_names().begin(), placement_names().end(), Placement::canonical(p)) -
+            placement_names().begin()));
+    }
   }
 
-  Job scratch = base;
-  for (int pp : pps)
-    for (int tp : tps) {
-      ++stats.considered;
-      if (world % (pp * tp) != 0) {
-        ++stats.invalid;
-        continue;
-      }
-      const int dp = world / (pp * tp);
-      std::vector<int> sdp_all;
-      for (int d = 1; d <= dp; ++d)
-        if (dp % d == 0 && (is_power_of_two(d) || d == dp)) sdp_all.push_back(d);
-      std::vector<int> b_all;
-      for (int b = 1; b <= B; b *= 2)
-        if (B % (static_cast<long>(dp) * b) == 0) b_all.push_back(b);
-      // Distinct placements: the ones that give the same strides on every axis with more
-      // than one member produce the same groups.
-      std::vector<int> placements;
-      std::set<std::tuple<int, int, int>> seen;
-      for (int id : placement_ids) {
-        const Placement pl(placement_names()[id], dp, pp, tp);
-        const auto key = std::make_tuple(dp > 1 ? pl.stride(Axis::data) : 0, pp > 1 ? pl.stride(Axis::pipeline) : 0,
-                                         tp > 1 ? pl.stride(Axis::tensor) : 0);
-        if (seen.insert(key).second) placements.push_back(id);
-        else ++stats.duplicates;
-      }
-      const std::vector<bool> sps = sequence_splits(tp);
-      for (int sdp : or_default(space.sharded_degrees, sdp_all))
-        for (int b : or_default(space.microbatch_sizes, b_all)) {
-          if (B % (static_cast<long>(dp) * b) != 0) {
-            ++stats.considered, ++stats.invalid;
-            continue;
-          }
-          const int microbatches = B / (dp * b);
-          std::vector<std::pair<PipelineSchedule, int>> schedules;
-          const auto sched_list =
-              or_default(space.schedules, pp > 1 ? std::vector<PipelineSchedule>{PipelineSchedule::simple,
-                                                                                 PipelineSchedule::interleaved}
-                                                 : std::vector<PipelineSchedule>{PipelineSchedule::interleaved});
-          for (PipelineSchedule sc : sched_list) {
-            const auto vs = or_default(space.virtual_stages,
-                                       sc == PipelineSchedule::interleaved && pp > 1 ? std::vector<int>{1, 2, 4}
-                                                                                     : std::vector<int>{1});
-            for (int v : vs) schedules.push_back({sc, v});
-          }
-          for (const auto& [sched, v] : schedules)
-            for (int placement : placements)
-              for (Checkpointing ck : ckpts)
-                for (int ck_layers : ck == Checkpointing::none
-                                         ? std::vector<int>{-1}
-                                         : or_default(space.checkpointed_layers,
-                                                      m.layers / pp >= 2 ? std::vector<int>{-1, m.layers / pp / 2}
-                                                                         : std::vector<int>{-1}))
-                for (bool off : offloads) {
-                  if (off && ck == Checkpointing::none) continue;  // offload moves checkpoints
-                  for (bool zero1 : opt_shards) {
-                    if (zero1 && (sdp > 1 || dp == 1)) continue;  // sharded DP already shards it
-                    for (bool fa : flashes)
-                      for (bool sp : sps)
-                      for (CollectiveAlgorithm algo : algos) {
-                        if (sdp == 1 && algo != algos.front()) continue;  // no sharded collectives
-                        ++stats.considered;
-                        Point p;
-                        p.pipeline = pp, p.tensor = tp, p.sharded = sdp;
-                        p.microbatch_size = b, p.microbatches = microbatches, p.virtual_stages = v;
-                        p.schedule = sched, p.placement = placement, p.checkpointing = ck;
-                        p.offload = off, p.shard_optimizer = zero1, p.flash = fa, p.sharded_collective = algo;
-                        p.sequence_parallel = sp;
-                        p.checkpointed_layers = ck_layers;
-                        apply(p, scratch);
-                        if (check_job(scratch)) {
-                          ++stats.invalid;
-                          continue;
-                        }
-                        ++stats.legal;
-                        visit(p);
-                      }
-                  }
-                }
+  EnumerationStats run() {
+    const ModelSpec& m = base_.model;
+    const int world = base_.world_size(), G = base_.cluster.instance.gpus_per_node;
+    std::vector<int> pp_all, tp_all;
+    for (int d = 1; d <= std::min(world, m.layers); ++d)
+      if (world % d == 0 && m.layers % d == 0) pp_all.push_back(d);
+    for (int t = 1; t <= G; t *= 2)
+      if (m.heads % t == 0 && m.ffn_hidden % t == 0) tp_all.push_back(t);
+    for (int pp : or_default(space_.pipeline_degrees, pp_all))
+      for (int tp : or_default(space_.tensor_degrees, tp_all)) {
+        ++stats_.considered;
+        if (world % (pp * tp) != 0) {
+          ++stats_.invalid;
+          continue;
         }
+        degrees(pp, tp, world / (pp * tp));
+      }
+    return stats_;
+  }
+
+ private:
+  // Distinct placements: the ones that give the same strides on every axis with more
+  // than one member produce the same groups.
+  std::vector<int> distinct_placements(int dp, int pp, int tp) {
+    std::vector<int> placements;
+    std::set<std::tuple<int, int, int>> seen;
+    for (int id : placement_ids_) {
+      const Placement pl(placement_names()[id], dp, pp, tp);
+      const auto key = std::make_tuple(dp > 1 ? pl.stride(Axis::data) : 0, pp > 1 ? pl.stride(Axis::pipeline) : 0,
+                                       tp > 1 ? pl.stride(Axis::tensor) : 0);
+      if (seen.insert(key).second) placements.push_back(id);
+      else ++stats_.duplicates;
     }
-  return stats;
+    return placements;
+  }
+
+  std::vector<std::pair<PipelineSchedule, int>> schedules(int pp) const {
+    std::vector<std::pair<PipelineSchedule, int>> out;
+    const auto kinds = or_default(space_.schedules, pp > 1 ? std::vector<PipelineSchedule>{PipelineSchedule::simple,
+                                                                                           PipelineSchedule::interleaved}
+                                                           : std::vector<PipelineSchedule>{PipelineSchedule::interleaved});
+    for (PipelineSchedule sc : kinds) {
+      const auto vs = or_default(space_.virtual_stages, sc == PipelineSchedule::interleaved && pp > 1
+                                                            ? std::vector<int>{1, 2, 4}
+                                                            : std::vector<int>{1});
+      for (int v : vs) out.push_back({sc, v});
+    }
+    return out;
+  }
+
+  void degrees(int pp, int tp, int dp) {
+    const int B = base_.training.global_batch;
+    std::vector<int> sdp_all, b_all;
+    for (int d = 1; d <= dp; ++d)
+      if (dp % d == 0 && (is_power_of_two(d) || d == dp)) sdp_all.push_back(d);
+    for (int b = 1; b <= B; b *= 2)
+      if (B % (static_cast<long>(dp) * b) == 0) b_all.push_back(b);
+    const std::vector<int> placements = distinct_placements(dp, pp, tp);
+    for (int sdp : or_default(space_.sharded_degrees, sdp_all))
+      for (int b : or_default(space_.microbatch_sizes, b_all)) {
+        if (B % (static_cast<long>(dp) * b) != 0) {
+          ++stats_.considered, ++stats_.invalid;
+          continue;
+        }
+        Point p;
+        p.pipeline = pp, p.tensor = tp, p.sharded = sdp, p.microbatch_size = b, p.microbatches = B / (dp * b);
+        for (const auto& [sched, v] : schedules(pp))
+          for (int placement : placements) {
+            p.schedule = sched, p.virtual_stages = v, p.placement = placement;
+            memory_knobs(p, dp);
+          }
+      }
+  }
+
+  void memory_knobs(Point p, int dp) {
+    const int layers_per_stage = base_.model.layers / p.pipeline;
+    // Sequence parallelism splits over the tensor-parallel group: only with one.
+    const auto sps = or_default(space_.sequence_parallel,
+                                p.tensor > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false});
+    for (Checkpointing ck : ckpts_)
+      for (int ck_layers : ck == Checkpointing::none
+                               ? std::vector<int>{-1}
+                               : or_default(space_.checkpointed_layers, layers_per_stage >= 2
+                                                                            ? std::vector<int>{-1, layers_per_stage / 2}
+                                                                            : std::vector<int>{-1}))
+        for (bool off : offloads_) {
+          if (off && ck == Checkpointing::none) continue;  // offload moves checkpoints
+          for (bool zero1 : opt_shards_) {
+            if (zero1 && (p.sharded > 1 || dp == 1)) continue;  // sharded DP already shards it
+            for (bool fa : flashes_)
+              for (bool sp : sps)
+                for (CollectiveAlgorithm algo : algos_) {
+                  if (p.sharded == 1 && algo != algos_.front()) continue;  // no sharded collectives
+                  p.checkpointing = ck, p.checkpointed_layers = ck_layers, p.offload = off;
+                  p.shard_optimizer = zero1, p.flash = fa, p.sequence_parallel = sp, p.sharded_collective = algo;
+                  check_and_visit(p);
+                }
+          }
+        }
+  }
+
+  void check_and_visit(const Point& p) {
+    ++stats_.considered;
+    apply(p, scratch_);
+    if (check_job(scratch_)) {
+      ++stats_.invalid;
+      return;
+    }
+    ++stats_.legal;
+    visit_(p);
+  }
+
+  const Job& base_;
+  const SearchSpace& space_;
+  const std::function<void(const Point&)>& visit_;
+  Job scratch_;
+  EnumerationStats stats_;
+  std::vector<Checkpointing> ckpts_;
+  std::vector<bool> offloads_, opt_shards_, flashes_;
+  std::vector<CollectiveAlgorithm> algos_;
+  std::vector<int> placement_ids_;
+};
+
+}  // namespace
+
+EnumerationStats enumerate(const Job& base, const SearchSpace& space,
+                           const std::function<void(const Point&)>& visit) {
+  return Enumerator(base, space, visit).run();
 }
 
 std::string describe(const Job& job) {
