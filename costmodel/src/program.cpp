@@ -319,8 +319,8 @@ class ProgramBuilder {
         auto same = std::find_if(out.begin(), out.end(), [&](const TensorCollective& o) {
           return o.kind == c.kind && o.bytes == c.bytes;
         });
-        if (same == out.end()) out.push_back({c.kind, c.bytes, 0, overlapped});
-        (same == out.end() ? out.back() : *same).count += c.count * p.times;
+        if (same != out.end()) same->count += c.count * p.times;
+        else out.push_back({c.kind, c.bytes, c.count * p.times, overlapped});
       }
     return out;
   }

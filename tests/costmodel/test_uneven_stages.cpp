@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "job_fixtures.hpp"
+#include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/memory.hpp"
@@ -202,8 +203,8 @@ TEST_CASE("uneven stages: the slowest slot paces, the others fill and drain", "[
 
 TEST_CASE("uneven stages: the estimator charges recompute and tensor all-reduces per stage", "[uneven][estimator]") {
   // tp 2, full checkpointing, [2, 6]: the last stage's slot is 6 layers' kernels +
-  // recompute, and 6 x 6 + 2 all-reduces (4 per layer, 2 more recomputed, 2 for the
-  // embedding, charged on every slot as the uniform formula does).
+  // recompute, 6 x 6 + 1 all-reduces of the activation (4 per layer, 2 more recomputed,
+  // the head's f) and the loss's three; stage 0's is 2 x 6 + 1 (the embedding's g).
   Job j = uneven_job({2, 6}, 2, 2, 4);
   j.parallel.activation_checkpointing = Checkpointing::full;
   require_valid(j);
@@ -215,10 +216,15 @@ TEST_CASE("uneven stages: the estimator charges recompute and tensor all-reduces
   const double slot1_kernels = 6 * (2 * lt.forward() + lt.backward()) + ht.logits_fwd + ht.logits_bwd;
   CHECK(e.breakdown.compute == Approx(4 * slot1_kernels).epsilon(1e-12));
   CHECK(e.breakdown.recompute == Approx(4 * 6 * lt.forward()).epsilon(1e-12));
-  // Tensor all-reduce time is proportional to the count: 38 per micro-batch on stage 1,
-  // 14 on stage 0 (2 x 6 + 2), which fills the bubble with the stage's kernels.
-  const double per_ar = e.breakdown.tensor_parallel_comm / (4 * 38);
-  const double slot0 = 2 * (2 * lt.forward() + lt.backward()) + ht.embedding_fwd + ht.embedding_bwd + 14 * per_ar;
+  const GroupSpan pair{2, 1, 2};  // the tensor group: two GPUs of one node
+  auto all_reduce = [&](double bytes) {
+    return collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, bytes, pair, j.cluster.instance)
+        .total();
+  };
+  const double ar = all_reduce(b * 1024 * 768 * 2), loss = all_reduce(b * 1024 * 4);
+  CHECK(e.breakdown.tensor_parallel_comm == Approx(4 * (37 * ar + 3 * loss)).epsilon(1e-9));
+  // Stage 0's slot fills the bubble.
+  const double slot0 = 2 * (2 * lt.forward() + lt.backward()) + ht.embedding_fwd + ht.embedding_bwd + 13 * ar;
   CHECK(e.breakdown.pipeline_bubble == Approx(slot0).epsilon(1e-9));
 }
 
