@@ -36,6 +36,7 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
     args["chunk"] = e.chunk;
     if (e.layer >= 0) args["layer"] = e.layer;
     if (e.group != CommGroup::none) args["group"] = to_string(e.group);
+    if (is_collective(e.kind)) args["count"] = e.count;
     trace.push_back({{"name", to_string(e.kind)}, {"ph", "X"}, {"ts", e.start * 1e6},
                      {"dur", (e.end - e.start) * 1e6}, {"pid", node}, {"tid", tid}, {"args", args}});
     if (threads.insert({node, tid}).second) {

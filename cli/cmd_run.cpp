@@ -22,29 +22,6 @@ namespace partune::cli {
 
 namespace {
 
-// The simulator's trace event, so that a measured trace has the simulated layout.
-std::vector<TraceEvent> trace_events(const std::vector<backend::ExecutedEvent>& executed) {
-  std::vector<TraceEvent> out;
-  out.reserve(executed.size());
-  for (const auto& e : executed) {
-    TraceEvent t;
-    t.rank = e.rank;
-    // The simulator's streams: compute, pipeline transfers and copies, one per communicator.
-    t.stream = is_compute(e.kind) ? 0
-               : is_collective(e.kind) ? 2 + static_cast<int>(e.group)
-               : e.kind == OpKind::wait ? 0 : 1;
-    t.kind = e.kind;
-    t.group = e.group;
-    t.microbatch = e.microbatch;
-    t.chunk = e.chunk;
-    t.layer = e.layer;
-    t.start = e.start;
-    t.end = e.end;
-    out.push_back(t);
-  }
-  return out;
-}
-
 std::string program_summary(const RankProgram& p) {
   std::map<std::string, int> counts;
   for (const auto& ins : p.ops) ++counts[to_string(ins.kind)];
@@ -184,7 +161,7 @@ void register_run(CLI::App& app) {
     }
     trainer.finish();
     if (!leader) return;
-    if (!opt->trace.empty()) write_chrome_trace(opt->trace, trace_events(trainer.events()), ran.world_size());
+    if (!opt->trace.empty()) write_chrome_trace(opt->trace, trainer.events(), ran.world_size());
     if (opt->json) {
       const auto& c = trainer.model();
       nlohmann::json steps = nlohmann::json::array();

@@ -146,11 +146,13 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   if (shard.embedding) wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
   for (int i : shard.layers)
-    held_layers.emplace_back(layer_key(i), TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp).ptr());
+    held_layers.emplace_back(layer_key(i),
+                             TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp, shard.conjugates).ptr());
   layers = register_module("layers", torch::nn::ModuleDict(held_layers));
   if (shard.head) {
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(kLayerNormEps)));
-    if (!c.tied_embeddings) lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp));
+    if (!c.tied_embeddings)
+      lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp, shard.conjugates.head_in));
   }
 
   // The whole model's parameters in its registration order; each shard draws them all
@@ -208,15 +210,17 @@ torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   if (!shard.embedding) throw std::logic_error("GPTModel: this shard does not hold the embedding");
   const std::int64_t s = tokens.size(1);
   if (s > config.seq_len) throw std::invalid_argument("GPTModel: sequence longer than seq_len");
-  const torch::Tensor positions = wpe.slice(0, 0, s);
-  if (degree_of(shard.tensor) == 1) return torch::embedding(wte, tokens) + positions;
+  if (degree_of(shard.tensor) == 1) return torch::embedding(wte, tokens) + wpe.slice(0, 0, s);
   // Vocabulary-parallel: look up the tokens of this rank's rows, zeros for the others;
-  // g sums the partial embeddings, so every rank has every token's row.
+  // g sums the partial embeddings, so every rank has every token's row (sp_scatter: the
+  // rows of its sequence shard). The positions are added after the sum, once.
   const Slice part = vocab_slice(config, shard.tensor);
   const torch::Tensor outside = (tokens < part.begin) | (tokens >= part.begin + part.size);
   const torch::Tensor local = (tokens - part.begin).masked_fill(outside, 0);
   const torch::Tensor partial = torch::embedding(wte, local).masked_fill(outside.unsqueeze(-1), 0.0);
-  return reduce_from_tensor_region(partial, shard.tensor) + positions;
+  const Slice positions = shard.conjugates.splits_sequence() ? sequence_slice(s, shard.tensor) : Slice{0, s};
+  return leave_region(partial, shard.conjugates.embedding_out, shard.tensor) +
+         wpe.narrow(0, positions.begin, positions.size);
 }
 
 torch::Tensor GPTModelImpl::layer(int i, const torch::Tensor& x) {
@@ -227,9 +231,11 @@ torch::Tensor GPTModelImpl::layer(int i, const torch::Tensor& x) {
 torch::Tensor GPTModelImpl::logits(const torch::Tensor& x) {
   if (!shard.head) throw std::logic_error("GPTModel: this shard does not hold the head");
   const torch::Tensor h = ln_f(x);
-  // Tied: logits_i = h E_i^T with E_i this rank's rows of the token embedding; f makes
-  // the backward sum dh over the vocabulary slices. Untied: lm_head applies f itself.
-  return config.tied_embeddings ? torch::matmul(copy_to_tensor_region(h, shard.tensor), wte.t()) : lm_head(h);
+  // Tied: logits_i = h E_i^T with E_i this rank's rows of the token embedding; f (or
+  // sp_gather) makes the backward sum dh over the vocabulary slices. Untied: lm_head
+  // enters its region the same way.
+  return config.tied_embeddings ? enter_region(h, wte, torch::Tensor(), shard.conjugates.head_in, shard.tensor)
+                                : lm_head(h);
 }
 
 torch::Tensor GPTModelImpl::head_loss(const torch::Tensor& x, const torch::Tensor& targets) {
@@ -259,6 +265,23 @@ std::vector<torch::Tensor> GPTModelImpl::head_parameters() {
   std::vector<torch::Tensor> out{ln_f->weight, ln_f->bias};
   if (!config.tied_embeddings) out.push_back(lm_head->weight);
   else if (!shard.embedding) out.push_back(wte);  // the head stage's own copy
+  return out;
+}
+
+std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
+  if (!shard.conjugates.splits_sequence() || degree_of(shard.tensor) == 1) return {};
+  std::vector<torch::Tensor> out;
+  if (shard.embedding) out.push_back(wpe);
+  for (int i : shard.layers) {
+    TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
+    for (const torch::Tensor& t : {L.ln1->weight, L.ln1->bias, L.attention->proj->bias, L.ln2->weight, L.ln2->bias,
+                                   L.mlp->fc2->bias})
+      out.push_back(t);
+  }
+  if (shard.head) {
+    out.push_back(ln_f->weight);
+    out.push_back(ln_f->bias);
+  }
   return out;
 }
 
