@@ -12,10 +12,10 @@
 
 namespace partune::cli {
 
-void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Speed benchmarks (figures, not pass/fail tests)");
-  register_bench_run(bench);
-  bench->require_subcommand(1);
+namespace {
+
+// partune bench estimate: estimator evaluations per second on one core.
+void register_bench_estimate(CLI::App* bench) {
   auto* est = bench->add_subcommand("estimate", "Estimator evaluations per second on one core");
   struct Options {
     std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml";
@@ -42,7 +42,10 @@ void register_bench(CLI::App& app) {
     std::cout << fmt::format("  time/evaluation    {:.2f} us\n", 1e6 * wall / evaluations);
     if (sink < 0) std::cout << "";  // keeps the loop's work observable
   });
+}
 
+// partune bench simulate: simulator wall time at several scales of GPT-3 175B.
+void register_bench_simulate(CLI::App* bench) {
   auto* sim_cmd = bench->add_subcommand("simulate", "Simulator wall time and activities per second at several scales");
   struct SimBenchOptions {
     std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml";
@@ -78,7 +81,10 @@ void register_bench(CLI::App& app) {
     }
     std::cout << "target: the 960-GPU row in <= 2 s of wall time on a 2-core machine\n";
   });
+}
 
+// partune bench search: autotuner wall time over the full space.
+void register_bench_search(CLI::App* bench) {
   auto* search_cmd = bench->add_subcommand("search", "Autotuner wall time over the full space, tier by tier");
   struct SearchBenchOptions {
     std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml";
@@ -102,6 +108,17 @@ void register_bench(CLI::App& app) {
     std::cout << fmt::format("  simulated          {}  ({:.2f} s)\n", r.simulated, r.simulate_seconds);
     std::cout << fmt::format("  wall time          {:.2f} s  (target <= 30 s on a 2-core machine)\n", wall);
   });
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Speed benchmarks (figures, not pass/fail tests)");
+  register_bench_run(bench);
+  bench->require_subcommand(1);
+  register_bench_estimate(bench);
+  register_bench_simulate(bench);
+  register_bench_search(bench);
 }
 
 }  // namespace partune::cli

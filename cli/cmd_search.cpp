@@ -16,18 +16,19 @@
 
 namespace partune::cli {
 
-void register_search(CLI::App& app) {
-  auto* cmd = app.add_subcommand("search", "Autotune: the fastest parallel configuration that fits");
-  struct Options {
-    std::string job, write_job;
-    std::vector<std::string> fix, explain, overrides;
-    int top_k = 32, workers = 0, show = 10;
-    double memory_weight = 0.5;
-    bool no_partition = false;
-    bool json = false, estimator_only = false, simulate_contrasts = false;
-    double tokens = 0, price_per_node_hour = 0;
-  };
-  auto opt = std::make_shared<Options>();
+namespace {
+
+struct SearchCommand {
+  std::string job, write_job;
+  std::vector<std::string> fix, explain, overrides;
+  int top_k = 32, workers = 0, show = 10;
+  double memory_weight = 0.5;
+  bool no_partition = false;
+  bool json = false, estimator_only = false, simulate_contrasts = false;
+  double tokens = 0, price_per_node_hour = 0;
+};
+
+void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("job", opt->job, "job file: model, cluster, batch, precision (its parallel settings are a starting point)")
       ->required();
   cmd->add_option("--fix", opt->fix, "restrict a knob: key=value or key=v1,v2 (e.g. tensor_parallel_degree=8)");
@@ -48,78 +49,98 @@ void register_search(CLI::App& app) {
   cmd->add_option("--tokens", opt->tokens, "token budget for time-to-train (e.g. 300e9)");
   cmd->add_option("--price-per-node-hour", opt->price_per_node_hour, "price of one node-hour for the cost estimate");
   cmd->add_flag("--json", opt->json, "print one JSON object");
-  cmd->callback([opt] {
-    const Job base = load_job(opt->job, opt->overrides);
-    search::SearchSpace space;
-    for (const auto& f : base.search_restrictions) {
-      try {
-        search::restrict_space(space, f);
-      } catch (const std::invalid_argument& e) {
-        throw ScenarioError(opt->job, "search", e.what());
-      }
+}
+
+// The job's own search restrictions, then --fix; a bad one names where it came from.
+search::SearchSpace restricted_space(const Job& base, const SearchCommand& opt) {
+  search::SearchSpace space;
+  for (const auto& f : base.search_restrictions) {
+    try {
+      search::restrict_space(space, f);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(opt.job, "search", e.what());
     }
-    for (const auto& f : opt->fix) {
-      try {
-        search::restrict_space(space, f);
-      } catch (const std::invalid_argument& e) {
-        throw ScenarioError("--fix", f, e.what());
-      }
+  }
+  for (const auto& f : opt.fix) {
+    try {
+      search::restrict_space(space, f);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError("--fix", f, e.what());
     }
-    search::SearchOptions so;
-    so.top_k = opt->top_k;
-    so.workers = opt->workers;
-    so.simulate = !opt->estimator_only;
-    so.auto_partition = !opt->no_partition;
-    so.memory_weight = opt->memory_weight;
-    // Validate --explain filters before the (long) search, not after printing the report.
-    for (const auto& f : opt->explain) {
-      search::SearchSpace probe;
-      try {
-        search::restrict_space(probe, f);
-      } catch (const std::invalid_argument& e) {
-        throw ScenarioError("--explain", f, e.what());
-      }
+  }
+  return space;
+}
+
+void print_search_report(const Job& base, const search::SearchReport& report, const SearchCommand& opt) {
+  if (report.ranked.empty() && report.estimated == 0) {
+    std::cerr << "partune: no legal configuration in this space (" << report.enumerated
+              << " combinations, all rejected by the job rules: check --fix and the degrees' divisibility)\n";
+    throw Exit{3};
+  }
+  if (report.ranked.empty()) {
+    std::cerr << "partune: no configuration fits. Why some were dropped:\n";
+    for (const auto& c : report.rejected) std::cerr << "  " << search::describe(c.job) << ": " << c.rejection << "\n";
+    for (const auto& line : search::explain(report, base, {}, 10)) std::cerr << "  " << line << "\n";
+    throw Exit{3};
+  }
+  TrainingBudget budget{opt.tokens, opt.price_per_node_hour};
+  if (opt.json) {
+    nlohmann::json j = search_json(base, report, budget);
+    j["rejected_by_simulator"] = nlohmann::json::array();
+    for (const auto& c : report.rejected)
+      j["rejected_by_simulator"].push_back({{"configuration", search::describe(c.job)}, {"reason", c.rejection}});
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << search_text(base, report, budget, opt.show);
+    if (!report.rejected.empty()) std::cout << "\nruled out by the simulator (not the winner):\n";
+    for (const auto& c : report.rejected) std::cout << "  " << search::describe(c.job) << ": " << c.rejection << "\n";
+  }
+  if (!opt.explain.empty()) {
+    std::cout << "\nwhy candidates matching " << fmt::format("{}", fmt::join(opt.explain, " ")) << " were dropped:\n";
+    std::vector<std::string> filters;
+    for (const auto& e : opt.explain)
+      for (const auto& part : std::vector<std::string>{e}) filters.push_back(part);
+    for (const auto& line : search::explain(report, base, filters)) std::cout << "  " << line << "\n";
+  }
+}
+
+void run_search_command(const SearchCommand& opt) {
+  const Job base = load_job(opt.job, opt.overrides);
+  const search::SearchSpace space = restricted_space(base, opt);
+  search::SearchOptions so;
+  so.top_k = opt.top_k;
+  so.workers = opt.workers;
+  so.simulate = !opt.estimator_only;
+  so.auto_partition = !opt.no_partition;
+  so.memory_weight = opt.memory_weight;
+  // Validate --explain filters before the (long) search, not after printing the report.
+  for (const auto& f : opt.explain) {
+    search::SearchSpace probe;
+    try {
+      search::restrict_space(probe, f);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError("--explain", f, e.what());
     }
-    so.simulate_contrasts = opt->simulate_contrasts;
-    const bool terminal = ::isatty(STDERR_FILENO) && !opt->json;
-    if (terminal) so.progress = progress_bar;
-    const search::SearchReport report = search::run_search(base, space, so);
-    if (terminal) std::fprintf(stderr, "\r%80s\r", "");
-    if (report.ranked.empty() && report.estimated == 0) {
-      std::cerr << "partune: no legal configuration in this space (" << report.enumerated
-                << " combinations, all rejected by the job rules: check --fix and the degrees' divisibility)\n";
-      throw Exit{3};
-    }
-    if (report.ranked.empty()) {
-      std::cerr << "partune: no configuration fits. Why some were dropped:\n";
-      for (const auto& c : report.rejected) std::cerr << "  " << search::describe(c.job) << ": " << c.rejection << "\n";
-      for (const auto& line : search::explain(report, base, {}, 10)) std::cerr << "  " << line << "\n";
-      throw Exit{3};
-    }
-    TrainingBudget budget{opt->tokens, opt->price_per_node_hour};
-    if (opt->json) {
-      nlohmann::json j = search_json(base, report, budget);
-      j["rejected_by_simulator"] = nlohmann::json::array();
-      for (const auto& c : report.rejected)
-        j["rejected_by_simulator"].push_back({{"configuration", search::describe(c.job)}, {"reason", c.rejection}});
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::cout << search_text(base, report, budget, opt->show);
-      if (!report.rejected.empty()) std::cout << "\nruled out by the simulator (not the winner):\n";
-      for (const auto& c : report.rejected) std::cout << "  " << search::describe(c.job) << ": " << c.rejection << "\n";
-    }
-    if (!opt->explain.empty()) {
-      std::cout << "\nwhy candidates matching " << fmt::format("{}", fmt::join(opt->explain, " ")) << " were dropped:\n";
-      std::vector<std::string> filters;
-      for (const auto& e : opt->explain)
-        for (const auto& part : std::vector<std::string>{e}) filters.push_back(part);
-      for (const auto& line : search::explain(report, base, filters)) std::cout << "  " << line << "\n";
-    }
-    if (!opt->write_job.empty()) {
-      write_job_file(opt->write_job, report.ranked.front().job, opt->job);
-      if (!opt->json) std::cout << "wrote " << opt->write_job << "\n";
-    }
-  });
+  }
+  so.simulate_contrasts = opt.simulate_contrasts;
+  const bool terminal = ::isatty(STDERR_FILENO) && !opt.json;
+  if (terminal) so.progress = progress_bar;
+  const search::SearchReport report = search::run_search(base, space, so);
+  if (terminal) std::fprintf(stderr, "\r%80s\r", "");
+  print_search_report(base, report, opt);
+  if (!opt.write_job.empty()) {
+    write_job_file(opt.write_job, report.ranked.front().job, opt.job);
+    if (!opt.json) std::cout << "wrote " << opt.write_job << "\n";
+  }
+}
+
+}  // namespace
+
+void register_search(CLI::App& app) {
+  auto* cmd = app.add_subcommand("search", "Autotune: the fastest parallel configuration that fits");
+  auto opt = std::make_shared<SearchCommand>();
+  add_search_options(cmd, opt.get());
+  cmd->callback([opt] { run_search_command(*opt); });
 }
 
 }  // namespace partune::cli

@@ -242,30 +242,23 @@ struct RankLaunch {
 
 void sleep_briefly() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
 
-}  // namespace
-
-int supervise_local_ranks(const std::vector<std::string>& rank_argv, int nproc, const SuperviseOptions& options) {
-  if (nproc < 1) throw std::invalid_argument(fmt::format("supervise_local_ranks: nproc={} is not at least 1", nproc));
-  if (rank_argv.empty()) throw std::invalid_argument("supervise_local_ranks: no program to run for the ranks");
-  const std::string executable = options.executable.empty() ? rank_argv[0] : options.executable;
-  if (::access(executable.c_str(), X_OK) != 0)
-    throw std::runtime_error(fmt::format("cannot run {} for the ranks: {}", executable, std::strerror(errno)));
-  const std::string& prefix = options.message_prefix;
-
-  // The rendezvous store lives here, so that it survives any rank. waitWorkers=false: the
-  // ranks connect when they start; nobody counts them in.
+// The rendezvous store lives in the supervisor, so that it survives any rank.
+// waitWorkers=false: the ranks connect when they start; nobody counts them in.
+std::unique_ptr<c10d::TCPStore> start_rendezvous_store() {
   c10d::TCPStoreOptions store_options;
   store_options.port = 0;
   store_options.isServer = true;
   store_options.waitWorkers = false;
-  std::unique_ptr<c10d::TCPStore> store;
   try {
-    store = std::make_unique<c10d::TCPStore>("127.0.0.1", store_options);
+    return std::make_unique<c10d::TCPStore>("127.0.0.1", store_options);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("cannot start the rendezvous store on 127.0.0.1: {}", e.what()));
   }
-  const int port = store->getPort();
+}
 
+// Each rank's argv and environment: the inherited one, less the rank variables, plus
+// this rank's RANK, WORLD_SIZE, ... and the store's address.
+std::vector<RankLaunch> prepare_rank_launches(const std::vector<std::string>& rank_argv, int nproc, int port) {
   std::vector<std::string> inherited;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry)
     if (!is_rank_variable(*entry)) inherited.emplace_back(*entry);
@@ -285,65 +278,87 @@ int supervise_local_ranks(const std::vector<std::string>& rank_argv, int nproc, 
     for (const auto& a : rank_argv) l.argv.push_back(const_cast<char*>(a.c_str()));
     l.argv.push_back(nullptr);
   }
-  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  if (devnull < 0) throw std::runtime_error(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
+  return launches;
+}
+
+// The highest descriptor a forked rank closes when close_range is not available.
+int highest_descriptor() {
   struct rlimit files {};
-  const int max_fd = (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
-                         ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))
-                         : 65536;
+  return (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
+             ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 65536))
+             : 65536;
+}
 
-  // Rank state, indexed by rank. pids[] is what the signal handler reads.
-  auto pids = std::make_unique<std::atomic<pid_t>[]>(static_cast<std::size_t>(nproc));
-  std::vector<pid_t> started(static_cast<std::size_t>(nproc), 0);
-  std::vector<bool> running(static_cast<std::size_t>(nproc), false);
-  SignalForwarding forwarding(pids.get());
+using Clock = std::chrono::steady_clock;
 
+// The ranks' state while they run, indexed by rank, and the supervisor's verdict.
+// pids[] is what the signal handler reads.
+struct Supervision {
+  Supervision(c10d::TCPStore& store, int nproc, const SuperviseOptions& options)
+      : store(store),
+        nproc(nproc),
+        options(options),
+        pids(std::make_unique<std::atomic<pid_t>[]>(static_cast<std::size_t>(nproc))),
+        started(static_cast<std::size_t>(nproc), 0),
+        running(static_cast<std::size_t>(nproc), false) {}
+
+  c10d::TCPStore& store;
+  const int nproc;
+  const SuperviseOptions& options;
+  std::unique_ptr<std::atomic<pid_t>[]> pids;
+  std::vector<pid_t> started;
+  std::vector<bool> running;
   std::string failure;  // the first failure, as written under partune/failed
   int result = 0;
-  using clock = std::chrono::steady_clock;
-  std::optional<clock::time_point> deadline;  // set when the ranks are being stopped
+  std::optional<Clock::time_point> deadline;  // set when the ranks are being stopped
   bool killed = false;
   bool interrupted = false;
 
+  bool any_running() const { return std::find(running.begin(), running.end(), true) != running.end(); }
+
   // The first failure (or an interrupt) starts the grace period and tells the ranks.
-  auto stop_ranks = [&](const std::string& why, const std::string& message) {
+  void stop_ranks(const std::string& why, const std::string& message) {
+    const std::string& prefix = options.message_prefix;
     failure = why;
     std::cerr << prefix << ": " << message << std::endl;
     try {
-      store->set("partune/failed", std::vector<std::uint8_t>(why.begin(), why.end()));
+      store.set("partune/failed", std::vector<std::uint8_t>(why.begin(), why.end()));
     } catch (const std::exception& e) {
       // The ranks are still stopped: by the grace period's SIGKILL at the latest.
       std::cerr << prefix << ": cannot tell the ranks through the store: " << e.what() << std::endl;
     }
-    deadline = clock::now() + std::chrono::seconds(std::max(0, options.grace_seconds));
-  };
-
-  const pid_t supervisor = ::getpid();
-  for (int r = 0; r < nproc; ++r) {
-    const int stdout_fd = (r > 0 && !options.all_ranks_stdout) ? devnull : -1;
-    const pid_t pid = ::fork();
-    if (pid == 0) exec_rank(launches[static_cast<std::size_t>(r)], executable.c_str(), supervisor, stdout_fd, max_fd);
-    if (pid < 0) {
-      const std::string why = fmt::format("cannot start rank {}: fork failed: {}", r, std::strerror(errno));
-      stop_ranks(why, why + (r > 0 ? "; stopping the other ranks" : ""));
-      result = 1;
-      break;
-    }
-    started[static_cast<std::size_t>(r)] = pid;
-    running[static_cast<std::size_t>(r)] = true;
-    pids[static_cast<std::size_t>(r)].store(pid);
-    g_rank_count.store(r + 1);
+    deadline = Clock::now() + std::chrono::seconds(std::max(0, options.grace_seconds));
   }
-  ::close(devnull);
-  // A signal that came while the ranks were starting reached only those started by then.
-  if (const int sig = g_interrupt_signal.load())
-    for (int r = 0; r < g_rank_count.load(); ++r)
-      if (running[static_cast<std::size_t>(r)]) ::kill(started[static_cast<std::size_t>(r)], sig);
 
-  auto any_running = [&] { return std::find(running.begin(), running.end(), true) != running.end(); };
-  while (any_running()) {
-    // Before reaping: the handler sets the flag before it signals the ranks, so a rank
-    // ended by a forwarded signal is never taken for a failure.
+  void spawn_ranks(const std::vector<RankLaunch>& launches, const std::string& executable, int devnull, int max_fd) {
+    const pid_t supervisor = ::getpid();
+    for (int r = 0; r < nproc; ++r) {
+      const int stdout_fd = (r > 0 && !options.all_ranks_stdout) ? devnull : -1;
+      const pid_t pid = ::fork();
+      if (pid == 0) exec_rank(launches[static_cast<std::size_t>(r)], executable.c_str(), supervisor, stdout_fd, max_fd);
+      if (pid < 0) {
+        const std::string why = fmt::format("cannot start rank {}: fork failed: {}", r, std::strerror(errno));
+        stop_ranks(why, why + (r > 0 ? "; stopping the other ranks" : ""));
+        result = 1;
+        break;
+      }
+      started[static_cast<std::size_t>(r)] = pid;
+      running[static_cast<std::size_t>(r)] = true;
+      pids[static_cast<std::size_t>(r)].store(pid);
+      g_rank_count.store(r + 1);
+    }
+  }
+
+  // A signal that came while the ranks were starting reached only those started by then.
+  void forward_early_signal() {
+    if (const int sig = g_interrupt_signal.load())
+      for (int r = 0; r < g_rank_count.load(); ++r)
+        if (running[static_cast<std::size_t>(r)]) ::kill(started[static_cast<std::size_t>(r)], sig);
+  }
+
+  // Called before reaping: the handler sets the flag before it signals the ranks, so a
+  // rank ended by a forwarded signal is never taken for a failure.
+  void notice_interrupt() {
     if (const int sig = g_interrupt_signal.load(); sig != 0 && !interrupted) {
       interrupted = true;
       if (failure.empty()) {
@@ -352,6 +367,10 @@ int supervise_local_ranks(const std::vector<std::string>& rank_argv, int nproc, 
         result = 128 + sig;
       }
     }
+  }
+
+  // Collects the status of every rank that ended; the first failure stops the others.
+  void reap_ended_ranks() {
     for (int r = 0; r < nproc; ++r) {
       if (!running[static_cast<std::size_t>(r)]) continue;
       const pid_t pid = started[static_cast<std::size_t>(r)];
@@ -375,22 +394,56 @@ int supervise_local_ranks(const std::vector<std::string>& rank_argv, int nproc, 
         result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
       }
     }
-    // A second Ctrl-C does not wait for the grace period.
-    if (g_interrupt_count.load() >= 2) deadline = clock::now();
-    if (deadline && !killed && clock::now() >= *deadline && any_running()) {
+  }
+
+  // Once the grace period is over (at once after a second Ctrl-C), SIGKILL what is left.
+  void kill_after_grace() {
+    if (g_interrupt_count.load() >= 2) deadline = Clock::now();
+    if (deadline && !killed && Clock::now() >= *deadline && any_running()) {
       int left = 0;
       for (int r = 0; r < nproc; ++r)
         if (running[static_cast<std::size_t>(r)]) {
           ::kill(started[static_cast<std::size_t>(r)], SIGKILL);
           ++left;
         }
-      std::cerr << prefix << ": killing " << left << " rank" << (left == 1 ? "" : "s") << " still running after "
-                << options.grace_seconds << " s" << std::endl;
+      std::cerr << options.message_prefix << ": killing " << left << " rank" << (left == 1 ? "" : "s")
+                << " still running after " << options.grace_seconds << " s" << std::endl;
       killed = true;
     }
-    if (any_running()) sleep_briefly();
   }
-  return result;
+
+  void watch_until_all_ended() {
+    while (any_running()) {
+      notice_interrupt();
+      reap_ended_ranks();
+      kill_after_grace();
+      if (any_running()) sleep_briefly();
+    }
+  }
+};
+
+}  // namespace
+
+int supervise_local_ranks(const std::vector<std::string>& rank_argv, int nproc, const SuperviseOptions& options) {
+  if (nproc < 1) throw std::invalid_argument(fmt::format("supervise_local_ranks: nproc={} is not at least 1", nproc));
+  if (rank_argv.empty()) throw std::invalid_argument("supervise_local_ranks: no program to run for the ranks");
+  const std::string executable = options.executable.empty() ? rank_argv[0] : options.executable;
+  if (::access(executable.c_str(), X_OK) != 0)
+    throw std::runtime_error(fmt::format("cannot run {} for the ranks: {}", executable, std::strerror(errno)));
+
+  const std::unique_ptr<c10d::TCPStore> store = start_rendezvous_store();
+  const std::vector<RankLaunch> launches = prepare_rank_launches(rank_argv, nproc, store->getPort());
+  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (devnull < 0) throw std::runtime_error(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
+  const int max_fd = highest_descriptor();
+
+  Supervision supervision(*store, nproc, options);
+  SignalForwarding forwarding(supervision.pids.get());
+  supervision.spawn_ranks(launches, executable, devnull, max_fd);
+  ::close(devnull);
+  supervision.forward_early_signal();
+  supervision.watch_until_all_ended();
+  return supervision.result;
 }
 
 }  // namespace partune::backend

@@ -219,13 +219,35 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
 
 namespace {
 
+// The fitted models, under calibration.fits.
+void write_fits(std::ostringstream& y, const Calibration& c) {
+  const auto& mf = c.memory_fit;
+  y << "  fits:\n";
+  y << fmt::format("    gemm_1_thread: {{max_efficiency: {:.4f}, k_half: {:.2f}, peak_GFLOPs: {:.2f}, {}}}\n",
+                   c.gemm_fit.max_efficiency, c.gemm_fit.k_half, c.fma_peak_flops / 1e9, residual_map(c.gemm_fit.residual));
+  y << fmt::format("    gemm_{}_threads: {{max_efficiency: {:.4f}, k_half: {:.2f}, peak_GFLOPs: {:.2f}, {}}}\n", c.max_threads,
+                   c.gemm_fit_all.max_efficiency, c.gemm_fit_all.k_half, c.fma_peak_flops_all / 1e9,
+                   residual_map(c.gemm_fit_all.residual));
+  y << fmt::format("    memory: {{kernel_overhead_us: {:.3f}, {}, bandwidth_GBps: {{", mf.kernel_overhead * 1e6,
+                   residual_map(mf.residual));
+  for (std::size_t i = 0; i < mf.bandwidth.size(); ++i)
+    y << fmt::format("{}{}: {:.3f}", i ? ", " : "", mf.bandwidth[i].first, mf.bandwidth[i].second / 1e9);
+  y << fmt::format("}}}}\n");  // closes bandwidth_GBps and memory
+  y << fmt::format("    attention: {{score_bmm_efficiency: {:.4f}, {}}}\n", c.attention_fit.score_bmm_efficiency,
+                   residual_map(c.attention_fit.residual));
+  y << "    transfers:                    # t = steps x latency + factor x bytes / bandwidth; ranges: small <= 64 KiB, large >= 1 MiB\n";
+  for (const auto& f : c.transfer_fits)
+    y << fmt::format("      - {{kind: {}, range: {}, latency_us: {:.3f}, bandwidth_GBps: {:.4f}, min_bytes: {:.0f}, max_bytes: {:.0f}, {}}}\n",
+                     f.kind, f.range, f.fit.latency * 1e6, f.fit.bandwidth / 1e9, f.fit.min_bytes, f.fit.max_bytes,
+                     residual_map(f.fit.residual));
+}
+
 // Provenance and fits: the start of the `calibration:` mapping (the loader accepts it and
 // does not read it).
 void write_provenance(std::ostringstream& y, const Calibration& c, const std::string& command_line) {
   const MachineInfo& m = c.machine;
   const int cores = m.cores;
   const double mem_gib = m.memory_bytes / GiB;
-  const auto& mf = c.memory_fit;
   // Provenance, fits and raw data: a mapping the loader accepts and does not read.
   y << "calibration:\n";
   y << "  date: " << quoted(m.date) << "\n";
@@ -240,24 +262,7 @@ void write_provenance(std::ostringstream& y, const Calibration& c, const std::st
   y << "  command: " << quoted(command_line) << "\n";
   y << "  quick: " << (c.quick ? "true" : "false") << "\n";
   y << fmt::format("  seconds: {:.1f}\n", c.seconds);
-  y << "  fits:\n";
-  y << fmt::format("    gemm_1_thread: {{max_efficiency: {:.4f}, k_half: {:.2f}, peak_GFLOPs: {:.2f}, {}}}\n",
-                   c.gemm_fit.max_efficiency, c.gemm_fit.k_half, c.fma_peak_flops / 1e9, residual_map(c.gemm_fit.residual));
-  y << fmt::format("    gemm_{}_threads: {{max_efficiency: {:.4f}, k_half: {:.2f}, peak_GFLOPs: {:.2f}, {}}}\n", c.max_threads,
-                   c.gemm_fit_all.max_efficiency, c.gemm_fit_all.k_half, c.fma_peak_flops_all / 1e9,
-                   residual_map(c.gemm_fit_all.residual));
-  y << fmt::format("    memory: {{kernel_overhead_us: {:.3f}, {}, bandwidth_GBps: {{", mf.kernel_overhead * 1e6,
-                   residual_map(mf.residual));
-  for (std::size_t i = 0; i < mf.bandwidth.size(); ++i)
-    y << fmt::format("{}{}: {:.3f}", i ? ", " : "", mf.bandwidth[i].first, mf.bandwidth[i].second / 1e9);
-  y << "}}\n";
-  y << fmt::format("    attention: {{score_bmm_efficiency: {:.4f}, {}}}\n", c.attention_fit.score_bmm_efficiency,
-                   residual_map(c.attention_fit.residual));
-  y << "    transfers:                    # t = steps x latency + factor x bytes / bandwidth; ranges: small <= 64 KiB, large >= 1 MiB\n";
-  for (const auto& f : c.transfer_fits)
-    y << fmt::format("      - {{kind: {}, range: {}, latency_us: {:.3f}, bandwidth_GBps: {:.4f}, min_bytes: {:.0f}, max_bytes: {:.0f}, {}}}\n",
-                     f.kind, f.range, f.fit.latency * 1e6, f.fit.bandwidth / 1e9, f.fit.min_bytes, f.fit.max_bytes,
-                     residual_map(f.fit.residual));
+  write_fits(y, c);
   y << "  notes:";
   if (c.notes.empty()) y << " []";
   y << "\n";
