@@ -61,6 +61,24 @@ double nic_share(int local_gpu, const std::vector<int>& ranks, const InstanceTyp
   return static_cast<double>(gpus) / members;
 }
 
+// Each member's successors on the platform (the simulator's own rule, connect_group).
+std::vector<Member> connect_members(Platform& platform, const std::vector<int>& ranks, const GroupSpan& expected,
+                                    const InstanceType& inst) {
+  std::vector<Member> members;
+  for (int r : ranks) {
+    Member m;
+    m.rank = r;
+    GroupSpan span;
+    int simulated = 0;
+    platform.connect_group(r, ranks, span, m.intra_successor, m.net_successor, simulated);
+    if (span.size != expected.size || span.nodes != expected.nodes || span.per_node != expected.per_node)
+      throw std::logic_error("simulate_collectives: the platform sees another span than the case's");
+    m.nic_share = nic_share(r % inst.gpus_per_node, ranks, inst);
+    members.push_back(m);
+  }
+  return members;
+}
+
 std::vector<double> run_cases(const InstanceType& inst, const std::vector<CollectiveCase>& cases) {
   int argc = 1;
   char name[] = "partune-collective";
@@ -88,17 +106,7 @@ std::vector<double> run_cases(const InstanceType& inst, const std::vector<Collec
   all.erase(std::unique(all.begin(), all.end()), all.end());
   Platform platform(job, all, /*mirrors=*/false);
   std::vector<std::vector<Member>> members(cases.size());
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    for (int r : groups[i]) {
-      Member m;
-      m.rank = r;
-      GroupSpan span;
-      int simulated = 0;
-      platform.connect_group(r, groups[i], span, m.intra_successor, m.net_successor, simulated);
-      m.nic_share = nic_share(r % G, groups[i], inst);
-      members[i].push_back(m);
-    }
-  }
+  for (std::size_t i = 0; i < cases.size(); ++i) members[i] = connect_members(platform, groups[i], cases[i].span, inst);
   platform.seal();
 
   std::vector<double> times(cases.size(), 0.0);

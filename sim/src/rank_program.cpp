@@ -39,6 +39,11 @@ RankProgramRunner::RankProgramRunner(World& world, RankState& rs)
       chunks_(world.job().parallel.virtual_stages),
       comms_(ops_.size()),
       copies_done_(ops_.size()),
+      offloads_(rs.host, "rank" + std::to_string(rs.rank) + "-offload",
+                [this](int index) {
+                  memory_.offload_completed(index, ops_[index]);
+                  copies_done_[index]->release();
+                }),
       requests_(ops_.size()),
       memory_(make_memory_track(world, rs)) {}
 
@@ -70,6 +75,7 @@ void RankProgramRunner::run() {
   rs_.end_time = now();
   rs_.memory_peak = memory_.peak();
   stop_streams();
+  offloads_.stop();
 }
 
 void RankProgramRunner::run_compute(const Instruction& in) {
@@ -140,13 +146,8 @@ void RankProgramRunner::run_offload(int index, const Instruction& in) {
   s4u::CommPtr copy = s4u::Comm::sendto_async(rs_.host, rs_.cpu, static_cast<uint64_t>(in.bytes * rs_.pcie_share));
   comms_[index] = copy;
   memory_.offload_issued(index, in);
-  s4u::SemaphorePtr done = s4u::Semaphore::create(0);
-  copies_done_[index] = done;
-  s4u::Actor::create("rank" + std::to_string(rs_.rank) + "-offload", rs_.host, [this, copy, done, index] {
-    copy->wait();
-    memory_.offload_completed(index, ops_[index]);
-    done->release();
-  });
+  copies_done_[index] = s4u::Semaphore::create(0);
+  offloads_.watch(std::move(copy), index);
 }
 
 void RankProgramRunner::run_reload(int index, const Instruction& in) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "copy_completion.hpp"
 #include "memory_track.hpp"
 #include "slowdown.hpp"
 #include "world.hpp"
@@ -40,7 +41,8 @@ class RankProgramRunner final : public CollectiveObserver {
   const bool head_first_;
   const int chunks_;
   std::vector<s4u::CommPtr> comms_;  // sends and copies not yet waited for, by index
-  std::vector<s4u::SemaphorePtr> copies_done_;  // offloads: released by their completion actor
+  std::vector<s4u::SemaphorePtr> copies_done_;  // offloads: released when their completion is reported
+  CopyCompletion offloads_;
   std::vector<std::unique_ptr<CollectiveRequest>> requests_;  // collectives, by index
   MemoryTrack memory_;
   RunningCollectives running_;

@@ -71,6 +71,7 @@ void World::record(const RankState& rs, int stream, const Instruction& in, doubl
   e.microbatch = in.microbatch;
   e.chunk = in.chunk;
   e.layer = in.layer;
+  e.count = in.count;
   e.start = start;
   e.end = end;
   events_.push_back(e);
@@ -153,6 +154,7 @@ SimResult World::run() {
   platform.seal();
   start_actors();
   engine.run();
+  runners_.clear();  // their semaphores and flows go while the engine still exists
 
   SimResult out = collect_results();
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
