@@ -6,14 +6,10 @@
 //
 // It starts build/partune-run processes and reads their --json reports, so this binary
 // stays free of LibTorch.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,35 +20,11 @@
 #include "backend_process.hpp"
 #include "commands.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "partune/sim/validation.hpp"
 
 namespace partune::cli {
 
 namespace {
-
-// A started `partune-run ... --json`; report() waits for it and parses its output.
-class RunProcess {
- public:
-  explicit RunProcess(const std::string& command) : command_(command), pipe_(::popen(command.c_str(), "r")) {
-    if (!pipe_) throw std::runtime_error("cannot start: " + command);
-  }
-  nlohmann::json report() {
-    std::string out;
-    std::array<char, 4096> buf{};
-    while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe_)) out.append(buf.data(), n);
-    const int status = ::pclose(pipe_);
-    pipe_ = nullptr;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw std::runtime_error(fmt::format("bench run: this command failed (status {}): {}", status, command_));
-    return nlohmann::json::parse(out);
-  }
-  ~RunProcess() {
-    if (pipe_) ::pclose(pipe_);
-  }
-
- private:
-  std::string command_;
-  FILE* pipe_;
-};
 
 // Median samples/s of the steps after the warm-up.
 double median_samples_per_s(const nlohmann::json& report, int warmup) {
@@ -61,8 +33,92 @@ double median_samples_per_s(const nlohmann::json& report, int warmup) {
   for (std::size_t i = static_cast<std::size_t>(warmup); i < steps.size(); ++i)
     v.push_back(steps[i].at("samples_per_s").get<double>());
   if (v.empty()) throw std::runtime_error("bench run: no step after the warm-up (raise --steps)");
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return sim::median(v);
+}
+
+struct Options {
+  std::string job = "scenarios/jobs/gpt2-small-local-cpu.yaml";
+  int steps = 8, warmup = 2, rounds = 3;
+  int layers = 4, hidden = 256, heads = 4, seq = 128, vocab = 256;
+  std::vector<std::string> overrides;
+};
+// N one-rank runs at once against the world of N, --rounds times alternating; prints
+// each round and the medians.
+void bench_run(const Options& opt) {
+  const Job job = load_job(opt.job, opt.overrides);
+  const int n = job.world_size();
+  if (job.parallel.pipeline_parallel_degree != 1 || job.parallel.tensor_parallel_degree != 1 ||
+      job.parallel.sharded_data_parallel_degree != 1 || n < 2) {
+    std::cerr << fmt::format("partune: error: {}: bench run needs a data-parallel job of 2 or more ranks "
+                             "(pipeline, tensor and sharded degree 1); this one has world {} (pipeline {} x tensor {})\n",
+                             opt.job, n, job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree);
+    throw Exit{2};
+  }
+  if (job.training.global_batch % n != 0) {
+    std::cerr << fmt::format("partune: error: {}: training.global_batch {} does not split over {} ranks\n", opt.job,
+                             job.training.global_batch, n);
+    throw Exit{2};
+  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = std::max(1, static_cast<int>(cores) / n);
+  const std::string common = fmt::format(
+      "{} run {} --json --steps {} --threads {} --scale-layers {} --scale-hidden {} --scale-heads {} --scale-seq {} "
+      "--scale-vocab {}",
+      shell_quoted(runner_path()), shell_quoted(opt.job), opt.steps, threads, opt.layers, opt.hidden, opt.heads, opt.seq,
+      opt.vocab);
+  std::string sets;
+  for (const std::string& o : opt.overrides) sets += " --set " + shell_quoted(o);
+  const std::string common_sets = common + sets;
+  // The same per-rank work alone: one rank, 1/N of the batch, N of them at once.
+  const std::string single = common_sets + fmt::format(" --set nodes=1 --set {} --set global_batch={}",
+                                                  shell_quoted(fmt::format("instance_type={{base: {}, gpus_per_node: 1}}",
+                                                                     job.cluster.instance.name)),
+                                                  job.training.global_batch / n);
+  std::cout << fmt::format("bench run: {} ({}), data parallel {} vs {} independent one-rank runs, {} thread{} per rank\n",
+                           job.name, job.model.name, n, n, threads, threads == 1 ? "" : "s")
+            << std::flush;
+  // Rounds alternate so that a slow spell of a shared machine hits both sides alike.
+  std::vector<double> alone_sums, worlds, slowest_alone;
+  nlohmann::json report;
+  for (int round = 1; round <= opt.rounds; ++round) {
+    std::vector<std::unique_ptr<BackendProcess>> alone;
+    for (int i = 0; i < n; ++i) alone.push_back(std::make_unique<BackendProcess>(single));
+    double alone_sum = 0, slowest = std::numeric_limits<double>::infinity();
+    std::string each;
+    for (int i = 0; i < n; ++i) {
+      const double sps = median_samples_per_s(alone[static_cast<std::size_t>(i)]->report(), opt.warmup);
+      each += fmt::format("{}{:.2f}", i ? " + " : "", sps);
+      alone_sum += sps;
+      slowest = std::min(slowest, sps);
+    }
+    slowest_alone.push_back(slowest);
+    BackendProcess world(common_sets + fmt::format(" --nproc {}", n));
+    report = world.report();
+    const double together = median_samples_per_s(report, opt.warmup);
+    std::cout << fmt::format("  round {}: alone {} = {:.2f} samples/s; world of {} {:.2f} samples/s ({:.1f}%)\n", round,
+                             each, alone_sum, n, together, 100.0 * together / alone_sum)
+              << std::flush;
+    alone_sums.push_back(alone_sum);
+    worlds.push_back(together);
+  }
+  using sim::median;
+  const double alone_sum = median(alone_sums), together = median(worlds);
+  const auto& m = report.at("model");
+  std::cout << fmt::format("  sum of the {} alone       {:>10.2f} samples/s\n", n, alone_sum);
+  std::cout << fmt::format("  data-parallel world of {} {:>10.2f} samples/s\n", n, together);
+  std::cout << fmt::format("  efficiency             {:>10.1f} %   (target >= 90% for a world of 2 on a 2-core machine)\n",
+                           100.0 * together / alone_sum);
+  // Data parallelism is synchronous: each step waits for the slowest replica. When the
+  // cores do not deliver the same speed (a shared VM), even free communication gives
+  // n x the slowest; against that bound the rest is the backend's own overhead.
+  const double bound = n * median(slowest_alone);
+  std::cout << fmt::format("  lockstep bound         {:>10.2f} samples/s   ({} x the slowest alone; the world reaches "
+                           "{:.1f}% of it)\n",
+                           bound, n, 100.0 * together / bound);
+  std::cout << fmt::format("model run: {} layers, hidden {}, seq {}, vocab {}; {} sequences per step; median of steps "
+                           "{}..{}\n",
+                           m.at("layers").get<int>(), m.at("hidden").get<int>(), m.at("seq_len").get<int>(),
+                           m.at("vocab").get<int>(), job.training.global_batch, opt.warmup + 1, opt.steps);
 }
 
 }  // namespace
@@ -70,12 +126,6 @@ double median_samples_per_s(const nlohmann::json& report, int warmup) {
 void register_bench_run(CLI::App* bench) {
   auto* cmd = bench->add_subcommand(
       "run", "Data-parallel overhead of the LibTorch backend: a world of N against N independent one-rank runs");
-  struct Options {
-    std::string job = "scenarios/jobs/gpt2-small-local-cpu.yaml";
-    int steps = 8, warmup = 2, rounds = 3;
-    int layers = 4, hidden = 256, heads = 4, seq = 128, vocab = 256;
-    std::vector<std::string> overrides;
-  };
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "a data-parallel job (pipeline, tensor and sharded degree 1)")->capture_default_str();
   cmd->add_option("--steps", opt->steps, "steps per run")->capture_default_str()->check(CLI::PositiveNumber);
@@ -89,85 +139,7 @@ void register_bench_run(CLI::App* bench) {
   cmd->add_option("--scale-heads", opt->heads, "model run: heads")->capture_default_str();
   cmd->add_option("--scale-seq", opt->seq, "model run: sequence length")->capture_default_str();
   cmd->add_option("--scale-vocab", opt->vocab, "model run: vocabulary")->capture_default_str();
-  cmd->callback([opt] {
-    const Job job = load_job(opt->job, opt->overrides);
-    const int n = job.world_size();
-    if (job.parallel.pipeline_parallel_degree != 1 || job.parallel.tensor_parallel_degree != 1 ||
-        job.parallel.sharded_data_parallel_degree != 1 || n < 2) {
-      std::cerr << fmt::format("partune: error: {}: bench run needs a data-parallel job of 2 or more ranks "
-                               "(pipeline, tensor and sharded degree 1); this one has world {} (pipeline {} x tensor {})\n",
-                               opt->job, n, job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree);
-      throw Exit{2};
-    }
-    if (job.training.global_batch % n != 0) {
-      std::cerr << fmt::format("partune: error: {}: training.global_batch {} does not split over {} ranks\n", opt->job,
-                               job.training.global_batch, n);
-      throw Exit{2};
-    }
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const int threads = std::max(1, static_cast<int>(cores) / n);
-    const std::string common = fmt::format(
-        "{} run {} --json --steps {} --threads {} --scale-layers {} --scale-hidden {} --scale-heads {} --scale-seq {} "
-        "--scale-vocab {}",
-        shell_quoted(runner_path()), shell_quoted(opt->job), opt->steps, threads, opt->layers, opt->hidden, opt->heads, opt->seq,
-        opt->vocab);
-    std::string sets;
-    for (const std::string& o : opt->overrides) sets += " --set " + shell_quoted(o);
-    const std::string common_sets = common + sets;
-    // The same per-rank work alone: one rank, 1/N of the batch, N of them at once.
-    const std::string single = common_sets + fmt::format(" --set nodes=1 --set {} --set global_batch={}",
-                                                    shell_quoted(fmt::format("instance_type={{base: {}, gpus_per_node: 1}}",
-                                                                       job.cluster.instance.name)),
-                                                    job.training.global_batch / n);
-    std::cout << fmt::format("bench run: {} ({}), data parallel {} vs {} independent one-rank runs, {} thread{} per rank\n",
-                             job.name, job.model.name, n, n, threads, threads == 1 ? "" : "s")
-              << std::flush;
-    // Rounds alternate so that a slow spell of a shared machine hits both sides alike.
-    std::vector<double> alone_sums, worlds, slowest_alone;
-    nlohmann::json report;
-    for (int round = 1; round <= opt->rounds; ++round) {
-      std::vector<std::unique_ptr<RunProcess>> alone;
-      for (int i = 0; i < n; ++i) alone.push_back(std::make_unique<RunProcess>(single + " 2>&1"));
-      double alone_sum = 0, slowest = std::numeric_limits<double>::infinity();
-      std::string each;
-      for (int i = 0; i < n; ++i) {
-        const double sps = median_samples_per_s(alone[static_cast<std::size_t>(i)]->report(), opt->warmup);
-        each += fmt::format("{}{:.2f}", i ? " + " : "", sps);
-        alone_sum += sps;
-        slowest = std::min(slowest, sps);
-      }
-      slowest_alone.push_back(slowest);
-      RunProcess world(common_sets + fmt::format(" --nproc {} 2>&1", n));
-      report = world.report();
-      const double together = median_samples_per_s(report, opt->warmup);
-      std::cout << fmt::format("  round {}: alone {} = {:.2f} samples/s; world of {} {:.2f} samples/s ({:.1f}%)\n", round,
-                               each, alone_sum, n, together, 100.0 * together / alone_sum)
-                << std::flush;
-      alone_sums.push_back(alone_sum);
-      worlds.push_back(together);
-    }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    };
-    const double alone_sum = median(alone_sums), together = median(worlds);
-    const auto& m = report.at("model");
-    std::cout << fmt::format("  sum of the {} alone       {:>10.2f} samples/s\n", n, alone_sum);
-    std::cout << fmt::format("  data-parallel world of {} {:>10.2f} samples/s\n", n, together);
-    std::cout << fmt::format("  efficiency             {:>10.1f} %   (target >= 90% for a world of 2 on a 2-core machine)\n",
-                             100.0 * together / alone_sum);
-    // Data parallelism is synchronous: each step waits for the slowest replica. When the
-    // cores do not deliver the same speed (a shared VM), even free communication gives
-    // n x the slowest; against that bound the rest is the backend's own overhead.
-    const double bound = n * median(slowest_alone);
-    std::cout << fmt::format("  lockstep bound         {:>10.2f} samples/s   ({} x the slowest alone; the world reaches "
-                             "{:.1f}% of it)\n",
-                             bound, n, 100.0 * together / bound);
-    std::cout << fmt::format("model run: {} layers, hidden {}, seq {}, vocab {}; {} sequences per step; median of steps "
-                             "{}..{}\n",
-                             m.at("layers").get<int>(), m.at("hidden").get<int>(), m.at("seq_len").get<int>(),
-                             m.at("vocab").get<int>(), job.training.global_batch, opt->warmup + 1, opt->steps);
-  });
+  cmd->callback([opt] { bench_run(*opt); });
 }
 
 }  // namespace partune::cli

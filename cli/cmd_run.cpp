@@ -7,56 +7,18 @@
 // no LibTorch header: backend/trainer.hpp hides it.
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <sstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "chrome_trace.hpp"
 #include "commands.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "run_report.hpp"
 
 namespace partune::cli {
 
 namespace {
-
-// The simulator's trace event, so that a measured trace has the simulated layout.
-std::vector<TraceEvent> trace_events(const std::vector<backend::ExecutedEvent>& executed) {
-  std::vector<TraceEvent> out;
-  out.reserve(executed.size());
-  for (const auto& e : executed) {
-    TraceEvent t;
-    t.rank = e.rank;
-    // The simulator's streams: compute, pipeline transfers and copies, one per communicator.
-    t.stream = is_compute(e.kind) ? 0
-               : is_collective(e.kind) ? 2 + static_cast<int>(e.group)
-               : e.kind == OpKind::wait ? 0 : 1;
-    t.kind = e.kind;
-    t.group = e.group;
-    t.microbatch = e.microbatch;
-    t.chunk = e.chunk;
-    t.layer = e.layer;
-    t.start = e.start;
-    t.end = e.end;
-    out.push_back(t);
-  }
-  return out;
-}
-
-std::string program_summary(const RankProgram& p) {
-  std::map<std::string, int> counts;
-  for (const auto& ins : p.ops) ++counts[to_string(ins.kind)];
-  std::string s = fmt::format("{} instructions per step (", p.ops.size());
-  bool first = true;
-  for (const auto& [k, n] : counts) {
-    (void)n;
-    s += fmt::format("{}{} {}", first ? "" : ", ", k, counts[k]);
-    first = false;
-  }
-  return s + ")";
-}
 
 // This process's own arguments, to start the ranks with (each runs the same command).
 std::vector<std::string> own_arguments() {
@@ -67,20 +29,90 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
-std::string mib(double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0)); }
+struct Options {
+  std::string job, trace, data, save, resume;
+  std::vector<std::string> overrides;
+  int steps = 10;
+  int nproc = 0;
+  bool json = false;
+  backend::RunOptions run;
+};
+
+// Without a launcher's environment this process is the launcher: it checks everything
+// before any rank starts, then starts and supervises --nproc local ranks (true: they have
+// run). With one rank, or as a rank of a launcher's world, it runs the rank itself (false).
+bool supervised_ranks(const Job& job, Options& opt) {
+  opt.run.environment = backend::rank_environment_from_env();
+  if (!opt.run.environment) {
+    // This process is the launcher: check everything before any rank starts.
+    const int nproc = opt.nproc > 0 ? opt.nproc : job.world_size();
+    if (nproc != job.world_size()) {
+      std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
+                               nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
+                               job.parallel.tensor_parallel_degree, job.data_parallel_degree());
+      throw Exit{3};
+    }
+    backend::RunOptions check = opt.run;
+    if (nproc > 1) {
+      check.environment = backend::RankEnvironment{};
+      check.environment->world_size = nproc;
+    }
+    if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
+      std::cerr << "partune: error: " << why << "\n";
+      throw Exit{3};
+    }
+    if (!opt.resume.empty() && !std::ifstream(opt.resume + "/latest")) {
+      std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt.resume);
+      throw Exit{3};
+    }
+    if (nproc > 1) {
+      backend::SuperviseOptions so;
+      so.executable = backend::current_executable_path();
+      const int status = backend::supervise_local_ranks(own_arguments(), nproc, so);
+      if (status != 0) throw Exit{status};
+      return true;
+    }
+  } else if (opt.nproc > 0 && opt.nproc != opt.run.environment->world_size &&
+             opt.run.environment->store_hosted_by_launcher == false) {
+    std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
+              << opt.run.environment->rank << " of a launcher's world\n";
+    throw Exit{3};
+  }
+  return false;
+}
+
+// This rank: the steps, then checkpoint, trace and report (rank 0 prints).
+void run_rank(const Job& job, Options& opt) {
+  opt.run.record_events = !opt.trace.empty();
+  backend::Trainer trainer(job, opt.run);
+  const bool leader = trainer.rank() == 0;
+  int first_step = 0;
+  if (!opt.resume.empty()) first_step = trainer.resume(opt.resume);
+  if (leader && !opt.json) {
+    std::cout << run_header_text(job, trainer);
+    if (first_step > 0) std::cout << fmt::format("resumed from {} after step {}\n", opt.resume, first_step);
+    std::cout << step_table_header();
+  }
+  std::vector<backend::StepReport> reports;
+  for (int i = 0; i < opt.steps; ++i) {
+    reports.push_back(trainer.step());
+    if (leader && !opt.json) std::cout << step_line(reports.back()) << std::flush;
+  }
+  if (!opt.save.empty()) {
+    trainer.save(opt.save);
+    if (leader && !opt.json) std::cout << fmt::format("saved step {} to {}\n", reports.back().step, opt.save);
+  }
+  trainer.finish();
+  if (!leader) return;
+  if (!opt.trace.empty())
+    write_chrome_trace(opt.trace, trace_events(trainer.events()), trainer.job().world_size());
+  if (opt.json) std::cout << run_json(job, trainer, reports, first_step).dump(2) << "\n";
+}
 
 }  // namespace
 
 void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Execute the job's per-rank programs with LibTorch (CPU, fp32), one process per rank");
-  struct Options {
-    std::string job, trace, data, save, resume;
-    std::vector<std::string> overrides;
-    int steps = 10;
-    int nproc = 0;
-    bool json = false;
-    backend::RunOptions run;
-  };
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
   cmd->add_option("--steps", opt->steps, "training steps to run")->check(CLI::PositiveNumber);
@@ -103,114 +135,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)");
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
-    opt->run.environment = backend::rank_environment_from_env();
-    if (!opt->run.environment) {
-      // This process is the launcher: check everything before any rank starts.
-      const int nproc = opt->nproc > 0 ? opt->nproc : job.world_size();
-      if (nproc != job.world_size()) {
-        std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
-                                 nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
-                                 job.parallel.tensor_parallel_degree, job.data_parallel_degree());
-        throw Exit{3};
-      }
-      backend::RunOptions check = opt->run;
-      if (nproc > 1) {
-        check.environment = backend::RankEnvironment{};
-        check.environment->world_size = nproc;
-      }
-      if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
-        std::cerr << "partune: error: " << why << "\n";
-        throw Exit{3};
-      }
-      if (!opt->resume.empty() && !std::ifstream(opt->resume + "/latest")) {
-        std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt->resume);
-        throw Exit{3};
-      }
-      if (nproc > 1) {
-        backend::SuperviseOptions so;
-        so.executable = backend::current_executable_path();
-        const int status = backend::supervise_local_ranks(own_arguments(), nproc, so);
-        if (status != 0) throw Exit{status};
-        return;
-      }
-    } else if (opt->nproc > 0 && opt->nproc != opt->run.environment->world_size &&
-               opt->run.environment->store_hosted_by_launcher == false) {
-      std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
-                << opt->run.environment->rank << " of a launcher's world\n";
-      throw Exit{3};
-    }
-    opt->run.record_events = !opt->trace.empty();
-    backend::Trainer trainer(job, opt->run);
-    const bool leader = trainer.rank() == 0;
-    const Job& ran = trainer.job();
-    const int m = ran.parallel.microbatches * ran.training.gradient_accumulation;
-    int first_step = 0;
-    if (!opt->resume.empty()) first_step = trainer.resume(opt->resume);
-    if (leader && !opt->json) {
-      std::cout << fmt::format("job {}: {} on {} rank{} (pipeline {} x tensor {} x data {}{}), LibTorch CPU fp32, {} thread{} per rank\n",
-                               job.name, job.model.name, ran.world_size(), ran.world_size() == 1 ? "" : "s",
-                               ran.parallel.pipeline_parallel_degree, ran.parallel.tensor_parallel_degree,
-                               ran.data_parallel_degree(),
-                               ran.parallel.sharded_data_parallel_degree > 1
-                                   ? fmt::format(", sharded {}", ran.parallel.sharded_data_parallel_degree)
-                                   : std::string(),
-                               trainer.threads(), trainer.threads() == 1 ? "" : "s");
-      std::cout << fmt::format("model run: {}\n", backend::describe(trainer.model()));
-      std::cout << fmt::format("batch: {} sequences = {} replica{} x {} micro-batch{} x {} sequence{} of {} tokens; {}\n",
-                               ran.training.global_batch, ran.data_parallel_degree(),
-                               ran.data_parallel_degree() == 1 ? "" : "s", m, m == 1 ? "" : "es", ran.microbatch_size(),
-                               ran.microbatch_size() == 1 ? "" : "s", trainer.model().seq_len,
-                               trainer.optimizer_description());
-      std::cout << fmt::format("data: {}\n", trainer.data_description());
-      std::cout << fmt::format("program (rank 0): {}\n", program_summary(trainer.program()));
-      if (first_step > 0) std::cout << fmt::format("resumed from {} after step {}\n", opt->resume, first_step);
-      std::cout << fmt::format("\n{:>6}  {:>10}  {:>10}  {:>10}  {:>14}\n", "step", "loss", "time (s)", "samples/s",
-                               "peak MiB/rank");
-    }
-    std::vector<backend::StepReport> reports;
-    for (int i = 0; i < opt->steps; ++i) {
-      const backend::StepReport r = trainer.step();
-      reports.push_back(r);
-      if (leader && !opt->json) {
-        const double top = r.peak_bytes.empty() ? 0.0 : *std::max_element(r.peak_bytes.begin(), r.peak_bytes.end());
-        std::cout << fmt::format("{:>6}  {:>10.6f}  {:>10.4f}  {:>10.1f}  {:>14}\n", r.step, r.loss, r.seconds,
-                                 r.samples_per_s, mib(top))
-                  << std::flush;
-      }
-    }
-    if (!opt->save.empty()) {
-      trainer.save(opt->save);
-      if (leader && !opt->json) std::cout << fmt::format("saved step {} to {}\n", reports.back().step, opt->save);
-    }
-    trainer.finish();
-    if (!leader) return;
-    if (!opt->trace.empty()) write_chrome_trace(opt->trace, trace_events(trainer.events()), ran.world_size());
-    if (opt->json) {
-      const auto& c = trainer.model();
-      nlohmann::json steps = nlohmann::json::array();
-      for (const auto& r : reports)
-        steps.push_back({{"step", r.step}, {"loss", r.loss}, {"seconds", r.seconds}, {"samples_per_s", r.samples_per_s},
-                         {"peak_bytes", r.peak_bytes}});
-      const nlohmann::json doc = {
-          {"job", job.name},
-          {"world_size", ran.world_size()},
-          {"pipeline_parallel_degree", ran.parallel.pipeline_parallel_degree},
-          {"tensor_parallel_degree", ran.parallel.tensor_parallel_degree},
-          {"data_parallel_degree", ran.data_parallel_degree()},
-          {"threads_per_rank", trainer.threads()},
-          {"model", {{"name", job.model.name}, {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
-                     {"ffn_hidden", c.ffn_hidden}, {"vocab", c.vocab}, {"seq_len", c.seq_len},
-                     {"tied_embeddings", c.tied_embeddings}, {"parameters", c.parameters()}}},
-          {"global_batch", ran.training.global_batch},
-          {"microbatches", m},
-          {"microbatch_size", ran.microbatch_size()},
-          {"optimizer", trainer.optimizer_description()},
-          {"data", trainer.data_description()},
-          {"instructions", trainer.program().ops.size()},
-          {"resumed_after", first_step},
-          {"steps", steps}};
-      std::cout << doc.dump(2) << "\n";
-    }
+    if (!supervised_ranks(job, *opt)) run_rank(job, *opt);
   });
 }
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "job_writer.hpp"
+#include "partune/costmodel/scenario_writer.hpp"
 #include "progress.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/tuner.hpp"
@@ -92,12 +92,22 @@ void register_search(CLI::App& app) {
     }
     if (report.ranked.empty()) {
       std::cerr << "partune: no configuration fits. Why some were dropped:\n";
+      for (const auto& c : report.rejected) std::cerr << "  " << search::describe(c.job) << ": " << c.rejection << "\n";
       for (const auto& line : search::explain(report, base, {}, 10)) std::cerr << "  " << line << "\n";
       throw Exit{3};
     }
     TrainingBudget budget{opt->tokens, opt->price_per_node_hour};
-    if (opt->json) std::cout << search_json(base, report, budget).dump(2) << "\n";
-    else std::cout << search_text(base, report, budget, opt->show);
+    if (opt->json) {
+      nlohmann::json j = search_json(base, report, budget);
+      j["rejected_by_simulator"] = nlohmann::json::array();
+      for (const auto& c : report.rejected)
+        j["rejected_by_simulator"].push_back({{"configuration", search::describe(c.job)}, {"reason", c.rejection}});
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << search_text(base, report, budget, opt->show);
+      if (!report.rejected.empty()) std::cout << "\nruled out by the simulator (not the winner):\n";
+      for (const auto& c : report.rejected) std::cout << "  " << search::describe(c.job) << ": " << c.rejection << "\n";
+    }
     if (!opt->explain.empty()) {
       std::cout << "\nwhy candidates matching " << fmt::format("{}", fmt::join(opt->explain, " ")) << " were dropped:\n";
       std::vector<std::string> filters;

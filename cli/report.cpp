@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "partune/costmodel/units.hpp"
+#include "partune/sim/explain.hpp"
 
 namespace partune::cli {
 
@@ -161,64 +162,25 @@ double simulated_peak(const sim::SimResult& r) {
 }  // namespace
 
 namespace {
-// The step split the same way on both sides: what the critical rank spent where.
-struct Parts {
-  double compute, tensor, pipeline, data, sharded, offload;
-};
-Parts parts_of(const Estimate& e) {
-  const StepBreakdown& b = e.breakdown;
-  return {b.compute + b.optimizer, b.tensor_parallel_comm, b.pipeline_bubble + b.pipeline_p2p,
-          b.data_parallel_exposed, b.sharded_exposed, b.offload_exposed};
-}
-Parts parts_of(const sim::SimResult& r) {
-  const double step = r.metrics.step_time;
-  const auto& x = r.exposed;
-  Parts p{r.metrics.breakdown.compute, x.tensor, 0, x.data, x.sharded, x.offload};
-  p.pipeline = std::max(0.0, step - p.compute - p.tensor - p.data - p.sharded - p.offload);
-  return p;
-}
-
-const char* why_they_differ(int part) {
-  switch (part) {
-    case 0: return "kernel time differs only through non-uniform stages: check the stage utilisation line";
-    case 1: return "tensor-parallel all-reduces share NVSwitch ports or NICs with other traffic in the simulation";
-    case 2: return "the simulated pipeline also waits on transfers and on neighbours slowed by their own "
-                   "communication; the estimator charges fill and drain from each stage's work alone";
-    case 3: return "gradient buckets of every stage and replica share the NICs over time in the simulation; "
-                   "the estimator assumes all groups of a kind communicate at once and overlap only the "
-                   "slowest stage's last backward";
-    case 4: return "per-layer gathers and reduce-scatters queue on one stream in the simulation and the first "
-                   "gather of every pass is exposed";
-    case 5: return "PCIe copies of neighbouring GPUs share their switch, and reloads run "
-                   "activation_loading_horizon layers (or whole chunks) ahead";
-  }
-  return "";
-}
-}  // namespace
-
+// The estimator's step and the simulation's, part by part (sim/explain.hpp).
 std::string comparison_text(const Estimate& analytic, const sim::SimResult& r) {
-  const Parts a = parts_of(analytic), s = parts_of(r);
-  const double av[] = {a.compute, a.tensor, a.pipeline, a.data, a.sharded, a.offload};
-  const double sv[] = {s.compute, s.tensor, s.pipeline, s.data, s.sharded, s.offload};
-  const char* names[] = {"compute", "tensor-parallel communication", "pipeline (bubble, transfers, waits)",
-                         "data-parallel gradients (exposed)", "sharded collectives (exposed)", "offload (exposed)"};
+  const sim::EstimatorVsSimulation x = sim::explain_difference(analytic, r);
   std::string out = "\nestimator vs simulation                         estimator    simulation\n";
-  out += fmt::format("  {:<44} {:>12} {:>12}  {:+.1f}%\n", "step time", seconds(analytic.step_time),
-                     seconds(r.metrics.step_time), 100 * (r.metrics.step_time / analytic.step_time - 1));
-  int largest = 0;
-  for (int i = 0; i < 6; ++i) {
-    if (av[i] == 0 && sv[i] == 0) continue;
-    out += fmt::format("  {:<44} {:>12} {:>12}\n", names[i], seconds(av[i]), seconds(sv[i]));
-    if (std::fabs(sv[i] - av[i]) > std::fabs(sv[largest] - av[largest])) largest = i;
-  }
-  const double gap = sv[largest] - av[largest];
-  if (std::fabs(gap) > 0.02 * analytic.step_time)
-    out += fmt::format("  largest difference: {} ({}{}): {}\n", names[largest], gap > 0 ? "+" : "-",
-                       seconds(std::fabs(gap)), why_they_differ(largest));
+  out += fmt::format("  {:<44} {:>12} {:>12}  {:+.1f}%\n", "step time", seconds(x.estimated_step_s),
+                     seconds(x.simulated_step_s), x.difference_pct);
+  for (const sim::StepPart& p : x.parts)
+    if (p.estimated_s != 0 || p.simulated_s != 0)
+      out += fmt::format("  {:<44} {:>12} {:>12}\n", p.name, seconds(p.estimated_s), seconds(p.simulated_s));
+  const sim::StepPart& largest = x.parts[static_cast<std::size_t>(x.largest)];
+  const double gap = largest.simulated_s - largest.estimated_s;
+  if (!x.agree)
+    out += fmt::format("  largest difference: {} ({}{}): {}\n", largest.name, gap > 0 ? "+" : "-",
+                       seconds(std::fabs(gap)), x.why);
   else
     out += "  they agree within 2% of the step on every part\n";
   return out;
 }
+}  // namespace
 
 std::string simulation_text(const Job& job, const sim::SimResult& r, const Estimate& analytic) {
   // The memory section keeps the cost model's breakdown of the largest stage; whether it
@@ -243,7 +205,7 @@ std::string simulation_text(const Job& job, const sim::SimResult& r, const Estim
 nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Estimate& analytic) {
   nlohmann::json j = estimate_json(job, r.metrics);
   j["estimator"] = {{"step_time_s", analytic.step_time},
-                    {"difference_pct", 100 * (r.metrics.step_time / analytic.step_time - 1)}};
+                    {"difference_pct", sim::explain_difference(analytic, r).difference_pct}};
   j["peak_memory_bytes"] = simulated_peak(r);
   j["headroom_bytes"] = r.metrics.memory_capacity - simulated_peak(r);
   j["stage_utilisation"] = r.stage_utilisation;

@@ -2,17 +2,11 @@
 
 #include <algorithm>
 
+#include "partune/costmodel/enum_names.hpp"
+
 namespace partune {
 
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::tf32: return "tf32";
-    case Precision::fp16: return "fp16";
-    case Precision::bf16: return "bf16";
-  }
-  return "?";
-}
+const char* to_string(Precision p) { return enum_name(p); }  // enum_names.cpp
 
 double bytes_per_element(Precision p) {
   return (p == Precision::fp16 || p == Precision::bf16) ? 2.0 : 4.0;

@@ -6,33 +6,18 @@
 
 #include <algorithm>
 
+#include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/placement.hpp"
 
 namespace partune {
 
-const char* to_string(Optimizer o) { return o == Optimizer::adam ? "adam" : "sgd"; }
-const char* to_string(PipelineSchedule s) {
-  return s == PipelineSchedule::simple ? "simple" : "interleaved";
-}
-const char* to_string(Checkpointing c) {
-  switch (c) {
-    case Checkpointing::none: return "none";
-    case Checkpointing::selective: return "selective";
-    case Checkpointing::full: return "full";
-  }
-  return "?";
-}
-const char* to_string(CollectiveAlgorithm a) {
-  switch (a) {
-    case CollectiveAlgorithm::ring: return "ring";
-    case CollectiveAlgorithm::tree: return "tree";
-    case CollectiveAlgorithm::hierarchical: return "hierarchical";
-    case CollectiveAlgorithm::all_to_all: return "all_to_all";
-  }
-  return "?";
-}
-
-const char* to_string(LmHeadStage h) { return h == LmHeadStage::first ? "first" : "last"; }
+// The names live in one table per enum (enum_names.cpp), shared with the scenario loader
+// and writer.
+const char* to_string(Optimizer o) { return enum_name(o); }
+const char* to_string(PipelineSchedule s) { return enum_name(s); }
+const char* to_string(Checkpointing c) { return enum_name(c); }
+const char* to_string(CollectiveAlgorithm a) { return enum_name(a); }
+const char* to_string(LmHeadStage h) { return enum_name(h); }
 
 int Job::layers_on_stage(int stage) const {
   if (!parallel.stage_layers.empty()) return parallel.stage_layers[stage];

@@ -1,15 +1,10 @@
 #include "partune/costmodel/model.hpp"
 
+#include "partune/costmodel/enum_names.hpp"
+
 namespace partune {
 
-const char* to_string(AttentionKind k) {
-  switch (k) {
-    case AttentionKind::mha: return "mha";
-    case AttentionKind::gqa: return "gqa";
-    case AttentionKind::mqa: return "mqa";
-  }
-  return "?";
-}
+const char* to_string(AttentionKind k) { return enum_name(k); }  // enum_names.cpp
 
 double ModelSpec::layer_params() const {
   const double h = hidden, f = ffn_hidden;

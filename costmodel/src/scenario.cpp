@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/units.hpp"
 #include "scenario_internal.hpp"
 #include "yaml_reader.hpp"
@@ -29,6 +30,17 @@ std::vector<std::string> list_presets(const std::string& kind) {
   std::sort(names.begin(), names.end());
   return names;
 }
+
+namespace {
+// The value of `key` by its name in E's one table (enum_names.hpp); `fallback` when absent.
+template <typename E>
+E get_enum(const Reader& r, const std::string& key, E fallback) {
+  if (!r.has(key)) return fallback;
+  const std::string v = r.get_string(key);
+  if (const auto e = enum_value<E>(v)) return *e;
+  r.fail(key, "'" + v + "' is not one of: " + enum_name_list<E>());
+}
+}  // namespace
 
 namespace detail {
 
@@ -86,7 +98,7 @@ ModelSpec parse_model(const Reader& r) {
   m.seq_len = r.get_int("seq_len");
   m.ffn_hidden = r.get_int("ffn_hidden", 4 * m.hidden);
   m.tied_embeddings = r.get_bool("tied_embeddings", true);
-  m.attention = static_cast<AttentionKind>(r.get_choice("attention", {"mha", "gqa", "mqa"}, 0));
+  m.attention = get_enum(r, "attention", AttentionKind::mha);
   for (const char* k : {"layers", "hidden", "heads", "vocab", "seq_len", "ffn_hidden"})
     if (r.has(k) && r.get_int(k) < 1) r.fail(k, "must be >= 1");
   if (m.hidden % m.heads != 0)
@@ -236,14 +248,13 @@ namespace {
 void parse_training(const Reader& r, TrainingConfig& t) {
   r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation"});
   t.global_batch = r.get_int("global_batch");
-  t.precision = static_cast<Precision>(r.get_choice("precision", {"fp32", "tf32", "fp16", "bf16"}, 2));
-  t.optimizer = static_cast<Optimizer>(r.get_choice("optimizer", {"adam", "sgd"}, 0));
+  t.precision = get_enum(r, "precision", Precision::fp16);
+  t.optimizer = get_enum(r, "optimizer", Optimizer::adam);
   t.gradient_accumulation = r.get_int("gradient_accumulation", 1);
 }
 
 CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, CollectiveAlgorithm fallback) {
-  return static_cast<CollectiveAlgorithm>(
-      r.get_choice(key, {"ring", "tree", "hierarchical", "all_to_all"}, static_cast<int>(fallback)));
+  return get_enum(r, key, fallback);
 }
 
 void parse_parallel(const Reader& r, ParallelConfig& p) {
@@ -259,11 +270,10 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1);
   p.microbatches = r.get_int("microbatches", 1);
   p.active_microbatches = r.get_int("active_microbatches", 0);
-  p.pipeline = static_cast<PipelineSchedule>(r.get_choice("pipeline", {"simple", "interleaved"}, 1));
+  p.pipeline = get_enum(r, "pipeline", PipelineSchedule::interleaved);
   p.virtual_stages = r.get_int("virtual_stages", 1);
   p.placement_strategy = r.get_string("placement_strategy", "cluster");
-  p.activation_checkpointing = static_cast<Checkpointing>(
-      r.get_choice("activation_checkpointing", {"none", "selective", "full"}, 0));
+  p.activation_checkpointing = get_enum(r, "activation_checkpointing", Checkpointing::none);
   p.offload_activations = r.get_bool("offload_activations", false);
   p.activation_loading_horizon = r.get_int("activation_loading_horizon", 4);
   p.shard_optimizer_state = r.get_bool("shard_optimizer_state", false);
@@ -272,7 +282,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);
   p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
   p.stage_layers = r.get_int_list("stage_layers", {});
-  p.lm_head_stage = static_cast<LmHeadStage>(r.get_choice("lm_head_stage", {"last", "first"}, 0));
+  p.lm_head_stage = get_enum(r, "lm_head_stage", LmHeadStage::last);
   p.checkpointed_layers = r.get_int("checkpointed_layers", -1);
 }
 

@@ -1,6 +1,6 @@
 // calibrate(): runs the benchmarks in an order that keeps the Gloo peer's fork safe (before
-// any thread pool exists), fits the cost model's parameters, and renders the instance
-// type file.
+// any thread pool exists) and fits the cost model's parameters. The instance-type file is
+// profile_file.cpp.
 #include "partune/kernels/calibrate.hpp"
 
 #include <dlfcn.h>
@@ -138,107 +138,108 @@ const calibration::AlphaBetaFit& Calibration::transfer(const std::string& kind, 
   throw std::runtime_error("no " + kind + " fit over the " + range + " size range (see the notes)");
 }
 
-Calibration calibrate(const CalibrationOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  Calibration c;
-  c.machine = machine_info();
-  c.quick = options.quick;
-  c.max_threads = options.max_threads > 0 ? options.max_threads : c.machine.cores;
-  const bool q = options.quick;
-  const double target = q ? 0.02 : 0.15;  // seconds of timing per compute case
+namespace {
 
-  // The cases, so that the progress bar knows the total before anything runs.
-  const std::vector<double> gloo_sizes = q ? geometric(8, 8 * MiB, 4) : geometric(8, 128 * MiB, 4);
-  const std::vector<double> fabric_sizes =
-      q ? std::vector<double>{8, 64 * KiB, 1 * MiB} : std::vector<double>{8, 4 * KiB, 64 * KiB, 1 * MiB, 8 * MiB};
-  const std::vector<std::string> memory_kernels{"add", "gelu", "layer_norm", "softmax", "copy"};
-  // 64 elements: the per-kernel floor; then sizes past the caches into memory.
-  const std::vector<double> memory_sizes =
-      q ? std::vector<double>{64, 4096, 262144, 4194304} : std::vector<double>{64, 1024, 16384, 262144, 1048576, 4194304, 16777216};
-  struct GemmCase {
-    std::string shape;
-    double m, n, k;
-  };
+struct GemmCase {
+  std::string shape;
+  double m, n, k;
+};
+struct AttentionCase {
+  double heads, seq, head_dim;
+};
+struct AllBusyCase {
+  std::string name, kernel;
+  double m, n, k;
+};
+
+// Every benchmark case, so that the progress bar knows the total before anything runs.
+struct BenchmarkPlan {
+  std::vector<double> gloo_sizes, fabric_sizes;
+  std::vector<std::string> memory_kernels{"add", "gelu", "layer_norm", "softmax", "copy"};
+  std::vector<double> memory_sizes;
   std::vector<GemmCase> gemm_cases;
+  std::vector<int> thread_counts{1};
+  std::vector<AttentionCase> attention_cases;
+  std::vector<AllBusyCase> all_busy_cases;
+
+  int total() const {
+    return static_cast<int>(gloo_sizes.size()) + 1 + 1 + static_cast<int>(all_busy_cases.size()) +
+           static_cast<int>(memory_kernels.size() * memory_sizes.size()) + 1 +
+           static_cast<int>(gemm_cases.size() * thread_counts.size()) + static_cast<int>(2 * attention_cases.size());
+  }
+};
+
+BenchmarkPlan plan_benchmarks(bool q, int max_threads) {
+  BenchmarkPlan p;
+  p.gloo_sizes = q ? geometric(8, 8 * MiB, 4) : geometric(8, 128 * MiB, 4);
+  p.fabric_sizes =
+      q ? std::vector<double>{8, 64 * KiB, 1 * MiB} : std::vector<double>{8, 4 * KiB, 64 * KiB, 1 * MiB, 8 * MiB};
+  // 64 elements: the per-kernel floor; then sizes past the caches into memory.
+  p.memory_sizes =
+      q ? std::vector<double>{64, 4096, 262144, 4194304} : std::vector<double>{64, 1024, 16384, 262144, 1048576, 4194304, 16777216};
   // A transformer layer's GEMMs at tensor degree 1 (op_cost.cpp's add_linear): tokens x out x in.
   for (int h : q ? std::vector<int>{256, 512} : std::vector<int>{256, 512, 768, 1024})
     for (int t : q ? std::vector<int>{256} : std::vector<int>{512, 1024}) {
       const double H = h, T = t;
-      gemm_cases.push_back({fmt::format("qkv h{} t{}", h, t), T, 3 * H, H});
-      gemm_cases.push_back({fmt::format("proj h{} t{}", h, t), T, H, H});
-      gemm_cases.push_back({fmt::format("fc1 h{} t{}", h, t), T, 4 * H, H});
-      gemm_cases.push_back({fmt::format("fc2 h{} t{}", h, t), T, H, 4 * H});
+      p.gemm_cases.push_back({fmt::format("qkv h{} t{}", h, t), T, 3 * H, H});
+      p.gemm_cases.push_back({fmt::format("proj h{} t{}", h, t), T, H, H});
+      p.gemm_cases.push_back({fmt::format("fc1 h{} t{}", h, t), T, 4 * H, H});
+      p.gemm_cases.push_back({fmt::format("fc2 h{} t{}", h, t), T, H, 4 * H});
     }
   for (int s : q ? std::vector<int>{32, 64, 128, 256} : std::vector<int>{32, 64, 128, 256, 512, 1024})
-    gemm_cases.push_back({fmt::format("square {}", s), double(s), double(s), double(s)});
-  std::vector<int> thread_counts{1};
-  if (c.max_threads > 1) thread_counts.push_back(c.max_threads);
-  struct AttentionCase {
-    double heads, seq, head_dim;
-  };
-  const std::vector<AttentionCase> attention_cases =
-      q ? std::vector<AttentionCase>{{4, 256, 64}, {8, 256, 32}}
-        : std::vector<AttentionCase>{{12, 256, 64}, {12, 1024, 64}, {16, 512, 32}, {8, 512, 128}};
-
+    p.gemm_cases.push_back({fmt::format("square {}", s), double(s), double(s), double(s)});
+  if (max_threads > 1) p.thread_counts.push_back(max_threads);
+  p.attention_cases = q ? std::vector<AttentionCase>{{4, 256, 64}, {8, 256, 32}}
+                        : std::vector<AttentionCase>{{12, 256, 64}, {12, 1024, 64}, {16, 512, 32}, {8, 512, 128}};
   // One call of each of a mid-size layer's kernels (h 512, 1024 tokens), alone and on
   // every core at once: what a core keeps of its speed while all compute.
-  struct AllBusyCase {
-    std::string name, kernel;
-    double m, n, k;
-  };
-  std::vector<AllBusyCase> all_busy_cases;
-  if (c.max_threads > 1) {
+  if (max_threads > 1) {
     const double H = 512, T = 1024, E = 4194304;
-    all_busy_cases = {{"qkv h512 t1024", "gemm", T, 3 * H, H}, {"proj h512 t1024", "gemm", T, H, H},
-                      {"fc1 h512 t1024", "gemm", T, 4 * H, H}, {"fc2 h512 t1024", "gemm", T, H, 4 * H},
-                      {"add 4194304", "add", E, 0, 0},          {"gelu 4194304", "gelu", E, 0, 0},
-                      {"layer_norm 4194304", "layer_norm", E, 0, 0}, {"softmax 4194304", "softmax", E, 0, 0}};
+    p.all_busy_cases = {{"qkv h512 t1024", "gemm", T, 3 * H, H}, {"proj h512 t1024", "gemm", T, H, H},
+                        {"fc1 h512 t1024", "gemm", T, 4 * H, H}, {"fc2 h512 t1024", "gemm", T, H, 4 * H},
+                        {"add 4194304", "add", E, 0, 0},          {"gelu 4194304", "gelu", E, 0, 0},
+                        {"layer_norm 4194304", "layer_norm", E, 0, 0}, {"softmax 4194304", "softmax", E, 0, 0}};
   }
-  const int total = static_cast<int>(gloo_sizes.size()) + 1 + 1 + static_cast<int>(all_busy_cases.size()) +
-                    static_cast<int>(memory_kernels.size() * memory_sizes.size()) + 1 +
-                    static_cast<int>(gemm_cases.size() * thread_counts.size()) +
-                    static_cast<int>(2 * attention_cases.size());
-  int done = 0;
-  auto tick = [&](const char* what) {
-    if (options.progress) options.progress(done, total, what);
-    ++done;
-  };
+  return p;
+}
 
+// Runs every case of the plan into c's raw measurements; tick(what) before each.
+void run_benchmarks(Calibration& c, const BenchmarkPlan& p, bool q, const std::function<void(const char*)>& tick) {
+  const double target = q ? 0.02 : 0.15;  // seconds of timing per compute case
   // 1. Gloo first: its peer is forked, which is only safe before LibTorch's thread pools exist.
-  c.gloo = detail::bench_gloo(gloo_sizes, q, tick);
+  c.gloo = detail::bench_gloo(p.gloo_sizes, q, tick);
   tick("libfabric");
-  c.fabric = detail::probe_libfabric(fabric_sizes, q ? 0.03 : 0.2);
+  c.fabric = detail::probe_libfabric(p.fabric_sizes, q ? 0.03 : 0.2);
   tick("FMA peak");
   c.fma_peak_flops = detail::fma_peak_flops(1, q ? 0.1 : 0.4, c.fma_isa);
   c.fma_peak_flops_all = c.max_threads > 1 ? detail::fma_peak_flops(c.max_threads, q ? 0.1 : 0.4, c.fma_isa)
                                            : c.fma_peak_flops;
-
-  for (const auto& k : memory_kernels)
-    for (double n : memory_sizes) {
+  for (const auto& k : p.memory_kernels)
+    for (double n : p.memory_sizes) {
       tick("element-wise kernels");
       c.memory.push_back(detail::bench_memory(k, n, 1, target));
     }
   tick("copy, every thread");
-  c.memory.push_back(detail::bench_memory("copy", memory_sizes.back(), c.max_threads, target));
-
-  for (int threads : thread_counts)
-    for (const auto& g : gemm_cases) {
+  c.memory.push_back(detail::bench_memory("copy", p.memory_sizes.back(), c.max_threads, target));
+  for (int threads : p.thread_counts)
+    for (const auto& g : p.gemm_cases) {
       tick("matmul");
       c.gemm.push_back(detail::bench_gemm(g.shape, g.m, g.n, g.k, threads, target));
     }
-  for (const auto& a : attention_cases)
+  for (const auto& a : p.attention_cases)
     for (const char* product : {"qk", "av"}) {
       tick("attention bmm");
       c.attention.push_back(detail::bench_attention(product, a.heads, a.seq, a.head_dim, target));
     }
-  for (const auto& a : all_busy_cases) {
+  for (const auto& a : p.all_busy_cases) {
     tick("every core busy");
     c.all_busy.push_back(detail::bench_all_busy(a.name, a.kernel, a.m, a.n, a.k, c.max_threads, q ? 0.2 : 0.5, q ? 1 : 3));
   }
   at::set_num_threads(c.max_threads);
-  if (options.progress) options.progress(total, total, "fitting");
+}
 
-  // Fits. One rank is one core with one thread: the 1-thread samples make the profile.
+// The compute fits. One rank is one core with one thread: the 1-thread samples make the profile.
+void fit_compute(Calibration& c) {
   // The tiny tensors give the per-kernel floor, the ones far past the caches (>= 16 MiB
   // moved, as a layer's activations are) the bandwidth; the cache-resident sizes between
   // are kept as raw data but would make a single bandwidth per kernel meaningless.
@@ -277,245 +278,29 @@ Calibration calibrate(const CalibrationOptions& options) {
     busy += a.busy_seconds;
   }
   if (busy > 0) c.all_busy_speed = std::clamp(alone / busy, 0.01, 1.0);
-  fit_transfers(c);
-  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return c;
 }
-
-// ---------------------------------------------------------------------------------------
-// The file.
-
-namespace {
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
-}
-
-std::string residual_text(const calibration::Residual& r) {
-  return fmt::format("residual rms {:.1f}% max {:.1f}% over {} samples", 100 * r.rms_relative, 100 * r.max_relative,
-                     r.samples);
-}
-
-std::string residual_map(const calibration::Residual& r) {
-  return fmt::format("rms_relative_error: {:.4f}, max_relative_error: {:.4f}, samples: {}", r.rms_relative,
-                     r.max_relative, r.samples);
-}
-
-std::string bytes_text(double b) {
-  if (b >= MiB) return fmt::format("{:g} MiB", b / MiB);
-  if (b >= KiB) return fmt::format("{:g} KiB", b / KiB);
-  return fmt::format("{:g} B", b);
-}
-
-// Values the loader insists on being positive (latencies) or in (0, 1] (efficiencies).
-double positive(double v, double floor) { return std::max(v, floor); }
-double fraction(double v) { return std::clamp(v, 1e-4, 1.0); }
 
 }  // namespace
 
-std::string instance_type_yaml(const Calibration& c, const std::string& name, const std::string& command_line) {
-  const MachineInfo& m = c.machine;
-  const int cores = m.cores;
-  const double mem_gib = m.memory_bytes / GiB;
-  const double per_rank_gib = std::floor((mem_gib - std::max(2.0, 0.15 * mem_gib)) / cores * 10) / 10;
-  const auto& mf = c.memory_fit;
-  const double hbm_bw = mf.bandwidth_of("copy");
-  const auto& joint = c.transfer("all");
-  const auto& p2p = c.transfer("send_recv");
-  const double score_eff = fraction(c.attention_fit.score_bmm_efficiency);
-  // What the estimator then uses at head_dim 64 (GPT-2's), clamped by max_efficiency.
-  const double bmm_eff_d64 = std::min(score_eff * calibration::score_bmm_head_dim_scale(64), c.gemm_fit.max_efficiency);
-  std::string gemm_shapes;
-  for (const auto& g : c.gemm)
-    if (g.threads == 1) gemm_shapes += (gemm_shapes.empty() ? "" : ", ") + g.shape;
-
-  std::ostringstream y;
-  y << fmt::format(
-      "# Measured profile of this machine, written by `{}` on {}.\n"
-      "# Host {}: {}, {} cores, {:.1f} GiB RAM; LibTorch {}; Gloo: {}; libfabric {}{}.\n"
-      "# Calibration took {:.0f} s{}.\n"
-      "# One rank = one core running one LibTorch intra-op thread (like local-cpu.yaml), so\n"
-      "# gpus_per_node = the cores. Each fitted value names the measurements it was fitted to\n"
-      "# (least squares on the relative time error, the estimator's own formula) and the fit's\n"
-      "# residual; the raw measurements and every fit are under `calibration:` (not read by\n"
-      "# the loader). [machine] values come from /proc; [local-cpu] values repeat\n"
-      "# local-cpu.yaml's reasoning because nothing here measures them.\n",
-      command_line, m.date, m.host, m.cpu_model, cores, mem_gib, m.libtorch, m.gloo, m.libfabric,
-      m.blas_core.empty() ? "" : "; OpenBLAS core " + m.blas_core, c.seconds,
-      c.quick ? " (--quick: fewer shapes and sizes, short timings; rerun without it for a profile to keep)" : "");
-  y << "kind: instance_type\n";
-  y << "name: " << name << "\n";
-  y << fmt::format("gpus_per_node: {}                # [machine] cores this process may run on, one rank each\n", cores);
-  y << "gpu:\n";
-  y << "  name: " << quoted(fmt::format("cpu-core ({}, 1 LibTorch thread)", m.cpu_model)) << "\n";
-  y << "  peak_tflops:\n";
-  y << fmt::format("    fp32: {:.4f}                # measured: 16 independent {} FMA chains on one core, best of 3 runs\n"
-                   "                                # ({:.1f} GFLOP/s; {} threads at once: {:.1f} GFLOP/s in all)\n",
-                   c.fma_peak_flops / 1e12, c.fma_isa, c.fma_peak_flops / 1e9, c.max_threads,
-                   c.fma_peak_flops_all / 1e9);
-  for (const char* p : {"tf32", "fp16", "bf16"})
-    y << fmt::format("    {}: {:.4f}                # [local-cpu] LibTorch CPU computes in fp32: modelled at the fp32 rate\n", p,
-                     c.fma_peak_flops / 1e12);
-  y << fmt::format("  hbm_GiB: {:.1f}                  # [machine] (MemTotal {:.1f} GiB - max(2 GiB, 15%) for the OS) / {} ranks\n",
-                   per_rank_gib, mem_gib, cores);
-  y << fmt::format("  hbm_bw_GBps: {:.2f}              # measured and fitted: LibTorch copy_ (read + write), 1 thread, t = kernel_overhead +\n"
-                   "                                # bytes / bw over 64 elements and tensors moving >= 16 MiB (past the caches)\n",
-                   hbm_bw / 1e9);
-  y << fmt::format("  hbm_efficiency: {:.3f}           # fitted: add {:.2f}, gelu {:.2f}, layer_norm {:.2f} GB/s (softmax {:.2f}), 1 thread,\n"
-                   "                                # weighted by the estimator's per-token bytes (LayerNorm 8h, GeLU 16h, adds 14h) / hbm_bw\n",
-                   c.hbm_efficiency, mf.bandwidth_of("add") / 1e9, mf.bandwidth_of("gelu") / 1e9,
-                   mf.bandwidth_of("layer_norm") / 1e9, mf.bandwidth_of("softmax") / 1e9);
-  y << fmt::format("  kernel_overhead_us: {:.2f}       # fitted: the shared intercept of t = overhead + bytes / bw_kernel over every 1-thread\n"
-                   "                                # element-wise sample of 64 or >= 16 MiB (autograd recording, as in training); {}\n",
-                   mf.kernel_overhead * 1e6, residual_text(mf.residual));
-  y << "  reserved_GiB: 0.5               # [local-cpu] LibTorch runtime, Gloo buffers, allocator slack\n";
-  y << "  gemm:\n";
-  y << fmt::format("    max_efficiency: {:.3f}         # fitted: torch::matmul fp32, 1 thread, {} shapes (a layer's qkv/proj/fc1/fc2 and a\n"
-                   "                                # square sweep), eff = max_efficiency k/(k + k_half) of the fp32 peak; {}\n",
-                   fraction(c.gemm_fit.max_efficiency), c.gemm_fit.residual.samples, residual_text(c.gemm_fit.residual));
-  y << "    tile: 1                       # a core has no output tiles or waves to quantize\n";
-  y << "    sm_count: 1\n";
-  y << fmt::format("    k_half: {:.1f}                 # fitted with max_efficiency\n", c.gemm_fit.k_half);
-  y << "  attention:\n";
-  y << fmt::format("    flash_efficiency: {:.3f}       # LibTorch {} has no fused CPU attention: the measured unfused bmm rate at head_dim 64\n",
-                   fraction(bmm_eff_d64), m.libtorch);
-  y << fmt::format("    score_bmm_efficiency: {:.3f}   # fitted: torch::bmm Q K^T and A V, 1 thread, (heads, seq, head_dim) as below; the\n"
-                   "                                # estimator scales this key by (d/(d+64))/(128/192); {}\n",
-                   score_eff, residual_text(c.attention_fit.residual));
-  y << "    score_bytes_fwd: 24           # [local-cpu] LibTorch CPU keeps scores in fp32 (4 bytes), twice the GPU profiles' 12\n";
-  y << "    score_bytes_bwd: 48\n";
-  y << "intra_node:\n";
-  y << "  fabric: loopback                # Gloo's tcp transport over 127.0.0.1, what `partune run --nproc N` uses\n";
-  y << fmt::format("  bw_GBps: {:.3f}                 # fitted: every Gloo measurement (all_reduce, all_gather, send/recv ping-pong; 2\n"
-                   "                                # processes; {} .. {}) under the estimator's two-rank formulas; {}\n",
-                   joint.bandwidth / 1e9, bytes_text(joint.min_bytes), bytes_text(joint.max_bytes),
-                   residual_text(joint.residual));
-  y << fmt::format("  latency_us: {:.2f}               # fitted with bw_GBps\n", positive(joint.latency * 1e6, 0.01));
-  y << "  efficiency: 1.0                 # bw_GBps is already a measured rate\n";
-  y << "network:\n";
-  y << "  nics_per_node: 1                # loopback: one \"NIC\"\n";
-  y << fmt::format("  nic_bw_Gbps: {:.2f}              # fitted: Gloo send/recv ping-pong, {} .. {}, t = latency + bytes / bw; {}\n",
-                   p2p.bandwidth * 8 / 1e9, bytes_text(p2p.min_bytes), bytes_text(p2p.max_bytes),
-                   residual_text(p2p.residual));
-  y << fmt::format("  latency_us: {:.2f}               # fitted with nic_bw_Gbps (one way)\n", positive(p2p.latency * 1e6, 0.01));
-  y << "  efficiency: 1.0                 # nic_bw_Gbps is already a measured rate\n";
-  y << "pcie:\n";
-  y << fmt::format("  bw_GBps: {:.2f}                  # measured: \"host<->device\" is a memory copy; LibTorch copy_ with {} threads, {} elements\n"
-                   "                                # (at least the 1-thread rate), shared by the ranks below\n",
-                   c.copy_bandwidth_all / 1e9, c.max_threads, c.memory.back().elements);
-  y << fmt::format("  gpus_per_switch: {}              # [machine] every rank shares the one memory system\n", cores);
-  y << "host:\n";
-  y << fmt::format("  cores: {}                        # [machine] sched_getaffinity\n", cores);
-  y << fmt::format("  memory_GiB: {:.1f}                # [machine] /proc/meminfo MemTotal\n", mem_gib);
-  if (!c.all_busy.empty())
-    y << fmt::format("  all_busy_speed: {:.3f}          # measured: a layer's kernels (h 512, 1024 tokens: 4 GEMMs, add, gelu,\n"
-                     "                                # layer_norm, softmax), one call each, alone vs on all {} cores at once\n",
-                     c.all_busy_speed, c.max_threads);
-  // A collective's fixed cost: what the small all-reduces / all-gathers take per call
-  // beyond the per-step latency the links already count (2 steps for a 2-rank ring
-  // all-reduce, 1 for an all-gather), from the small-size fits.
-  auto launch_us = [&](const char* kind, double steps) {
-    try {
-      return std::max(0.0, steps * (c.transfer(kind, "small").latency - joint.latency)) * 1e6;
-    } catch (const std::exception&) {
-      return 0.0;
-    }
+Calibration calibrate(const CalibrationOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  Calibration c;
+  c.machine = machine_info();
+  c.quick = options.quick;
+  c.max_threads = options.max_threads > 0 ? options.max_threads : c.machine.cores;
+  const BenchmarkPlan plan = plan_benchmarks(options.quick, c.max_threads);
+  const int total = plan.total();
+  int done = 0;
+  auto tick = [&](const char* what) {
+    if (options.progress) options.progress(done, total, what);
+    ++done;
   };
-  const double ring_launch = launch_us("all_reduce", 2), gather_launch = launch_us("all_gather", 1);
-  y << "collectives:                      # Gloo on CPU: the rank's own core does the copies and the syscalls\n";
-  y << "  ring:\n";
-  y << fmt::format("    net_efficiency: {:.3f}         # fitted: Gloo all_reduce bandwidth (ring formula) / send/recv bandwidth\n",
-                   fraction(c.ring_efficiency));
-  y << fmt::format("    launch_us: {:.1f}               # fitted: small (<= 64 KiB) all_reduce latency, 2 steps, beyond the link latency\n"
-                   "                                # (ProcessGroupGloo hands each collective to a worker thread)\n",
-                   ring_launch);
-  y << "    compute_overlap: 0.0          # [local-cpu] one core per rank: communication and compute take turns\n";
-  y << "  tree:\n";
-  y << fmt::format("    net_efficiency: {:.3f}         # Gloo has no tree all-reduce: as ring\n", fraction(c.ring_efficiency));
-  y << fmt::format("    launch_us: {:.1f}               # as ring\n", ring_launch);
-  y << "    compute_overlap: 0.0\n";
-  y << "  all_to_all:\n";
-  y << fmt::format("    net_efficiency: {:.3f}         # fitted: Gloo all_gather bandwidth / send/recv bandwidth (the sharded gathers)\n",
-                   fraction(c.gather_efficiency));
-  y << fmt::format("    launch_us: {:.1f}               # fitted: small (<= 64 KiB) all_gather latency beyond the link latency\n",
-                   gather_launch);
-  y << "    compute_overlap: 0.0\n";
-
-  // Provenance, fits and raw data: a mapping the loader accepts and does not read.
-  y << "calibration:\n";
-  y << "  date: " << quoted(m.date) << "\n";
-  y << "  host: " << quoted(m.host) << "\n";
-  y << "  cpu_model: " << quoted(m.cpu_model) << "\n";
-  y << "  cores: " << cores << "\n";
-  y << fmt::format("  memory_GiB: {:.2f}\n", mem_gib);
-  y << "  libtorch: " << quoted(m.libtorch) << "\n";
-  y << "  gloo: " << quoted(m.gloo) << "\n";
-  y << "  libfabric: " << quoted(m.libfabric) << "\n";
-  y << "  blas_core: " << quoted(m.blas_core.empty() ? "unknown (not OpenBLAS, or not visible)" : m.blas_core) << "\n";
-  y << "  command: " << quoted(command_line) << "\n";
-  y << "  quick: " << (c.quick ? "true" : "false") << "\n";
-  y << fmt::format("  seconds: {:.1f}\n", c.seconds);
-  y << "  fits:\n";
-  y << fmt::format("    gemm_1_thread: {{max_efficiency: {:.4f}, k_half: {:.2f}, peak_GFLOPs: {:.2f}, {}}}\n",
-                   c.gemm_fit.max_efficiency, c.gemm_fit.k_half, c.fma_peak_flops / 1e9, residual_map(c.gemm_fit.residual));
-  y << fmt::format("    gemm_{}_threads: {{max_efficiency: {:.4f}, k_half: {:.2f}, peak_GFLOPs: {:.2f}, {}}}\n", c.max_threads,
-                   c.gemm_fit_all.max_efficiency, c.gemm_fit_all.k_half, c.fma_peak_flops_all / 1e9,
-                   residual_map(c.gemm_fit_all.residual));
-  y << fmt::format("    memory: {{kernel_overhead_us: {:.3f}, {}, bandwidth_GBps: {{", mf.kernel_overhead * 1e6,
-                   residual_map(mf.residual));
-  for (std::size_t i = 0; i < mf.bandwidth.size(); ++i)
-    y << fmt::format("{}{}: {:.3f}", i ? ", " : "", mf.bandwidth[i].first, mf.bandwidth[i].second / 1e9);
-  y << "}}\n";
-  y << fmt::format("    attention: {{score_bmm_efficiency: {:.4f}, {}}}\n", c.attention_fit.score_bmm_efficiency,
-                   residual_map(c.attention_fit.residual));
-  y << "    transfers:                    # t = steps x latency + factor x bytes / bandwidth; ranges: small <= 64 KiB, large >= 1 MiB\n";
-  for (const auto& f : c.transfer_fits)
-    y << fmt::format("      - {{kind: {}, range: {}, latency_us: {:.3f}, bandwidth_GBps: {:.4f}, min_bytes: {:.0f}, max_bytes: {:.0f}, {}}}\n",
-                     f.kind, f.range, f.fit.latency * 1e6, f.fit.bandwidth / 1e9, f.fit.min_bytes, f.fit.max_bytes,
-                     residual_map(f.fit.residual));
-  y << "  notes:";
-  if (c.notes.empty()) y << " []";
-  y << "\n";
-  for (const auto& n : c.notes) y << "    - " << quoted(n) << "\n";
-  y << "  measurements:\n";
-  y << fmt::format("    fma_peak: {{isa: {}, one_core_GFLOPs: {:.2f}, threads: {}, all_threads_GFLOPs: {:.2f}}}\n", c.fma_isa,
-                   c.fma_peak_flops / 1e9, c.max_threads, c.fma_peak_flops_all / 1e9);
-  y << "    gemm:                         # [threads, m, n, k, seconds, GFLOP/s, shape]\n";
-  for (const auto& g : c.gemm)
-    y << fmt::format("      - [{}, {:.0f}, {:.0f}, {:.0f}, {:.4e}, {:.2f}, {}]\n", g.threads, g.m, g.n, g.k, g.seconds,
-                     2 * g.m * g.n * g.k / g.seconds / 1e9, quoted(g.shape));
-  y << "    memory:                       # [kernel, threads, elements, bytes, seconds, GB/s]\n";
-  for (const auto& e : c.memory)
-    y << fmt::format("      - [{}, {}, {:.0f}, {:.0f}, {:.4e}, {:.3f}]\n", e.kernel, e.threads, e.elements, e.bytes, e.seconds,
-                     e.bytes / e.seconds / 1e9);
-  y << "    attention:                    # [product, heads, seq, head_dim, seconds, GFLOP/s], 1 thread\n";
-  for (const auto& a : c.attention)
-    y << fmt::format("      - [{}, {:.0f}, {:.0f}, {:.0f}, {:.4e}, {:.2f}]\n", a.product, a.heads, a.seq, a.head_dim, a.seconds,
-                     2 * a.heads * a.seq * a.seq * a.head_dim / a.seconds / 1e9);
-  y << "    all_busy:                     # [kernel, cores busy, seconds alone, seconds with every core busy, speed kept]\n";
-  for (const auto& a : c.all_busy)
-    y << fmt::format("      - [{}, {}, {:.4e}, {:.4e}, {:.3f}]\n", quoted(a.kernel), a.threads, a.alone_seconds, a.busy_seconds,
-                     a.alone_seconds / a.busy_seconds);
-  y << "    gloo:                         # [kind, bytes, seconds, GB/s]; 2 processes over loopback; send_recv one way\n";
-  for (const auto& t : c.gloo)
-    y << fmt::format("      - [{}, {:.0f}, {:.4e}, {:.4f}]\n", t.kind, t.bytes, t.seconds, t.bytes / t.seconds / 1e9);
-  y << "    libfabric:\n";
-  y << "      ok: " << (c.fabric.ok ? "true" : "false") << "\n";
-  if (c.fabric.ok) {
-    y << "      provider: " << quoted(c.fabric.provider) << "\n";
-    y << "      fabric: " << quoted(c.fabric.fabric) << "\n";
-    y << "      endpoint_type: " << c.fabric.endpoint_type << "\n";
-  }
-  y << "      note: " << quoted(c.fabric.note) << "\n";
-  y << "      pingpong:                   # [bytes, seconds one way, GB/s], two endpoints on two threads of this process\n";
-  for (const auto& t : c.fabric.pingpong)
-    y << fmt::format("        - [{:.0f}, {:.4e}, {:.4f}]\n", t.bytes, t.seconds, t.bytes / t.seconds / 1e9);
-  return y.str();
+  run_benchmarks(c, plan, options.quick, tick);
+  if (options.progress) options.progress(total, total, "fitting");
+  fit_compute(c);
+  fit_transfers(c);
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return c;
 }
 
 }  // namespace partune::kernels

@@ -1,9 +1,7 @@
 #include "partune/search/tuner.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -52,6 +50,129 @@ void repartition(Candidate& c, double memory_weight, SearchReport& report) {
   }
 }
 
+// The two ways of crossing nodes with model parallelism: the fastest fitting candidate
+// of each (simulated with the top K when asked).
+void find_contrasts(const Job& base, const std::vector<Fitting>& fitting, SearchReport& report) {
+  const int G = base.cluster.instance.gpus_per_node;
+  const Fitting* best_tp = nullptr;
+  const Fitting* best_pp = nullptr;
+  for (const Fitting& f : fitting) {
+    const int dp = base.world_size() / (f.point.pipeline * f.point.tensor);
+    const Placement pl(placement_names()[f.point.placement], dp, f.point.pipeline, f.point.tensor);
+    const bool tp_across = f.point.tensor > 1 && group_span(pl, Axis::tensor, G).nodes > 1;
+    const bool pp_across = f.point.pipeline > 1 && group_span(pl, Axis::pipeline, G).nodes > 1 && !tp_across;
+    if (tp_across && (!best_tp || f.step_time < best_tp->step_time)) best_tp = &f;
+    if (pp_across && (!best_pp || f.step_time < best_pp->step_time)) best_pp = &f;
+  }
+  auto fill = [&](const Fitting* f, bool& has, Candidate& c) {
+    if (!f) return;
+    has = true;
+    c.job = make_job(base, f->point);
+    c.estimate = estimate(c.job);  // simulated with the top K, below
+  };
+  fill(best_tp, report.has_tensor_across_nodes, report.best_tensor_across_nodes);
+  fill(best_pp, report.has_pipeline_across_nodes, report.best_pipeline_across_nodes);
+}
+
+// Dominated: another candidate is clearly faster (by the margin) and no larger. Sorted
+// by step, a sweep keeps the smallest peak among the candidates faster by the margin.
+std::vector<Fitting> prune_dominated(std::vector<Fitting> fitting, double margin, SearchReport& report) {
+  std::sort(fitting.begin(), fitting.end(), [](const Fitting& a, const Fitting& b) {
+    return a.step_time < b.step_time || (a.step_time == b.step_time && a.peak_bytes < b.peak_bytes);
+  });
+  std::vector<Fitting> survivors;
+  std::size_t j = 0;
+  double min_bytes = 0, min_bytes_step = 0;
+  for (const Fitting& f : fitting) {
+    const double threshold = (1.0 - margin) * f.step_time;
+    while (j < fitting.size() && fitting[j].step_time <= threshold) {
+      if (j == 0 || fitting[j].peak_bytes < min_bytes) min_bytes = fitting[j].peak_bytes, min_bytes_step = fitting[j].step_time;
+      ++j;
+    }
+    if (j > 0 && min_bytes <= f.peak_bytes) {
+      Pruned pr;
+      pr.point = f.point;
+      pr.stage = Pruned::Stage::dominated;
+      pr.peak_bytes = f.peak_bytes;
+      pr.step_time = f.step_time;
+      pr.better_step = min_bytes_step;
+      pr.better_bytes = min_bytes;
+      report.pruned.push_back(pr);
+      ++report.pruned_dominated;
+    } else {
+      survivors.push_back(f);
+    }
+  }
+  return survivors;
+}
+
+// Simulates the candidates in child processes and records each verdict: the simulated
+// figures, or why the simulator rules the candidate out.
+void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptions& options, SearchReport& report) {
+  std::vector<Job> jobs;
+  for (const Candidate* c : batch) jobs.push_back(c->job);
+  int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
+  sim::SimOptions so;
+  so.in_child = options.in_simulation_child;
+  const long total = static_cast<long>(batch.size());
+  const std::vector<sim::SimOutcome> outcomes = sim::simulate_each(jobs, so, workers, [&](std::size_t done) {
+    if (options.progress) options.progress(static_cast<long>(done), total, "simulated");
+  });
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Candidate& c = *batch[i];
+    if (!outcomes[i].ok) {
+      c.rejection = "its simulation failed: " + outcomes[i].error;
+      ++report.simulation_failures;
+      continue;
+    }
+    c.simulated = true;
+    c.simulation = outcomes[i].result.metrics;
+    if (!c.simulation.fits) {
+      c.rejection = fmt::format("does not fit by the simulator: {} (the estimator's peak: {:.2f} GiB)",
+                                c.simulation.not_fit_reason, c.estimate.memory.total() / units::GiB);
+      ++report.simulated_too_large;
+    }
+  }
+}
+
+// Tier 2: the best K by the estimator through the simulator (with the two cross-node
+// contrasts when asked); while none of those fits by the simulator, the next K. The
+// ruled-out candidates leave `ranked` for `rejected`; the rest are ranked simulated
+// first, by simulated step.
+void simulate_best(const SearchOptions& options, SearchReport& report) {
+  const auto t1 = clock_type::now();
+  const std::size_t k = static_cast<std::size_t>(std::max(1, options.top_k));
+  auto has_winner = [&](std::size_t upto) {
+    for (std::size_t i = 0; i < upto; ++i)
+      if (report.ranked[i].simulated && report.ranked[i].rejection.empty()) return true;
+    return false;
+  };
+  std::size_t from = 0;
+  do {
+    const std::size_t to = std::min(report.ranked.size(), from + k);
+    std::vector<Candidate*> batch;
+    for (std::size_t i = from; i < to; ++i) batch.push_back(&report.ranked[i]);
+    if (from == 0 && options.simulate_contrasts) {
+      if (report.has_tensor_across_nodes) batch.push_back(&report.best_tensor_across_nodes);
+      if (report.has_pipeline_across_nodes) batch.push_back(&report.best_pipeline_across_nodes);
+    }
+    simulate_candidates(batch, options, report);
+    report.simulated += static_cast<long>(to - from);
+    from = to;
+  } while (!has_winner(from) && from < report.ranked.size());
+  report.simulate_seconds = seconds_since(t1);
+
+  std::vector<Candidate> kept;
+  for (Candidate& c : report.ranked) (c.rejection.empty() ? kept : report.rejected).push_back(std::move(c));
+  report.ranked = std::move(kept);
+  // Simulated first (by simulated step), then the rest in estimator order; the sort is
+  // stable so ties keep the estimator's order.
+  std::stable_sort(report.ranked.begin(), report.ranked.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.simulated != b.simulated) return a.simulated;
+    return a.score() < b.score();
+  });
+}
+
 }  // namespace
 
 SearchReport run_search(const Job& base, const SearchSpace& space, const SearchOptions& options) {
@@ -87,56 +208,8 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
   report.estimate_seconds = seconds_since(t0);
   report.enumerate_seconds = 0;  // enumeration is interleaved with estimation
 
-  // --- the two ways of crossing nodes with model parallelism, best of each.
-  {
-    const int G = base.cluster.instance.gpus_per_node;
-    const Fitting* best_tp = nullptr;
-    const Fitting* best_pp = nullptr;
-    for (const Fitting& f : fitting) {
-      const int dp = base.world_size() / (f.point.pipeline * f.point.tensor);
-      const Placement pl(placement_names()[f.point.placement], dp, f.point.pipeline, f.point.tensor);
-      const bool tp_across = f.point.tensor > 1 && group_span(pl, Axis::tensor, G).nodes > 1;
-      const bool pp_across = f.point.pipeline > 1 && group_span(pl, Axis::pipeline, G).nodes > 1 && !tp_across;
-      if (tp_across && (!best_tp || f.step_time < best_tp->step_time)) best_tp = &f;
-      if (pp_across && (!best_pp || f.step_time < best_pp->step_time)) best_pp = &f;
-    }
-    auto fill = [&](const Fitting* f, bool& has, Candidate& c) {
-      if (!f) return;
-      has = true;
-      c.job = make_job(base, f->point);
-      c.estimate = estimate(c.job);  // simulated with the top K, below
-    };
-    fill(best_tp, report.has_tensor_across_nodes, report.best_tensor_across_nodes);
-    fill(best_pp, report.has_pipeline_across_nodes, report.best_pipeline_across_nodes);
-  }
-
-  // --- dominated: another candidate is clearly faster (by the margin) and no larger.
-  std::sort(fitting.begin(), fitting.end(), [](const Fitting& a, const Fitting& b) {
-    return a.step_time < b.step_time || (a.step_time == b.step_time && a.peak_bytes < b.peak_bytes);
-  });
-  std::vector<Fitting> survivors;
-  std::size_t j = 0;
-  double min_bytes = 0, min_bytes_step = 0;
-  for (const Fitting& f : fitting) {
-    const double threshold = (1.0 - options.dominance_margin) * f.step_time;
-    while (j < fitting.size() && fitting[j].step_time <= threshold) {
-      if (j == 0 || fitting[j].peak_bytes < min_bytes) min_bytes = fitting[j].peak_bytes, min_bytes_step = fitting[j].step_time;
-      ++j;
-    }
-    if (j > 0 && min_bytes <= f.peak_bytes) {
-      Pruned pr;
-      pr.point = f.point;
-      pr.stage = Pruned::Stage::dominated;
-      pr.peak_bytes = f.peak_bytes;
-      pr.step_time = f.step_time;
-      pr.better_step = min_bytes_step;
-      pr.better_bytes = min_bytes;
-      report.pruned.push_back(pr);
-      ++report.pruned_dominated;
-    } else {
-      survivors.push_back(f);
-    }
-  }
+  find_contrasts(base, fitting, report);
+  const std::vector<Fitting> survivors = prune_dominated(std::move(fitting), options.dominance_margin, report);
 
   // --- tier 2: the best K by the estimator, re-evaluated by the simulator.
   const std::size_t keep = std::min<std::size_t>(survivors.size(), std::max(1, 4 * options.top_k));
@@ -149,51 +222,7 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
   }
   std::stable_sort(report.ranked.begin(), report.ranked.end(),
                    [](const Candidate& a, const Candidate& b) { return a.estimate.step_time < b.estimate.step_time; });
-  if (options.simulate && !report.ranked.empty()) {
-    auto t1 = clock_type::now();
-    const std::size_t k = std::min<std::size_t>(report.ranked.size(), std::max(0, options.top_k));
-    // The top K, then the two cross-node contrasts, simulated together.
-    std::vector<Candidate*> batch;
-    for (std::size_t i = 0; i < k; ++i) batch.push_back(&report.ranked[i]);
-    if (options.simulate_contrasts) {
-      if (report.has_tensor_across_nodes) batch.push_back(&report.best_tensor_across_nodes);
-      if (report.has_pipeline_across_nodes) batch.push_back(&report.best_pipeline_across_nodes);
-    }
-    int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
-    workers = std::max(1, std::min<int>(workers, static_cast<int>(batch.size())));
-    std::atomic<std::size_t> next{0};
-    std::atomic<long> done{0};
-    std::mutex progress_mutex;
-    std::vector<std::string> errors(batch.size());
-    // Each simulation runs in its own child process (SimGrid keeps one engine per
-    // process); threads only wait on them.
-    auto worker = [&] {
-      for (std::size_t i = next++; i < batch.size(); i = next++) {
-        try {
-          batch[i]->simulation = sim::simulate(batch[i]->job).metrics;
-          batch[i]->simulated = true;
-        } catch (const std::exception& e) {
-          errors[i] = e.what();
-        }
-        const long d = ++done;
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        progress(d, static_cast<long>(batch.size()), "simulated");
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int w = 0; w < workers; ++w) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
-    for (const auto& e : errors)
-      if (!e.empty()) throw std::runtime_error("search: a simulation failed: " + e);
-    report.simulated = static_cast<long>(k);
-    report.simulate_seconds = seconds_since(t1);
-    // Simulated first (by simulated step), then the rest in estimator order; the sort
-    // is stable so ties keep the estimator's order.
-    std::stable_sort(report.ranked.begin(), report.ranked.end(), [](const Candidate& a, const Candidate& b) {
-      if (a.simulated != b.simulated) return a.simulated;
-      return a.score() < b.score();
-    });
-  }
+  if (options.simulate && !report.ranked.empty()) simulate_best(options, report);
   return report;
 }
 

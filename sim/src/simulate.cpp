@@ -1,9 +1,17 @@
-// simulate(): runs World in a forked child (SimGrid keeps one engine per process) and
-// brings the result back over a pipe in a flat binary form.
+// simulate() and simulate_each(): each simulation runs World in a forked child (SimGrid
+// keeps one engine per process) and brings the result back over a pipe in a flat binary
+// form. The calling thread forks and waits for every child itself (poll), so no process
+// that forks runs threads.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -100,54 +108,141 @@ bool write_all(int fd, const std::string& data) {
   return true;
 }
 
-}  // namespace
+// Threads this process runs (1: the caller alone); 0 when /proc cannot say.
+int thread_count() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir) return 0;
+  int n = 0;
+  while (const dirent* e = ::readdir(dir))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(dir);
+  return n;
+}
 
-SimResult simulate(const Job& job, const SimOptions& options) {
+// The child: dies with its parent, simulates, writes the result (or 'E' + the message)
+// to `fd` and exits without running the parent's destructors or atexit handlers.
+[[noreturn]] void run_child(const Job& job, const SimOptions& options, int fd, pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(4);  // the parent ended before prctl took effect
+  int status = 0;
+  try {
+    if (options.in_child) options.in_child(job);
+    World world(job, options);
+    const SimResult r = world.run();
+    Writer w;
+    encode(w, r);
+    status = write_all(fd, w.bytes()) ? 0 : 3;
+  } catch (const std::exception& e) {
+    write_all(fd, std::string("E") + e.what());
+    status = 2;
+  }
+  ::close(fd);
+  ::_exit(status);
+}
+
+// A running simulation: its process, the read end of its pipe, what it wrote so far.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+  std::size_t job = 0;
+  std::string data;
+};
+
+Child start_child(const Job& job, const SimOptions& options, std::size_t index) {
   int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error(std::string("simulator: pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("simulator: pipe: ") + std::strerror(errno));
   // Whatever the parent buffered must not be written a second time by the child.
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("simulator: fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fds[0]), ::close(fds[1]);
+    throw std::runtime_error(std::string("simulator: fork: ") + std::strerror(err));
+  }
   if (pid == 0) {
     ::close(fds[0]);
-    int status = 0;
-    try {
-      World world(job, options);
-      const SimResult r = world.run();
-      Writer w;
-      encode(w, r);
-      status = write_all(fds[1], w.bytes()) ? 0 : 3;
-    } catch (const std::exception& e) {
-      const std::string msg = std::string("E") + e.what();
-      write_all(fds[1], msg);
-      status = 2;
-    }
-    ::close(fds[1]);
-    ::_exit(status);
+    run_child(job, options, fds[1], parent);
   }
   ::close(fds[1]);
-  std::string data;
+  return Child{pid, fds[0], index, {}};
+}
+
+// Reads what is ready; false at the end of the child's output.
+bool read_some(Child& c) {
   char chunk[1 << 16];
   for (;;) {
-    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+    const ssize_t n = ::read(c.fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    data.append(chunk, static_cast<std::size_t>(n));
+    if (n <= 0) return false;
+    c.data.append(chunk, static_cast<std::size_t>(n));
+    return true;
   }
-  ::close(fds[0]);
+}
+
+// Waits for the child that closed its pipe; its result, or why there is none.
+SimOutcome finish_child(Child& c) {
+  ::close(c.fd);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 2 && !data.empty() && data[0] == 'E')
-      throw std::runtime_error("simulator: " + data.substr(1));
-    throw std::runtime_error("simulator: the simulation process failed (status " + std::to_string(status) + ")");
+  SimOutcome out;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    try {
+      Reader rd(c.data);
+      decode(rd, out.result);
+      out.ok = true;
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 2 && !c.data.empty() && c.data[0] == 'E') {
+    out.error = c.data.substr(1);
+  } else if (WIFSIGNALED(status)) {
+    out.error = "the simulation process was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                ::strsignal(WTERMSIG(status)) + ")";
+  } else {
+    out.error = "the simulation process exited with status " + std::to_string(WEXITSTATUS(status));
   }
-  SimResult r;
-  Reader rd(data);
-  decode(rd, r);
-  return r;
+  return out;
+}
+
+}  // namespace
+
+std::vector<SimOutcome> simulate_each(const std::vector<Job>& jobs, const SimOptions& options, int workers,
+                                      const std::function<void(std::size_t)>& on_done) {
+  if (const int threads = thread_count(); threads > 1)
+    throw std::logic_error("simulator: this process runs " + std::to_string(threads) +
+                           " threads; simulations fork, so they must be started from a process that runs one");
+  std::vector<SimOutcome> outcomes(jobs.size());
+  std::vector<Child> running;
+  std::size_t next = 0, done = 0;
+  const std::size_t limit = static_cast<std::size_t>(std::max(1, workers));
+  while (next < jobs.size() || !running.empty()) {
+    while (running.size() < limit && next < jobs.size()) {
+      running.push_back(start_child(jobs[next], options, next));
+      ++next;
+    }
+    std::vector<pollfd> fds;
+    for (const Child& c : running) fds.push_back({c.fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("simulator: poll: ") + std::strerror(errno));
+    }
+    // Back to front, so that erasing a finished child keeps the others' indices.
+    for (std::size_t i = running.size(); i-- > 0;) {
+      if (fds[i].revents == 0 || read_some(running[i])) continue;
+      outcomes[running[i].job] = finish_child(running[i]);
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      if (on_done) on_done(++done);
+    }
+  }
+  return outcomes;
+}
+
+SimResult simulate(const Job& job, const SimOptions& options) {
+  SimOutcome out = std::move(simulate_each({job}, options, 1).front());
+  if (!out.ok) throw std::runtime_error("simulator: " + out.error);
+  return std::move(out.result);
 }
 
 }  // namespace partune::sim

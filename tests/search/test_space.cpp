@@ -22,11 +22,11 @@ using testing::p4d_job;
 namespace {
 
 // The knobs of a point other than its placement.
-using Knobs = std::tuple<int, int, int, int, int, int, int, int, bool, bool, bool, int, int>;
-Knobs knobs(const Point& p) {
+using Knobs = std::tuple<int, int, int, int, int, int, int, int, bool, bool, bool, bool, int, int>;
+Knobs knobs_of(const Point& p) {
   return {p.pipeline, p.tensor, p.sharded, p.microbatch_size, p.microbatches, p.virtual_stages,
           static_cast<int>(p.schedule), static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer, p.flash,
-          static_cast<int>(p.sharded_collective), p.checkpointed_layers};
+          p.sequence_parallel, static_cast<int>(p.sharded_collective), p.checkpointed_layers};
 }
 
 // The communication groups a placement gives: for each axis, the set of its groups
@@ -61,7 +61,7 @@ SearchSpace restricted(const std::vector<std::string>& fixes) {
 // Every boolean knob (and checkpointing, and the sharded collective) pinned to one value.
 const std::vector<std::string> kPinned = {"activation_checkpointing=none", "offload_activations=false",
                                           "shard_optimizer_state=false", "flash_attention=false",
-                                          "sharded_collective=ring"};
+                                          "sharded_collective=ring", "sequence_parallel=false"};
 
 // restrict_space's message when it throws std::invalid_argument ("" if it does not).
 std::string rejection(const std::string& assignment) {
@@ -108,7 +108,7 @@ TEST_CASE("enumerate visits only legal, distinct points", "[search][space]") {
       CHECK(job.cluster.nodes == base.cluster.nodes);
       CHECK(job.training.global_batch == base.training.global_batch);
       // No two visited points give the same configuration and the same groups.
-      const auto key = std::make_pair(knobs(p), groups_of(placement_names()[p.placement], job.data_parallel_degree(),
+      const auto key = std::make_pair(knobs_of(p), groups_of(placement_names()[p.placement], job.data_parallel_degree(),
                                                           p.pipeline, p.tensor));
       CHECK(seen.insert(key).second);
       descriptions.insert(describe(job) + " " + to_string(p.sharded_collective));
@@ -155,13 +155,35 @@ TEST_CASE("enumerate: the count of a small space, worked out by hand", "[search]
   std::map<Knobs, std::set<Groups>> visited;
   for (const Point& p : points) {
     const int dp = 8 / (p.pipeline * p.tensor);
-    CHECK(visited[knobs(p)].insert(groups_of(placement_names()[p.placement], dp, p.pipeline, p.tensor)).second);
+    CHECK(visited[knobs_of(p)].insert(groups_of(placement_names()[p.placement], dp, p.pipeline, p.tensor)).second);
   }
   for (const auto& [k, structures] : visited) {
     const int pp = std::get<0>(k), tp = std::get<1>(k), dp = 8 / (pp * tp);
     std::set<Groups> all;
     for (const auto& order : placement_names()) all.insert(groups_of(order, dp, pp, tp));
     CHECK(structures == all);
+  }
+}
+
+TEST_CASE("enumerate: sequence parallelism doubles the points with a tensor-parallel group", "[search][space]") {
+  // The hand count above (kPinned has sequence_parallel=false), by (pp, tp):
+  // tp 1: (1,1) 8 + (2,1) 48 + (4,1) 32 = 88 points, sequence parallelism never applies;
+  // tp > 1: (1,2) 18 + (1,4) 16 + (2,2) 132 + (2,4) 28 + (4,2) 20 = 214 points, each also
+  // with it (gpt2-small's 1024 tokens split over 2 and 4).
+  const Job base = p4d_job("gpt2-small", 1, 16);
+  std::vector<std::string> free_sp(kPinned.begin(), kPinned.end() - 1);
+  REQUIRE(free_sp.size() == kPinned.size() - 1);
+  const std::vector<Point> points = visit_all(base, restricted(free_sp));
+  CHECK(points.size() == 88 + 2 * 214);
+  for (const Point& p : points)
+    if (p.sequence_parallel) CHECK(p.tensor > 1);
+  free_sp.push_back("sequence_parallel=true");  // --fix sequence_parallel=true
+  const std::vector<Point> only_sp = visit_all(base, restricted(free_sp));
+  CHECK(only_sp.size() == 214);
+  for (const Point& p : only_sp) {
+    CHECK(p.sequence_parallel);
+    CHECK(make_job(base, p).parallel.sequence_parallel);
+    CHECK_THAT(describe(make_job(base, p)), Catch::EndsWith(" sp"));
   }
 }
 
@@ -232,6 +254,8 @@ TEST_CASE("restrict_space parses key=v1,v2 and rejects what it cannot use", "[se
   CHECK(s.shard_optimizer_state == std::vector<bool>{false, true});
   restrict_space(s, "flash_attention=on");
   CHECK(s.flash_attention == std::vector<bool>{true});
+  restrict_space(s, "parallel.sequence_parallel=true");
+  CHECK(s.sequence_parallel == std::vector<bool>{true});
   restrict_space(s, "sharded_collective=all_to_all,ring");
   CHECK(s.sharded_collectives == std::vector<CollectiveAlgorithm>{CollectiveAlgorithm::all_to_all,
                                                                    CollectiveAlgorithm::ring});
@@ -251,6 +275,7 @@ TEST_CASE("restrict_space parses key=v1,v2 and rejects what it cannot use", "[se
       {"pipeline_parallel_degree=2,x", {"pipeline_parallel_degree", "x"}},
       {"microbatch_size=-2", {"microbatch_size"}},
       {"flash_attention=maybe", {"flash_attention", "maybe"}},
+      {"sequence_parallel=yes", {"sequence_parallel", "yes"}},
       {"pipeline=zigzag", {"pipeline", "zigzag"}},
       {"placement_strategy=DDP", {"placement_strategy", "DDP"}},
       {"activation_checkpointing=half", {"activation_checkpointing", "half"}},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "partune/costmodel/calibration_fit.hpp"
+#include "partune/costmodel/hardware.hpp"
 
 namespace partune::kernels {
 
@@ -107,8 +108,15 @@ struct Calibration {
 // Runs every benchmark and fit. Throws std::runtime_error naming the benchmark that failed.
 Calibration calibrate(const CalibrationOptions& options);
 
-// The instance-type file (YAML with comments): the fitted keys, the keys taken from the
-// machine, and a `calibration:` mapping with the provenance, the fits and the raw data.
+// The instance type the calibration describes: the fitted values, the machine's, and
+// local-cpu.yaml's reasoning for what nothing here measures. Values the loader insists on
+// being positive or in (0, 1] are clamped there.
+InstanceType measured_instance_type(const Calibration& c, const std::string& name);
+
+// The instance-type file: measured_instance_type written by the scenario writer
+// (costmodel/scenario_writer.hpp) with a comment on each key saying where its value comes
+// from, then a `calibration:` mapping with the provenance, the fits and the raw data
+// (which the loader accepts and does not read).
 std::string instance_type_yaml(const Calibration& c, const std::string& name, const std::string& command_line);
 
 }  // namespace partune::kernels

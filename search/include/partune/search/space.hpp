@@ -21,18 +21,15 @@ struct SearchSpace {
   std::vector<bool> offload_activations;
   std::vector<bool> shard_optimizer_state;
   std::vector<bool> flash_attention;
+  std::vector<bool> sequence_parallel;    // default: both where tensor degree > 1, else false
   std::vector<CollectiveAlgorithm> sharded_collectives;
   // Layers per stage that are checkpointed, when checkpointing is on: -1 = all; the
   // default also tries half of each stage's layers (less recompute where memory allows).
   std::vector<int> checkpointed_layers;
 };
 
-// Restricts one knob: "key=value" or "key=v1,v2" with the job file's key names
-// (pipeline_parallel_degree, tensor_parallel_degree, sharded_data_parallel_degree,
-// microbatch_size, pipeline, virtual_stages, placement_strategy, activation_checkpointing,
-// offload_activations, shard_optimizer_state, flash_attention, sharded_collective,
-// checkpointed_layers).
-// Throws std::invalid_argument naming the key and the reason.
+// Restricts one knob: "key=value" or "key=v1,v2" with the job file's key names (the
+// table of knobs.hpp). Throws std::invalid_argument naming the key and the reason.
 void restrict_space(SearchSpace& space, const std::string& assignment);
 
 // Turns a job's own settings into pins: the keys listed in `pinned_keys` keep the base
@@ -47,7 +44,7 @@ struct Point {
   PipelineSchedule schedule = PipelineSchedule::interleaved;
   int placement = 0;  // index into placement_names()
   Checkpointing checkpointing = Checkpointing::none;
-  bool offload = false, shard_optimizer = false, flash = false;
+  bool offload = false, shard_optimizer = false, flash = false, sequence_parallel = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   int checkpointed_layers = -1;
 };

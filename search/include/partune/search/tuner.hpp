@@ -2,7 +2,8 @@
 // The autotuner: enumerate the space, prune what cannot fit (recording why) and what is
 // clearly dominated, rank the rest with the analytical estimator, then re-evaluate the
 // best K with the discrete-event simulator in worker processes; the answer is the
-// simulator's best.
+// simulator's best among those that fit by the simulator's own memory verdict. A failed
+// simulation rules out its candidate alone.
 #include <functional>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@ struct Candidate {
   Estimate estimate;         // the estimator's view
   bool simulated = false;
   Estimate simulation;       // the simulator's view (when simulated)
+  // Why the simulator rules the candidate out: its simulation failed (simulated stays
+  // false), or its peak memory over the simulated timeline does not fit. Empty otherwise.
+  std::string rejection;
   double score() const { return simulated ? simulation.step_time : estimate.step_time; }
 };
 
@@ -43,13 +47,20 @@ struct SearchOptions {
   // (otherwise they carry the estimator's numbers).
   bool simulate_contrasts = false;
   double memory_weight = 0.5;     // 0 balances time only, 1 memory only
+  // For tests only: runs in each simulation's child process before it simulates (see
+  // sim::SimOptions::in_child), so a test can make a candidate's simulation fail.
+  std::function<void(const Job&)> in_simulation_child;
   // Called as work advances: (done, total, what).
   std::function<void(long, long, const char*)> progress;
 };
 
 struct SearchReport {
-  std::vector<Candidate> ranked;   // best first: the simulated top K by simulated step, then
-                                   // the next survivors by estimated step (at most 4 K in all)
+  std::vector<Candidate> ranked;   // best first: the simulated candidates that fit by the
+                                   // simulator, by simulated step, then the next survivors by
+                                   // estimated step (at most 4 K in all, less the rejected)
+  // Candidates the simulator ruled out (Candidate::rejection says why), in estimator order.
+  // When none of the top K fits by the simulator, the next K are simulated, and so on.
+  std::vector<Candidate> rejected;
   std::vector<Pruned> pruned;
   // The best candidate (by the estimator, then simulated) whose tensor-parallel groups
   // span nodes, and the best whose pipeline spans nodes with tensor parallelism inside
@@ -58,7 +69,8 @@ struct SearchReport {
   Candidate best_tensor_across_nodes, best_pipeline_across_nodes;
   long enumerated = 0, invalid = 0, duplicates = 0;
   long pruned_memory = 0, pruned_dominated = 0;
-  long estimated = 0, simulated = 0;
+  long estimated = 0, simulated = 0;  // simulated: ranked candidates sent to the simulator
+  long simulation_failures = 0, simulated_too_large = 0;
   long partitioned = 0;            // candidates whose stages the partitioner re-split
   double enumerate_seconds = 0, estimate_seconds = 0, simulate_seconds = 0;
 };

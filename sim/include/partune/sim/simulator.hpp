@@ -2,6 +2,7 @@
 // The discrete-event simulator: every rank runs its per-rank program (costmodel's
 // program.hpp) as SimGrid actors on a platform built from the job's cluster, so link
 // sharing, waiting and overlap emerge from the simulation rather than from formulas.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct SimOptions {
   bool use_symmetry = true;
   bool record_events = false;   // keep every instruction's interval (for --trace)
   Granularity granularity = Granularity::chunk;
+  // For tests only: runs in the simulation's child process before the simulation, so a
+  // test can make a child fail (throw) or die (abort) the way a real one might.
+  std::function<void(const Job&)> in_child;
 };
 
 // Simulated events are the contract's TraceEvent (program.hpp), in simulated seconds.
@@ -58,6 +62,23 @@ struct SimResult {
 // Runs the simulation in a child process (SimGrid allows one engine per process), so it
 // can be called any number of times. Throws std::runtime_error if the child fails.
 SimResult simulate(const Job& job, const SimOptions& options = {});
+
+// One simulation of simulate_each: its result, or why it has none.
+struct SimOutcome {
+  bool ok = false;
+  SimResult result;
+  std::string error;  // when !ok: the simulator's message, or how its process ended
+};
+
+// Simulates every job, each in its own child process, at most `workers` at once. The
+// children are forked and waited for by the calling thread alone (poll on their pipes):
+// no thread is started, and the calling process must run no other thread (fork copies
+// only the calling thread, so a lock another thread held would stay held in the child):
+// std::logic_error otherwise. A child dies with its parent (PR_SET_PDEATHSIG). A failed
+// simulation is that job's outcome, never an exception. `on_done(done)` is called after
+// each one ends.
+std::vector<SimOutcome> simulate_each(const std::vector<Job>& jobs, const SimOptions& options, int workers,
+                                      const std::function<void(std::size_t done)>& on_done = {});
 
 // Whether use_symmetry can apply to this job (and why not, when it cannot).
 bool replicas_are_symmetric(const Job& job, std::string* why_not = nullptr);

@@ -1,0 +1,17 @@
+#pragma once
+// Presentation of `partune calibrate`'s result: what was measured and fitted, as text and
+// as one JSON object. No computation happens here.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "partune/costmodel/hardware.hpp"
+#include "partune/kernels/calibrate.hpp"
+
+namespace partune::cli {
+
+// `out`: the file written; `it`: the instance type as the loader read it back.
+nlohmann::json calibration_json(const kernels::Calibration& c, const InstanceType& it, const std::string& out);
+std::string calibration_text(const kernels::Calibration& c, const InstanceType& it, const std::string& out);
+
+}  // namespace partune::cli

@@ -1,0 +1,55 @@
+#include "partune/costmodel/enum_names.hpp"
+
+namespace partune {
+
+template <>
+const std::vector<EnumName<Precision>>& enum_names<Precision>() {
+  static const std::vector<EnumName<Precision>> table = {
+      {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<AttentionKind>>& enum_names<AttentionKind>() {
+  static const std::vector<EnumName<AttentionKind>> table = {
+      {AttentionKind::mha, "mha"}, {AttentionKind::gqa, "gqa"}, {AttentionKind::mqa, "mqa"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<Optimizer>>& enum_names<Optimizer>() {
+  static const std::vector<EnumName<Optimizer>> table = {{Optimizer::adam, "adam"}, {Optimizer::sgd, "sgd"}};
+  return table;
+}
+
+// simple = GPipe, interleaved = 1F1B (SageMaker model parallel's names).
+template <>
+const std::vector<EnumName<PipelineSchedule>>& enum_names<PipelineSchedule>() {
+  static const std::vector<EnumName<PipelineSchedule>> table = {{PipelineSchedule::simple, "simple"},
+                                                                {PipelineSchedule::interleaved, "interleaved"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<Checkpointing>>& enum_names<Checkpointing>() {
+  static const std::vector<EnumName<Checkpointing>> table = {
+      {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<CollectiveAlgorithm>>& enum_names<CollectiveAlgorithm>() {
+  static const std::vector<EnumName<CollectiveAlgorithm>> table = {{CollectiveAlgorithm::ring, "ring"},
+                                                                   {CollectiveAlgorithm::tree, "tree"},
+                                                                   {CollectiveAlgorithm::hierarchical, "hierarchical"},
+                                                                   {CollectiveAlgorithm::all_to_all, "all_to_all"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<LmHeadStage>>& enum_names<LmHeadStage>() {
+  static const std::vector<EnumName<LmHeadStage>> table = {{LmHeadStage::last, "last"}, {LmHeadStage::first, "first"}};
+  return table;
+}
+
+}  // namespace partune

@@ -1,0 +1,228 @@
+#include "partune/costmodel/scenario_writer.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "partune/costmodel/enum_names.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/units.hpp"
+
+namespace partune {
+
+namespace {
+
+YAML::Node collective_node(const CollectiveProfile& c) {
+  YAML::Node x;
+  x["net_efficiency"] = c.net_efficiency;
+  x["compute_overlap"] = c.compute_overlap;
+  if (c.launch_latency > 0) x["launch_us"] = c.launch_latency / units::us;
+  return x;
+}
+
+// Every key parse_instance_type reads, in the units its key names.
+YAML::Node instance_type_node(const InstanceType& it) {
+  YAML::Node n;
+  n["kind"] = "instance_type";
+  n["name"] = it.name;
+  n["gpus_per_node"] = it.gpus_per_node;
+  const GpuProfile& g = it.gpu;
+  n["gpu"]["name"] = g.name;
+  n["gpu"]["peak_tflops"]["fp32"] = g.peak_flops_fp32 / units::tera;
+  n["gpu"]["peak_tflops"]["tf32"] = g.peak_flops_tf32 / units::tera;
+  n["gpu"]["peak_tflops"]["fp16"] = g.peak_flops_fp16 / units::tera;
+  n["gpu"]["peak_tflops"]["bf16"] = g.peak_flops_bf16 / units::tera;
+  n["gpu"]["hbm_GiB"] = g.hbm_bytes / units::GiB;
+  n["gpu"]["hbm_bw_GBps"] = g.hbm_bw / units::giga;
+  n["gpu"]["hbm_efficiency"] = g.hbm_efficiency;
+  n["gpu"]["kernel_overhead_us"] = g.kernel_overhead / units::us;
+  n["gpu"]["reserved_GiB"] = g.reserved_bytes / units::GiB;
+  n["gpu"]["gemm"]["max_efficiency"] = g.gemm.max_efficiency;
+  n["gpu"]["gemm"]["tile"] = g.gemm.tile;
+  n["gpu"]["gemm"]["sm_count"] = g.gemm.sm_count;
+  n["gpu"]["gemm"]["k_half"] = g.gemm.k_half;
+  n["gpu"]["attention"]["flash_efficiency"] = g.attention.flash_efficiency;
+  n["gpu"]["attention"]["score_bmm_efficiency"] = g.attention.score_bmm_efficiency;
+  n["gpu"]["attention"]["score_bytes_fwd"] = g.attention.score_bytes_fwd;
+  n["gpu"]["attention"]["score_bytes_bwd"] = g.attention.score_bytes_bwd;
+  n["intra_node"]["fabric"] = it.intra_node_fabric;
+  n["intra_node"]["bw_GBps"] = it.intra_node.bw / units::giga;
+  n["intra_node"]["latency_us"] = it.intra_node.latency / units::us;
+  n["intra_node"]["efficiency"] = it.intra_node.efficiency;
+  n["network"]["nics_per_node"] = it.nics_per_node;
+  n["network"]["nic_bw_Gbps"] = it.nic.bw * 8 / units::giga;
+  n["network"]["latency_us"] = it.nic.latency / units::us;
+  n["network"]["efficiency"] = it.nic.efficiency;
+  n["pcie"]["bw_GBps"] = it.pcie_bw / units::giga;
+  n["pcie"]["gpus_per_switch"] = it.gpus_per_pcie_switch;
+  n["host"]["cores"] = it.host_cores;
+  if (it.host_all_busy_speed < 1.0) n["host"]["all_busy_speed"] = it.host_all_busy_speed;
+  n["host"]["memory_GiB"] = it.host_memory_bytes / units::GiB;
+  n["collectives"]["ring"] = collective_node(it.ring);
+  n["collectives"]["tree"] = collective_node(it.tree);
+  n["collectives"]["all_to_all"] = collective_node(it.all_to_all);
+  return n;
+}
+
+// Emits a node as `out << node` would, with the comment of each dotted key path after its
+// value (mappings are walked; scalars and sequences are emitted whole).
+void emit_commented(YAML::Emitter& out, const YAML::Node& node, const YamlComments& comments,
+                    const std::string& path) {
+  if (!node.IsMap()) {
+    out << node;
+    return;
+  }
+  out << YAML::BeginMap;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string key_path = path.empty() ? key : path + "." + key;
+    out << YAML::Key << key << YAML::Value;
+    emit_commented(out, kv.second, comments, key_path);
+    const auto c = comments.keys.find(key_path);
+    if (c != comments.keys.end()) out << YAML::Comment(c->second);
+  }
+  out << YAML::EndMap;
+}
+
+std::string comment_lines(const std::string& text) {
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out += line.empty() ? "#\n" : "# " + line + "\n";
+  return out;
+}
+
+YAML::Node model_node(const ModelSpec& m) {
+  YAML::Node model;
+  model["name"] = m.name;
+  model["layers"] = m.layers;
+  model["hidden"] = m.hidden;
+  model["heads"] = m.heads;
+  model["kv_heads"] = m.kv_heads;
+  model["ffn_hidden"] = m.ffn_hidden;
+  model["vocab"] = m.vocab;
+  model["seq_len"] = m.seq_len;
+  model["tied_embeddings"] = m.tied_embeddings;
+  model["attention"] = enum_name(m.attention);
+  return model;
+}
+
+YAML::Node parallel_node(const ParallelConfig& pc) {
+  YAML::Node p;
+  p["pipeline_parallel_degree"] = pc.pipeline_parallel_degree;
+  p["tensor_parallel_degree"] = pc.tensor_parallel_degree;
+  p["sharded_data_parallel_degree"] = pc.sharded_data_parallel_degree;
+  p["microbatches"] = pc.microbatches;
+  if (pc.active_microbatches > 0) p["active_microbatches"] = pc.active_microbatches;
+  p["pipeline"] = enum_name(pc.pipeline);
+  p["virtual_stages"] = pc.virtual_stages;
+  if (!pc.stage_layers.empty()) {
+    YAML::Node layers(YAML::NodeType::Sequence);
+    for (int l : pc.stage_layers) layers.push_back(l);
+    layers.SetStyle(YAML::EmitterStyle::Flow);
+    p["stage_layers"] = layers;
+  }
+  p["lm_head_stage"] = enum_name(pc.lm_head_stage);
+  if (pc.checkpointed_layers >= 0) p["checkpointed_layers"] = pc.checkpointed_layers;
+  p["placement_strategy"] = pc.placement_strategy;
+  p["activation_checkpointing"] = enum_name(pc.activation_checkpointing);
+  p["offload_activations"] = pc.offload_activations;
+  p["activation_loading_horizon"] = pc.activation_loading_horizon;
+  p["shard_optimizer_state"] = pc.shard_optimizer_state;
+  p["flash_attention"] = pc.flash_attention;
+  if (pc.sequence_parallel) p["sequence_parallel"] = true;
+  p["sharded_collective"] = enum_name(pc.sharded_collective);
+  p["data_parallel_collective"] = enum_name(pc.data_parallel_collective);
+  return p;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(path + ": " + what);
+}
+
+}  // namespace
+
+std::string instance_type_yaml(const InstanceType& it, const YamlComments& comments) {
+  YAML::Emitter out;
+  emit_commented(out, instance_type_node(it), comments, "");
+  return comment_lines(comments.header) + out.c_str() + "\n";
+}
+
+std::string job_yaml(const Job& job, const std::string& origin_note) {
+  YAML::Node root;
+  root["kind"] = "job";
+  root["name"] = job.name;
+  root["model"] = model_node(job.model);
+  const auto presets = list_presets("clusters");
+  const bool preset = std::find(presets.begin(), presets.end(), job.cluster.instance.name) != presets.end();
+  if (preset) root["cluster"]["instance_type"] = job.cluster.instance.name;
+  else root["cluster"]["instance_type"] = instance_type_node(job.cluster.instance);
+  root["cluster"]["nodes"] = job.cluster.nodes;
+  root["cluster"]["oversubscription"] = job.cluster.oversubscription;
+  root["training"]["global_batch"] = job.training.global_batch;
+  root["training"]["precision"] = enum_name(job.training.precision);
+  root["training"]["optimizer"] = enum_name(job.training.optimizer);
+  root["training"]["gradient_accumulation"] = job.training.gradient_accumulation;
+  root["parallel"] = parallel_node(job.parallel);
+  YAML::Emitter out;
+  out << root;
+  return "# Written by partune search from " + origin_note + ".\n" + std::string(out.c_str()) + "\n";
+}
+
+void write_job_file(const std::string& path, const Job& job, const std::string& origin_note) {
+  AtomicFile file(path);
+  file.write(job_yaml(job, origin_note));
+  file.rename_into_place();
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  namespace fs = std::filesystem;
+  const fs::path p(path_);
+  std::error_code ec;
+  if (p.filename().empty()) fail(path_, "not a file name");
+  if (fs::is_directory(p, ec)) fail(path_, "is a directory");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) fail(path_, "directory '" + dir.string() + "' does not exist");
+  std::string tmpl = (fs::absolute(dir) / ("." + p.filename().string() + ".tmp-XXXXXX")).string();
+  fd_ = ::mkstemp(tmpl.data());
+  if (fd_ < 0) fail(path_, "cannot write in '" + dir.string() + "': " + std::strerror(errno));
+  temp_ = tmpl;
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void AtomicFile::write(const std::string& text) {
+  std::size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + off, text.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path_, "writing '" + temp_ + "': " + std::strerror(errno));
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  // mkstemp makes it 0600; a scenario file is meant to be shared.
+  if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0 || ::close(fd_) != 0) {
+    fd_ = -1;
+    fail(path_, "writing '" + temp_ + "': " + std::strerror(errno));
+  }
+  fd_ = -1;
+}
+
+void AtomicFile::rename_into_place() {
+  if (::rename(temp_.c_str(), path_.c_str()) != 0)
+    fail(path_, "cannot rename '" + temp_ + "' into place: " + std::strerror(errno));
+  temp_.clear();
+}
+
+}  // namespace partune
