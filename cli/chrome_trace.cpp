@@ -46,7 +46,9 @@ nlohmann::json event_args(const TraceEvent& e) {
   args["chunk"] = e.chunk;
   if (e.layer >= 0) args["layer"] = e.layer;
   if (e.group != CommGroup::none) args["group"] = to_string(e.group);
-  if (e.count != 1) args["count"] = e.count;
+  // A collective always says how many calls it stands for (the backend's measured tensor
+  // calls may be 0 or 1 as well as the program's count); other events only when not 1.
+  if (e.count != 1 || is_collective(e.kind)) args["count"] = e.count;
   return args;
 }
 

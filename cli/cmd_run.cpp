@@ -105,7 +105,7 @@ void run_rank(const Job& job, Options& opt) {
   trainer.finish();
   if (!leader) return;
   if (!opt.trace.empty())
-    write_chrome_trace(opt.trace, trace_events(trainer.events()), trainer.job().world_size());
+    write_chrome_trace(opt.trace, trainer.events(), trainer.job().world_size());
   if (opt.json) std::cout << run_json(job, trainer, reports, first_step).dump(2) << "\n";
 }
 

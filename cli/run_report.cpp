@@ -86,26 +86,5 @@ nlohmann::json run_json(const Job& job, const backend::Trainer& trainer,
           {"steps", steps}};
 }
 
-std::vector<TraceEvent> trace_events(const std::vector<backend::ExecutedEvent>& executed) {
-  std::vector<TraceEvent> out;
-  out.reserve(executed.size());
-  for (const auto& e : executed) {
-    TraceEvent t;
-    t.rank = e.rank;
-    // The simulator's streams: compute, pipeline transfers and copies, one per communicator.
-    t.stream = is_compute(e.kind) ? 0
-               : is_collective(e.kind) ? 2 + static_cast<int>(e.group)
-               : e.kind == OpKind::wait ? 0 : 1;
-    t.kind = e.kind;
-    t.group = e.group;
-    t.microbatch = e.microbatch;
-    t.chunk = e.chunk;
-    t.layer = e.layer;
-    t.start = e.start;
-    t.end = e.end;
-    out.push_back(t);
-  }
-  return out;
-}
 
 }  // namespace partune::cli

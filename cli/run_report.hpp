@@ -18,7 +18,5 @@ std::string step_line(const backend::StepReport& r);
 // The --json object: the job as run and every step's loss, time and per-rank peaks.
 nlohmann::json run_json(const Job& job, const backend::Trainer& trainer,
                         const std::vector<backend::StepReport>& reports, int first_step);
-// The executed events as the simulator's trace events (its streams), for --trace.
-std::vector<TraceEvent> trace_events(const std::vector<backend::ExecutedEvent>& executed);
 
 }  // namespace partune::cli

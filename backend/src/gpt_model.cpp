@@ -116,43 +116,22 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
   return VocabParallelCrossEntropy::apply(z, y, reinterpret_cast<std::int64_t>(tp.get()), begin);
 }
 
-GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, ModelShard s)
-    : config(c), shard(std::move(s)) {
+namespace {
+
+// Every parameter the shard `model` holds, from the seed (see gpt_model.hpp).
+void initialise(GPTModelImpl& model, std::uint64_t seed) {
+  const BackendModelConfig& c = model.config;
+  const ModelShard& shard = model.shard;
   const TensorParallel& tp = shard.tensor;
+  const torch::Tensor& wte = model.wte;
+  const torch::Tensor& wpe = model.wpe;
+  const torch::nn::LayerNorm& ln_f = model.ln_f;
+  const ColumnParallelLinear& lm_head = model.lm_head;
   const int t = degree_of(tp), r = rank_of(tp);
-  // Every split the shard makes, checked up front so the message names the model's size.
   const Slice heads_part = tensor_slice(c.heads, t, r, "heads");
   const Slice hidden_part = tensor_slice(c.hidden, t, r, "hidden");
   const Slice ffn_part = tensor_slice(c.ffn_hidden, t, r, "ffn_hidden");
   const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
-  if (c.layers < 1 || c.heads < 1 || c.hidden % c.heads != 0)
-    throw std::invalid_argument("GPTModel: needs at least one layer and heads dividing hidden");
-
-  if (shard.layers.empty())
-    for (int i = 0; i < c.layers; ++i) shard.layers.push_back(i);
-  for (std::size_t k = 0; k < shard.layers.size(); ++k) {
-    const int i = shard.layers[k];
-    if (i < 0 || i >= c.layers)
-      throw std::invalid_argument("GPTModel: layer " + std::to_string(i) + " outside the model's " +
-                                  std::to_string(c.layers) + " layers");
-    if (k > 0 && i <= shard.layers[k - 1])
-      throw std::invalid_argument("GPTModel: the shard's layers must be ascending and distinct");
-  }
-
-  // Registration order is the whole model's (wte, wpe, layers, ln_f, lm_head), so the
-  // unsharded model's parameter names and order are unchanged.
-  const bool holds_wte = shard.embedding || (shard.head && c.tied_embeddings);
-  if (holds_wte) wte = register_parameter("wte", torch::empty({vocab_part.size, c.hidden}));
-  if (shard.embedding) wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
-  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
-  for (int i : shard.layers)
-    held_layers.emplace_back(layer_key(i), TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp).ptr());
-  layers = register_module("layers", torch::nn::ModuleDict(held_layers));
-  if (shard.head) {
-    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(kLayerNormEps)));
-    if (!c.tied_embeddings) lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp));
-  }
-
   // The whole model's parameters in its registration order; each shard draws them all
   // from the model's own generator (so the generator advances identically everywhere)
   // and keeps its slice.
@@ -161,7 +140,7 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   all.push_back({Init::normal, {c.vocab, h}, wte, rows(vocab_part)});
   all.push_back({Init::normal, {c.seq_len, h}, wpe, whole});
   for (int i = 0; i < c.layers; ++i) {
-    TransformerLayerImpl* L = holds_layer(i) ? &layers->at<TransformerLayerImpl>(layer_key(i)) : nullptr;
+    TransformerLayerImpl* L = model.holds_layer(i) ? &model.layers->at<TransformerLayerImpl>(layer_key(i)) : nullptr;
     auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
     all.push_back({Init::one, {h}, held([](auto& l) { return l.ln1->weight; }), whole});
     all.push_back({Init::zero, {h}, held([](auto& l) { return l.ln1->bias; }), whole});
@@ -197,9 +176,53 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
     if (p.held.defined()) ++initialised;
   }
   // The table above must cover every registered parameter exactly once.
-  if (initialised != parameters().size())
+  if (initialised != model.parameters().size())
     throw std::logic_error("GPTModel: initialised " + std::to_string(initialised) + " of " +
-                           std::to_string(parameters().size()) + " parameters");
+                           std::to_string(model.parameters().size()) + " parameters");
+}
+
+}  // namespace
+
+GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, ModelShard s)
+    : config(c), shard(std::move(s)) {
+  const TensorParallel& tp = shard.tensor;
+  const int t = degree_of(tp), r = rank_of(tp);
+  // Every split the shard makes, checked up front so the message names the model's size.
+  for (const auto& [n, what] : {std::pair<std::int64_t, const char*>{c.heads, "heads"}, {c.hidden, "hidden"},
+                                {c.ffn_hidden, "ffn_hidden"}})
+    tensor_slice(n, t, r, what);
+  const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
+  if (c.layers < 1 || c.heads < 1 || c.hidden % c.heads != 0)
+    throw std::invalid_argument("GPTModel: needs at least one layer and heads dividing hidden");
+
+  if (shard.layers.empty())
+    for (int i = 0; i < c.layers; ++i) shard.layers.push_back(i);
+  for (std::size_t k = 0; k < shard.layers.size(); ++k) {
+    const int i = shard.layers[k];
+    if (i < 0 || i >= c.layers)
+      throw std::invalid_argument("GPTModel: layer " + std::to_string(i) + " outside the model's " +
+                                  std::to_string(c.layers) + " layers");
+    if (k > 0 && i <= shard.layers[k - 1])
+      throw std::invalid_argument("GPTModel: the shard's layers must be ascending and distinct");
+  }
+
+  // Registration order is the whole model's (wte, wpe, layers, ln_f, lm_head), so the
+  // unsharded model's parameter names and order are unchanged.
+  const bool holds_wte = shard.embedding || (shard.head && c.tied_embeddings);
+  if (holds_wte) wte = register_parameter("wte", torch::empty({vocab_part.size, c.hidden}));
+  if (shard.embedding) wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
+  for (int i : shard.layers)
+    held_layers.emplace_back(layer_key(i),
+                             TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp, shard.conjugates).ptr());
+  layers = register_module("layers", torch::nn::ModuleDict(held_layers));
+  if (shard.head) {
+    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(kLayerNormEps)));
+    if (!c.tied_embeddings)
+      lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp, shard.conjugates.head_in));
+  }
+
+  initialise(*this, seed);
 }
 
 bool GPTModelImpl::holds_layer(int i) const { return layers && layers->contains(layer_key(i)); }
@@ -208,15 +231,17 @@ torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   if (!shard.embedding) throw std::logic_error("GPTModel: this shard does not hold the embedding");
   const std::int64_t s = tokens.size(1);
   if (s > config.seq_len) throw std::invalid_argument("GPTModel: sequence longer than seq_len");
-  const torch::Tensor positions = wpe.slice(0, 0, s);
-  if (degree_of(shard.tensor) == 1) return torch::embedding(wte, tokens) + positions;
+  if (degree_of(shard.tensor) == 1) return torch::embedding(wte, tokens) + wpe.slice(0, 0, s);
   // Vocabulary-parallel: look up the tokens of this rank's rows, zeros for the others;
-  // g sums the partial embeddings, so every rank has every token's row.
+  // g sums the partial embeddings, so every rank has every token's row (sp_scatter: the
+  // rows of its sequence shard). The positions are added after the sum, once.
   const Slice part = vocab_slice(config, shard.tensor);
   const torch::Tensor outside = (tokens < part.begin) | (tokens >= part.begin + part.size);
   const torch::Tensor local = (tokens - part.begin).masked_fill(outside, 0);
   const torch::Tensor partial = torch::embedding(wte, local).masked_fill(outside.unsqueeze(-1), 0.0);
-  return reduce_from_tensor_region(partial, shard.tensor) + positions;
+  const Slice positions = shard.conjugates.splits_sequence() ? sequence_slice(s, shard.tensor) : Slice{0, s};
+  return leave_region(partial, shard.conjugates.embedding_out, shard.tensor) +
+         wpe.narrow(0, positions.begin, positions.size);
 }
 
 torch::Tensor GPTModelImpl::layer(int i, const torch::Tensor& x) {
@@ -227,9 +252,11 @@ torch::Tensor GPTModelImpl::layer(int i, const torch::Tensor& x) {
 torch::Tensor GPTModelImpl::logits(const torch::Tensor& x) {
   if (!shard.head) throw std::logic_error("GPTModel: this shard does not hold the head");
   const torch::Tensor h = ln_f(x);
-  // Tied: logits_i = h E_i^T with E_i this rank's rows of the token embedding; f makes
-  // the backward sum dh over the vocabulary slices. Untied: lm_head applies f itself.
-  return config.tied_embeddings ? torch::matmul(copy_to_tensor_region(h, shard.tensor), wte.t()) : lm_head(h);
+  // Tied: logits_i = h E_i^T with E_i this rank's rows of the token embedding; f (or
+  // sp_gather) makes the backward sum dh over the vocabulary slices. Untied: lm_head
+  // enters its region the same way.
+  return config.tied_embeddings ? enter_region(h, wte, torch::Tensor(), shard.conjugates.head_in, shard.tensor)
+                                : lm_head(h);
 }
 
 torch::Tensor GPTModelImpl::head_loss(const torch::Tensor& x, const torch::Tensor& targets) {
@@ -259,6 +286,23 @@ std::vector<torch::Tensor> GPTModelImpl::head_parameters() {
   std::vector<torch::Tensor> out{ln_f->weight, ln_f->bias};
   if (!config.tied_embeddings) out.push_back(lm_head->weight);
   else if (!shard.embedding) out.push_back(wte);  // the head stage's own copy
+  return out;
+}
+
+std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
+  if (!shard.conjugates.splits_sequence() || degree_of(shard.tensor) == 1) return {};
+  std::vector<torch::Tensor> out;
+  if (shard.embedding) out.push_back(wpe);
+  for (int i : shard.layers) {
+    TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
+    for (const torch::Tensor& t : {L.ln1->weight, L.ln1->bias, L.attention->proj->bias, L.ln2->weight, L.ln2->bias,
+                                   L.mlp->fc2->bias})
+      out.push_back(t);
+  }
+  if (shard.head) {
+    out.push_back(ln_f->weight);
+    out.push_back(ln_f->bias);
+  }
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "partune/costmodel/collective.hpp"
+
 namespace partune::backend {
 
 TensorParallelGroup::TensorParallelGroup(c10::intrusive_ptr<c10d::ProcessGroup> group, int degree, int rank)
@@ -24,41 +26,95 @@ TensorParallelGroup::TensorParallelGroup(c10::intrusive_ptr<c10d::ProcessGroup> 
                                 " of " + std::to_string(degree));
 }
 
+TensorCalls& TensorCalls::operator+=(const TensorCalls& o) {
+  for (int k = 0; k < kKinds; ++k) {
+    calls[k] += o.calls[k];
+    seconds[k] += o.seconds[k];
+  }
+  return *this;
+}
+
 namespace {
 
-void all_reduce(const c10::intrusive_ptr<c10d::ProcessGroup>& group, torch::Tensor& t, c10d::ReduceOp op,
-                double& seconds, int& calls) {
+constexpr int kAllReduce = static_cast<int>(CollectiveKind::all_reduce);
+constexpr int kAllGather = static_cast<int>(CollectiveKind::all_gather);
+constexpr int kReduceScatter = static_cast<int>(CollectiveKind::reduce_scatter);
+static_assert(kAllReduce < TensorCalls::kKinds && kAllGather < TensorCalls::kKinds &&
+              kReduceScatter < TensorCalls::kKinds);
+
+double since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void all_reduce(const c10::intrusive_ptr<c10d::ProcessGroup>& group, torch::Tensor& t, c10d::ReduceOp op) {
   // Gloo reduces dense contiguous buffers in place.
   if (!t.is_contiguous()) t = t.contiguous();
-  const auto start = std::chrono::steady_clock::now();
   std::vector<torch::Tensor> tensors{t};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   group->allreduce(tensors, options)->wait();
-  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++calls;
 }
 
 }  // namespace
 
 void TensorParallelGroup::all_reduce_sum(torch::Tensor& t) {
-  if (degree_ > 1) all_reduce(group_, t, c10d::ReduceOp::SUM, seconds_, calls_);
+  if (degree_ == 1) return;
+  const auto start = std::chrono::steady_clock::now();
+  all_reduce(group_, t, c10d::ReduceOp::SUM);
+  tally_.seconds[kAllReduce] += since(start);
+  ++tally_.calls[kAllReduce];
 }
 
 void TensorParallelGroup::all_reduce_max(torch::Tensor& t) {
-  if (degree_ > 1) all_reduce(group_, t, c10d::ReduceOp::MAX, seconds_, calls_);
+  if (degree_ == 1) return;
+  const auto start = std::chrono::steady_clock::now();
+  all_reduce(group_, t, c10d::ReduceOp::MAX);
+  tally_.seconds[kAllReduce] += since(start);
+  ++tally_.calls[kAllReduce];
 }
 
-double TensorParallelGroup::take_seconds() {
-  const double s = seconds_;
-  seconds_ = 0;
+torch::Tensor TensorParallelGroup::all_gather(const torch::Tensor& shard, int dim) {
+  if (degree_ == 1) return shard;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<torch::Tensor> input{shard.contiguous()};
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int r = 0; r < degree_; ++r) outputs[0].push_back(torch::empty_like(input[0]));
+  group_->allgather(outputs, input)->wait();
+  torch::Tensor whole = torch::cat(outputs[0], dim);
+  tally_.seconds[kAllGather] += since(start);
+  ++tally_.calls[kAllGather];
+  return whole;
+}
+
+torch::Tensor TensorParallelGroup::reduce_scatter_sum(const torch::Tensor& t, int dim) {
+  if (degree_ == 1) return t;
+  const auto start = std::chrono::steady_clock::now();
+  torch::Tensor sum = t.clone(at::MemoryFormat::Contiguous);  // the input is not modified
+  all_reduce(group_, sum, c10d::ReduceOp::SUM);
+  const Slice part = tensor_slice(sum.size(dim), degree_, rank_, "the sequence");
+  torch::Tensor mine = sum.narrow(dim, part.begin, part.size).contiguous();  // the whole sum is freed
+  tally_.seconds[kReduceScatter] += since(start);
+  ++tally_.calls[kReduceScatter];
+  return mine;
+}
+
+void TensorParallelGroup::sum_gradients(torch::Tensor& flat) {
+  if (degree_ == 1) return;
+  const auto start = std::chrono::steady_clock::now();
+  all_reduce(group_, flat, c10d::ReduceOp::SUM);
+  gradient_seconds_ += since(start);
+}
+
+double TensorParallelGroup::take_gradient_seconds() {
+  const double s = gradient_seconds_;
+  gradient_seconds_ = 0;
   return s;
 }
 
-int TensorParallelGroup::take_calls() {
-  const int n = calls_;
-  calls_ = 0;
-  return n;
+TensorCalls TensorParallelGroup::take_tally() {
+  const TensorCalls t = tally_;
+  tally_ = TensorCalls{};
+  return t;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include "partune/backend/trainer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 #include <thread>
 
@@ -13,6 +14,7 @@
 
 #include "partune/backend/checkpoint.hpp"
 #include "partune/backend/communicators.hpp"
+#include "partune/backend/conjugates.hpp"
 #include "partune/backend/executor.hpp"
 #include "partune/backend/gpt_model.hpp"
 #include "partune/backend/memory_accounting.hpp"
@@ -100,12 +102,13 @@ struct Trainer::Impl {
   std::unique_ptr<TokenSource> tokens;
   GPTModel model{nullptr};
   std::unique_ptr<ProgramExecutor> executor;
-  std::vector<ExecutedEvent> events;
+  std::vector<TraceEvent> events;
   double t0 = 0;
   double lr = 0;
   int steps_done = 0;
   int microbatches = 0, microbatch_size = 0, threads = 1;
   bool finished = false;
+  bool warned_unbooked = false;
 
   // Runs a collective part of the run. When it fails because a peer's connection broke
   // (a dead rank), the watchdog is given the time to learn which rank died (the
@@ -210,6 +213,7 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   std::sort(shard.layers.begin(), shard.layers.end());
   shard.embedding = stage == 0;
   shard.head = s.job.lm_head_on_first_stage() ? stage == 0 : stage == p - 1;
+  shard.conjugates = layer_conjugates(s.job);  // the region edges, as the layer plan states them
   if (pc.tensor_parallel_degree > 1) {
     const Communicator& tensor = s.comms->tensor();
     shard.tensor = std::make_shared<TensorParallelGroup>(tensor.group, tensor.size(), tensor.index);
@@ -248,6 +252,12 @@ StepReport Trainer::run_step() {
   const double start = monotonic_seconds();
   const StepOutcome out = s.executor->run(data, s.options.record_events ? &s.events : nullptr, s.t0);
   const double seconds = monotonic_seconds() - start;
+  if (out.unbooked_tensor_calls > 0 && !s.warned_unbooked) {
+    // The layers and the program disagree on the tensor collectives (layer_plan.hpp owns both).
+    std::fprintf(stderr, "rank %d: %d tensor-parallel calls of step %d stand for no tensor instruction of the program\n",
+                 s.env.rank, out.unbooked_tensor_calls, s.steps_done + 1);
+    s.warned_unbooked = true;
+  }
   const double peak = static_cast<double>(cpu_tensor_bytes_peak());
   ++s.steps_done;
 
@@ -308,18 +318,21 @@ void Trainer::finish_run() {
   s.finished = true;
   if (s.distributed && s.options.record_events) {
     // Every rank's events on every rank (rank 0 writes the trace).
-    torch::Tensor rows = torch::empty({static_cast<std::int64_t>(s.events.size()), 8}, torch::kDouble);
+    constexpr int kWidth = 10;
+    torch::Tensor rows = torch::empty({static_cast<std::int64_t>(s.events.size()), kWidth}, torch::kDouble);
     for (std::size_t i = 0; i < s.events.size(); ++i) {
-      const ExecutedEvent& e = s.events[i];
-      const double v[8] = {double(e.rank), double(static_cast<int>(e.kind)), double(static_cast<int>(e.group)),
-                           double(e.microbatch), double(e.chunk), double(e.layer), e.start, e.end};
-      for (int k = 0; k < 8; ++k) rows[static_cast<std::int64_t>(i)][k] = v[k];
+      const TraceEvent& e = s.events[i];
+      const double v[kWidth] = {double(e.rank),       double(static_cast<int>(e.kind)), double(static_cast<int>(e.group)),
+                                double(e.microbatch), double(e.chunk),                  double(e.layer),
+                                e.start,              e.end,                            double(e.stream),
+                                double(e.count)};
+      for (int k = 0; k < kWidth; ++k) rows[static_cast<std::int64_t>(i)][k] = v[k];
     }
     const torch::Tensor all = s.gather_rows(rows);
     s.events.clear();
     for (std::int64_t i = 0; i < all.size(0); ++i) {
       const auto a = all[i];
-      ExecutedEvent e;
+      TraceEvent e;
       e.rank = static_cast<int>(a[0].item<double>());
       e.kind = static_cast<OpKind>(static_cast<int>(a[1].item<double>()));
       e.group = static_cast<CommGroup>(static_cast<int>(a[2].item<double>()));
@@ -328,6 +341,8 @@ void Trainer::finish_run() {
       e.layer = static_cast<int>(a[5].item<double>());
       e.start = a[6].item<double>();
       e.end = a[7].item<double>();
+      e.stream = static_cast<int>(a[8].item<double>());
+      e.count = static_cast<int>(a[9].item<double>());
       s.events.push_back(e);
     }
   }
@@ -348,6 +363,6 @@ std::string Trainer::optimizer_description() const {
   return fmt::format("{} (lr {})", impl_->job.training.optimizer == Optimizer::adam ? "Adam" : "SGD", impl_->lr);
 }
 int Trainer::threads() const { return impl_->threads; }
-const std::vector<ExecutedEvent>& Trainer::events() const { return impl_->events; }
+const std::vector<TraceEvent>& Trainer::events() const { return impl_->events; }
 
 }  // namespace partune::backend

@@ -1,5 +1,7 @@
 #include "partune/search/partition.hpp"
 
+#include "partune/costmodel/stage_cost.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -147,12 +149,11 @@ Partition partition_brute_force(const std::vector<PartitionItem>& items, int sta
 std::vector<PartitionItem> model_items(const Job& job) {
   const ModelSpec& m = job.model;
   const ParallelConfig& pc = job.parallel;
-  const GpuProfile& gpu = job.cluster.instance.gpu;
-  const Precision prec = job.training.precision;
   const double b = job.microbatch_size();
   const int tp = pc.tensor_parallel_degree;
-  const LayerTime lt = layer_time(gpu, m, prec, b, tp, pc.flash_attention);
-  const HeadTime ht = head_time(gpu, m, prec, b, tp);
+  const StageCostModel costs(job);  // the layer plan's times (sequence parallelism included)
+  const LayerTime& lt = costs.layer_time();
+  const HeadTime& ht = costs.head_time();
   // Weights with their gradients and optimizer state (16 bytes per parameter with
   // mixed-precision Adam), sharded as the job shards them, plus stored activations.
   const double state_bytes = 16.0 / pc.sharded_data_parallel_degree;

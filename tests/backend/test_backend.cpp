@@ -276,7 +276,7 @@ TEST_CASE("backend: chunk and layer granularity execute the same step", "[backen
           const torch::Tensor rows = t.slice(0, 4 * i, 4 * i + 4);
           data.push_back({rows.slice(1, 0, c.seq_len).contiguous(), rows.slice(1, 1, c.seq_len + 1).contiguous()});
         }
-        std::vector<ExecutedEvent> events;
+        std::vector<partune::TraceEvent> events;
         result[g].push_back(ex.run(data, &events).loss);
         CHECK(events.size() == program.ops.size());
       }

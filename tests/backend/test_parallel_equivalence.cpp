@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -192,5 +194,148 @@ TEST_CASE("multi-rank: resuming after step 3 gives steps 4 and 5 of the uninterr
     CHECK(rest.losses[0] == Approx(whole.losses[3]).epsilon(1e-6));
     CHECK(rest.losses[1] == Approx(whole.losses[4]).epsilon(1e-6));
     std::filesystem::remove_all(dir);
+  }
+}
+
+// ---- sequence parallelism: the same numbers as one process --------------------------
+
+TEST_CASE("multi-rank: sequence parallelism, tensor 2", "[backend][multirank][sequence]") {
+  check_equivalent("--set tensor_parallel_degree=2 --set sequence_parallel=true", 2);
+}
+
+TEST_CASE("multi-rank: sequence parallelism, tensor 2 x pipeline 2, and with full checkpointing",
+          "[backend][multirank][sequence]") {
+  check_equivalent(kFour + "--set tensor_parallel_degree=2 --set pipeline_parallel_degree=2 --set sequence_parallel=true",
+                   4);
+  check_equivalent(kFour +
+                       "--set tensor_parallel_degree=2 --set pipeline_parallel_degree=2 --set sequence_parallel=true "
+                       "--set activation_checkpointing=full",
+                   4);
+}
+
+TEST_CASE("multi-rank: sequence parallelism, tensor 2 x data 2", "[backend][multirank][sequence]") {
+  check_equivalent(kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true", 4);
+}
+
+// ---- the tensor-parallel calls the layers made, per stage and micro-batch -------------
+
+namespace {
+
+// Per pass (forward, backward, recompute), the tensor-parallel calls one rank's layers
+// made in one step, read from the executed trace: each tensor event's count goes to the
+// pass of the last compute of the same (micro-batch, chunk, layer) before it. (An
+// asynchronous sequence-parallel re-gather, started before its backward, then counts
+// with the forward or recompute before it: sequence-parallel checks compare totals.)
+struct StageCalls {
+  std::map<std::string, int> calls;  // by pass
+  int recomputed_layers = 0;
+  bool first_stage = true;           // received no activation for chunk 0
+  int total() const {
+    int n = 0;
+    for (const auto& [pass, c] : calls) n += c;
+    return n;
+  }
+};
+
+std::map<int, StageCalls> tensor_calls_by_rank(const nlohmann::json& trace) {
+  std::map<int, StageCalls> out;
+  std::map<int, std::map<std::string, std::string>> last_pass;  // rank -> key -> pass
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const auto& a = e.at("args");
+    const int rank = a.at("rank").get<int>();
+    const std::string name = e.at("name").get<std::string>();
+    const std::string key = std::to_string(a.value("microbatch", -1)) + "/" + std::to_string(a.value("chunk", 0)) +
+                            "/" + std::to_string(a.value("layer", -1));
+    StageCalls& s = out[rank];
+    if (name == "recv_activation" && a.value("chunk", 0) == 0) s.first_stage = false;
+    if (name == "forward" || name == "backward" || name == "recompute") {
+      if (name == "recompute") ++s.recomputed_layers;
+      last_pass[rank][key] = name;
+      continue;
+    }
+    if (a.value("group", "") != "tensor") continue;
+    const auto pass = last_pass[rank].find(key);
+    s.calls[pass == last_pass[rank].end() ? "none" : pass->second] += a.at("count").get<int>();
+  }
+  return out;
+}
+
+// Runs one step with --trace and returns the calls of each rank.
+std::map<int, StageCalls> traced_calls(const std::string& args) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("partune-tensor-calls-" + std::to_string(::getpid()) + ".json")).string();
+  run(args + " --trace " + path, 1);
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  return tensor_calls_by_rank(trace);
+}
+
+constexpr int kMicrobatches = 2, kLayersPerStage = 2;  // tiny-parallel.yaml on pipeline 2
+
+}  // namespace
+
+// Megatron's rule, per stage and micro-batch, written out: forward 2 per layer (g after
+// attention and the MLP), +1 on the embedding's stage (the vocabulary-parallel
+// embedding's g), +3 on the head's (the cross-entropy's max, sum and target logit);
+// backward 2 per layer (f before QKV and fc1), +1 on the head's stage (the head's f);
+// full checkpointing repeats the forward's 2 per recomputed layer.
+TEST_CASE("multi-rank: tensor calls per stage follow Megatron's rule (tensor 2 x pipeline 2)",
+          "[backend][multirank][tensor_calls]") {
+  struct Layout {
+    const char* args;
+    bool head_first;
+  };
+  for (const Layout& layout : {Layout{"", false}, Layout{"--set lm_head_stage=first", true},
+                               Layout{"--set model.tied_embeddings=false", false},
+                               Layout{"--set activation_checkpointing=full", false}}) {
+    INFO(layout.args);
+    const auto ranks =
+        traced_calls(kFour + "--set tensor_parallel_degree=2 --set pipeline_parallel_degree=2 " + layout.args);
+    REQUIRE(ranks.size() == 4);
+    for (const auto& [rank, s] : ranks) {
+      INFO("rank " << rank << (s.first_stage ? " (first stage)" : " (last stage)"));
+      const bool embedding = s.first_stage, head = layout.head_first == s.first_stage;
+      const int L = kLayersPerStage;
+      CHECK(s.calls.count("none") == 0);
+      CHECK(s.calls.at("forward") == kMicrobatches * (2 * L + (embedding ? 1 : 0) + (head ? 3 : 0)));
+      CHECK(s.calls.at("backward") == kMicrobatches * (2 * L + (head ? 1 : 0)));
+      CHECK(s.calls.count("recompute") == (s.recomputed_layers > 0 ? 1u : 0u));
+      if (s.recomputed_layers > 0) CHECK(s.calls.at("recompute") == 2 * s.recomputed_layers);
+    }
+  }
+}
+
+// With sequence parallelism: forward 4 per layer (2 all-gathers entering the regions, 2
+// reduce-scatters leaving them), +1 on the embedding's stage (its reduce-scatter), +1 +3
+// on the head's (the all-gather before the logits, the loss's 3); backward 6 per layer
+// (2 reduce-scatters, 2 all-gathers of gradients, 2 re-gathers of the GEMMs' inputs), +1
+// on the embedding's stage (the all-gather of its output's gradient), +2 on the head's (a
+// reduce-scatter and a re-gather); full checkpointing repeats the forward's 4 per layer.
+TEST_CASE("multi-rank: sequence-parallel tensor calls per stage (tensor 2 x pipeline 2)",
+          "[backend][multirank][tensor_calls][sequence]") {
+  struct Layout {
+    const char* args;
+    bool head_first;
+  };
+  for (const Layout& layout : {Layout{"", false}, Layout{"--set lm_head_stage=first", true},
+                               Layout{"--set model.tied_embeddings=false", false},
+                               Layout{"--set activation_checkpointing=full", false}}) {
+    INFO(layout.args);
+    const auto ranks = traced_calls(kFour +
+                                    "--set tensor_parallel_degree=2 --set pipeline_parallel_degree=2 "
+                                    "--set sequence_parallel=true " +
+                                    layout.args);
+    REQUIRE(ranks.size() == 4);
+    for (const auto& [rank, s] : ranks) {
+      INFO("rank " << rank << (s.first_stage ? " (first stage)" : " (last stage)"));
+      const bool embedding = s.first_stage, head = layout.head_first == s.first_stage;
+      const int L = kLayersPerStage;
+      const int forward = 4 * L + (embedding ? 1 : 0) + (head ? 4 : 0);
+      const int backward = 6 * L + (embedding ? 1 : 0) + (head ? 2 : 0);
+      CHECK(s.total() == kMicrobatches * (forward + backward) + 4 * s.recomputed_layers);
+    }
   }
 }

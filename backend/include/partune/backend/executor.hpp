@@ -11,8 +11,11 @@
 //   send_* / recv_*   activations and their gradients between pipeline stages over the
 //        world group (blocking receives, asynchronous sends), paired in program order.
 //   all_reduce / all_gather / reduce_scatter on
-//        tensor     the layers' own collectives (Megatron's f and g, run inside the
-//                   compute); the event shows their measured time after the compute;
+//        tensor     the layers' own collectives (the layer plan's conjugates: Megatron's
+//                   f and g, or sequence parallelism's gathers and scatters, run inside
+//                   the compute); the event shows, after the compute, their measured
+//                   time and, as its count, the calls of its kind the compute made (an
+//                   asynchronous one gets them at its wait);
 //        data       gradient buckets (one per layer, overlapped with the backward of the
 //                   layers below), or with optimizer-state sharding their reduce-scatter
 //                   and the final all-gather of the updated parameters;
@@ -34,7 +37,6 @@
 #include <torch/torch.h>
 
 #include "partune/backend/communicators.hpp"
-#include "partune/backend/events.hpp"
 #include "partune/backend/gpt_model.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
@@ -59,6 +61,10 @@ struct StepOutcome {
   bool has_loss = false;  // this rank runs the LM head
   double loss = 0;        // mean over its micro-batches of each one's mean token loss
   int microbatches = 0;
+  // Tensor-parallel calls the layers made that no tensor instruction of the program
+  // stands for (by micro-batch, chunk, layer and kind): 0 when the program and the
+  // layers agree.
+  int unbooked_tensor_calls = 0;
 };
 
 struct OptimizerSettings {
@@ -78,8 +84,8 @@ class ProgramExecutor {
 
   // One training step: data[i] is this rank's micro-batch i of the step (in the program's
   // micro-batch numbering). Appends an event per executed instruction to `events` when
-  // given (times relative to `t0`).
-  StepOutcome run(const std::vector<MicroBatchData>& data, std::vector<ExecutedEvent>* events = nullptr, double t0 = 0);
+  // given (times relative to `t0`; streams as the simulator's).
+  StepOutcome run(const std::vector<MicroBatchData>& data, std::vector<TraceEvent>* events = nullptr, double t0 = 0);
 
   const RankProgram& program() const;
   // This rank's training state (its parameters or parameter slices and the optimizer's
@@ -87,8 +93,10 @@ class ProgramExecutor {
   void save(torch::serialize::OutputArchive& archive);
   void load(torch::serialize::InputArchive& archive);
 
- private:
+  // The executor's state and steps: backend/src/executor_state.hpp (not installed).
   struct Impl;
+
+ private:
   std::unique_ptr<Impl> impl_;
 };
 

@@ -16,6 +16,14 @@
 //     ColumnParallelLinear); the loss is vocabulary-parallel cross-entropy (max, sum of
 //     exponentials and the target logit each all-reduced over the group), so the full
 //     logits never exist on one rank.
+// The region edges are the layer plan's conjugates (ModelShard::conjugates, conjugates.hpp).
+// With sequence parallelism the embedding's g becomes sp_scatter (each rank keeps its
+// sequence shard and adds its positions' embeddings), the layers pass shards
+// [batch, seq/t, hidden] between them and over the pipeline, and the head's f becomes
+// sp_gather before the logits. The replicated parameters used on a shard (the
+// LayerNorms, the row-parallel biases, the position embedding) then get only their
+// shard's gradient: sequence_parallel_parameters() lists them for the sum over the group.
+//
 // With the head's stage holding no embedding (pipeline > 1, tied, head on the last
 // stage), it keeps its own copy of the embedding slice (Megatron does the same; the
 // executor all-reduces the two copies' gradients, CommGroup::embedding).
@@ -30,6 +38,7 @@
 
 #include <torch/torch.h>
 
+#include "partune/backend/conjugates.hpp"
 #include "partune/backend/parallel_linear.hpp"
 #include "partune/backend/scaling.hpp"
 #include "partune/backend/tensor_parallel.hpp"
@@ -44,6 +53,7 @@ struct ModelShard {
   std::vector<int> layers;  // model layers held (global indices, ascending); empty = all
   bool embedding = true;    // holds the embeddings: runs embed()
   bool head = true;         // holds ln_f and the LM head: runs logits() / head_loss()
+  LayerConjugates conjugates;  // the plan's region edges (default: Megatron's f / g)
 };
 
 class GPTModelImpl : public torch::nn::Module {
@@ -52,7 +62,8 @@ class GPTModelImpl : public torch::nn::Module {
   // ffn_hidden and vocab (naming which), or a layer index is out of range.
   GPTModelImpl(const BackendModelConfig& config, std::uint64_t seed, ModelShard shard = {});
 
-  // tokens [batch, seq] (int64) -> [batch, seq, hidden] (the whole hidden vector).
+  // tokens [batch, seq] (int64) -> [batch, seq, hidden] (the whole hidden vector; the
+  // rank's sequence shard [batch, seq/t, hidden] with sequence parallelism).
   torch::Tensor embed(const torch::Tensor& tokens);
   // model layer i (0-based, global index; must be held)
   torch::Tensor layer(int i, const torch::Tensor& x);
@@ -71,6 +82,11 @@ class GPTModelImpl : public torch::nn::Module {
   std::vector<torch::Tensor> layer_parameters(int i);
   std::vector<torch::Tensor> embedding_parameters();
   std::vector<torch::Tensor> head_parameters();
+  // Held parameters replicated over the tensor group whose gradient each rank computes
+  // from its sequence shard only (empty without sequence parallelism): their gradients
+  // are summed over the group before the optimizer uses them (Megatron's
+  // allreduce_layernorm_grads).
+  std::vector<torch::Tensor> sequence_parallel_parameters();
 
   BackendModelConfig config;
   ModelShard shard;

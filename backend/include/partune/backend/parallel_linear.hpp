@@ -19,15 +19,19 @@
 //   Y = sum_i X_i A_i + b (rank i computes X_i A_i; an all-reduce over the group sums
 //   them: Megatron's "g" operator; b is added once, after the sum)
 //
-// With degree 1 both reduce to Y = X A + b and no communication happens. The two
-// collectives (f's backward, g's forward: the all-reduces on CommGroup::tensor) run inside
-// these layers and are timed by the group, which is where the program's tensor
-// all-reduce instructions are executed.
+// With degree 1 both reduce to Y = X A + b and no communication happens. The region
+// edges are the layer plan's conjugates (conjugates.hpp): the column-parallel layer
+// enters with `entry` (f, or sp_gather under sequence parallelism: X is then this rank's
+// sequence shard and Y_i covers the whole sequence), the row-parallel one leaves with
+// `exit` (g, or sp_scatter: Y is then this rank's sequence shard, the bias added to it).
+// The collectives run inside these layers and are timed by the group, which is where the
+// program's tensor instructions are executed.
 //
 // Parameters are created uninitialised and unsliced values never exist here: GPTModel
 // draws the whole layer's values and copies this rank's slice in.
 #include <torch/torch.h>
 
+#include "partune/backend/conjugates.hpp"
 #include "partune/backend/tensor_parallel.hpp"
 
 namespace partune::backend {
@@ -36,12 +40,13 @@ class ColumnParallelLinearImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the group's degree does not divide out_features.
   ColumnParallelLinearImpl(std::int64_t in_features, std::int64_t out_features, bool bias = true,
-                           TensorParallel tp = nullptr);
+                           TensorParallel tp = nullptr, Conjugate entry = Conjugate::f);
   // x [..., in] (the same on every rank) -> Y_i [..., out / t]
   torch::Tensor forward(const torch::Tensor& x);
 
   std::int64_t in_features, out_features;  // of the whole (unsplit) layer
   TensorParallel tp;     // null: degree 1; kept alive here for f's backward
+  Conjugate entry;       // f or sp_gather
   torch::Tensor weight;  // W_i = A_i^T: [out_features / t, in_features]
   torch::Tensor bias;    // b_i: [out_features / t], undefined without bias
 };
@@ -51,12 +56,13 @@ class RowParallelLinearImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the group's degree does not divide in_features.
   RowParallelLinearImpl(std::int64_t in_features, std::int64_t out_features, bool bias = true,
-                        TensorParallel tp = nullptr);
+                        TensorParallel tp = nullptr, Conjugate exit = Conjugate::g);
   // X_i [..., in / t] -> Y [..., out] (the same on every rank)
   torch::Tensor forward(const torch::Tensor& x);
 
   std::int64_t in_features, out_features;  // of the whole (unsplit) layer
   TensorParallel tp;     // null: degree 1
+  Conjugate exit;        // g or sp_scatter
   torch::Tensor weight;  // W_i = A_i^T: [out_features, in_features / t]
   torch::Tensor bias;    // b: [out_features] (whole, added after the reduction)
 };

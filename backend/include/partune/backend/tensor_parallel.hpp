@@ -5,15 +5,32 @@
 //   g = reduce_from_tensor_region: all-reduce (sum) forward, identity backward
 // A column-parallel linear layer starts with f; a row-parallel one ends with g.
 //
-// The collectives run inside the layers (where Megatron runs them). The group times each
-// one, so the executor can show their time as the program's tensor `all_reduce`
-// instructions that follow each compute instruction (docs/architecture.md, section 8).
+// With sequence parallelism (Korthikanti et al. 2022) the activations between regions are
+// split along the sequence (dimension 1 of [batch, seq, hidden]) and the group also
+// all-gathers and reduce-scatters along it (conjugates.hpp has the operators).
+//
+// The collectives run inside the layers (where Megatron runs them). The group times and
+// counts each one, so the executor can show their time and number as the program's
+// tensor instructions that follow each compute instruction (docs/architecture.md, section 8).
+#include <array>
 #include <memory>
 
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace partune::backend {
+
+// The group's collective calls and their seconds, by kind (all-reduce, all-gather,
+// reduce-scatter: CollectiveKind's first three; a reduce-scatter is counted as one even
+// though Gloo runs it as an all-reduce).
+struct TensorCalls {
+  static constexpr int kKinds = 3;
+  std::array<int, kKinds> calls{};
+  std::array<double, kKinds> seconds{};
+  int total() const { return calls[0] + calls[1] + calls[2]; }
+  double total_seconds() const { return seconds[0] + seconds[1] + seconds[2]; }
+  TensorCalls& operator+=(const TensorCalls& o);
+};
 
 class TensorParallelGroup {
  public:
@@ -29,16 +46,27 @@ class TensorParallelGroup {
   // In place, blocking, timed. Identity at degree 1.
   void all_reduce_sum(torch::Tensor& t);
   void all_reduce_max(torch::Tensor& t);
+  // The rank-ordered concatenation of every rank's `shard` along `dim` (one call).
+  torch::Tensor all_gather(const torch::Tensor& shard, int dim);
+  // The sum over the group of `t`, of which this rank keeps its part along `dim` (one
+  // call: Gloo in LibTorch 1.13 has no reduce-scatter, so an all-reduce and a slice).
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& t, int dim);
+  // Sums, in place, the gradients of parameters replicated over the group that each rank
+  // computed from its sequence shard (once per step, outside the layers: not counted in
+  // take_calls, timed in take_gradient_seconds).
+  void sum_gradients(torch::Tensor& flat);
 
-  // Seconds spent in this group's collectives (and how many ran) since the last take_*().
-  double take_seconds();
-  int take_calls();
+  // This group's collectives (how many ran, and their seconds) since the last take_*().
+  TensorCalls take_tally();
+  double take_seconds() { return take_tally().total_seconds(); }
+  int take_calls() { return take_tally().total(); }
+  double take_gradient_seconds();
 
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int degree_ = 1, rank_ = 0;
-  double seconds_ = 0;
-  int calls_ = 0;
+  TensorCalls tally_;
+  double gradient_seconds_ = 0;
 };
 
 using TensorParallel = std::shared_ptr<TensorParallelGroup>;  // null = degree 1

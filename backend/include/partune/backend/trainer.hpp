@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "partune/backend/events.hpp"
+#include "partune/costmodel/program.hpp"
 #include "partune/backend/launcher.hpp"
 #include "partune/backend/scaling.hpp"
 #include "partune/costmodel/job.hpp"
@@ -74,7 +74,7 @@ class Trainer {
   int threads() const;
   // Events recorded so far (record_events), times in seconds since construction; on
   // rank 0 after finish(), every rank's.
-  const std::vector<ExecutedEvent>& events() const;
+  const std::vector<TraceEvent>& events() const;
 
  private:
   StepReport run_step();

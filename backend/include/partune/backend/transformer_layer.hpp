@@ -6,11 +6,15 @@
 // group), causal softmax(Q K^T / sqrt(d)) V per head, output RowParallelLinear(h, h).
 // ParallelMLP: ColumnParallelLinear(h, ffn) -> GeLU (exact, erf) -> RowParallelLinear(ffn, h).
 // Over a tensor group of t ranks, rank i computes heads [i heads/t, (i+1) heads/t) and
-// fc1 columns [i ffn/t, (i+1) ffn/t); the only communication is f before QKV and fc1
-// (backward) and g after proj and fc2 (forward). The LayerNorms are replicated.
+// fc1 columns [i ffn/t, (i+1) ffn/t); the only communication is at the region edges, as
+// the layer plan states them (LayerConjugates): f before QKV and fc1 (backward) and g
+// after proj and fc2 (forward), or with sequence parallelism sp_gather / sp_scatter there,
+// the layer's input, norms and residuals then holding a sequence shard [batch, seq/t,
+// hidden]. The LayerNorms are replicated.
 // No dropout (deterministic; recompute reproduces the forward exactly). fp32.
 #include <torch/torch.h>
 
+#include "partune/backend/conjugates.hpp"
 #include "partune/backend/parallel_linear.hpp"
 #include "partune/backend/tensor_parallel.hpp"
 
@@ -20,8 +24,9 @@ class ParallelAttentionImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when heads do not divide hidden or the group's degree
   // does not divide heads.
-  ParallelAttentionImpl(std::int64_t hidden, std::int64_t heads, TensorParallel tp = nullptr);
-  // x: [batch, seq, hidden] -> [batch, seq, hidden]
+  ParallelAttentionImpl(std::int64_t hidden, std::int64_t heads, TensorParallel tp = nullptr,
+                        const LayerConjugates& conjugates = {});
+  // x: [batch, seq, hidden] -> [batch, seq, hidden] (seq / t of both with sequence parallelism)
   torch::Tensor forward(const torch::Tensor& x);
 
   std::int64_t hidden, heads;  // of the whole layer
@@ -34,7 +39,8 @@ TORCH_MODULE(ParallelAttention);
 
 class ParallelMLPImpl : public torch::nn::Module {
  public:
-  ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, TensorParallel tp = nullptr);
+  ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, TensorParallel tp = nullptr,
+                  const LayerConjugates& conjugates = {});
   torch::Tensor forward(const torch::Tensor& x);
 
   ColumnParallelLinear fc1{nullptr};
@@ -44,7 +50,8 @@ TORCH_MODULE(ParallelMLP);
 
 class TransformerLayerImpl : public torch::nn::Module {
  public:
-  TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden, TensorParallel tp = nullptr);
+  TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden, TensorParallel tp = nullptr,
+                       const LayerConjugates& conjugates = {});
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};

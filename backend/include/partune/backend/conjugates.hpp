@@ -1,0 +1,53 @@
+#pragma once
+// The communication at the edges of the tensor-parallel regions, as the layer plan states
+// it (costmodel/layer_plan.hpp: each region edge is a tensor_comm op with its Conjugate).
+// The layers never choose between Megatron's f / g and sequence parallelism themselves:
+// they apply the conjugate they were built with.
+//
+//   f           identity forward, all-reduce of the gradient backward
+//   g           all-reduce forward, identity backward
+//   sp_gather   all-gather of the sequence shards forward, reduce-scatter backward; the
+//               column-parallel GEMM after it keeps only the shard of its input for
+//               backward and all-gathers it again there for its weight gradient
+//               (Megatron's LinearWithGradAccumulationAndAsyncCommunication), so the
+//               layer stores 34sbh/t rather than more (Korthikanti et al. 2022)
+//   sp_scatter  reduce-scatter forward (each rank keeps its sequence shard), all-gather
+//               of the gradient backward
+// Sequences are dimension 1 of [batch, seq, hidden]; rank r of t holds positions
+// [r s/t, (r + 1) s/t).
+#include <torch/torch.h>
+
+#include "partune/backend/tensor_parallel.hpp"
+#include "partune/costmodel/layer_plan.hpp"
+
+namespace partune::backend {
+
+// The conjugate at each region edge of the model, read from the layer plans.
+struct LayerConjugates {
+  Conjugate attention_in = Conjugate::f, attention_out = Conjugate::g;
+  Conjugate mlp_in = Conjugate::f, mlp_out = Conjugate::g;
+  Conjugate embedding_out = Conjugate::g, head_in = Conjugate::f;
+
+  // Megatron's sequence parallelism: every entry sp_gather, every exit sp_scatter.
+  static LayerConjugates sequence_parallel();
+  // Activations between the regions hold a sequence shard.
+  bool splits_sequence() const { return embedding_out == Conjugate::sp_scatter; }
+};
+
+// The conjugates of `job`'s plans (plan_config(job); transformer_layer_plan, embedding_plan,
+// head_plan): each edge's tensor_comm op by its name. Tensor degree 1 has no tensor_comm
+// ops; the defaults (f / g) then stand, and are the identity.
+LayerConjugates layer_conjugates(const Job& job);
+
+// Entering a column-parallel region: Y = conj(X) W^T + b, the GEMM with the conjugate
+// `entry` (f or sp_gather) at its input. `bias` may be undefined.
+torch::Tensor enter_region(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           Conjugate entry, const TensorParallel& tp);
+// Leaving a row-parallel region (or the vocabulary-parallel embedding): conj(Y) with
+// `exit` g or sp_scatter.
+torch::Tensor leave_region(const torch::Tensor& y, Conjugate exit, const TensorParallel& tp);
+
+// This rank's part of a size-n sequence: [r n/t, (r + 1) n/t); the whole at degree 1.
+Slice sequence_slice(std::int64_t n, const TensorParallel& tp);
+
+}  // namespace partune::backend

@@ -1,0 +1,200 @@
+// The collectives the executor runs itself (data, sharded, replica, embedding groups),
+// completion of asynchronous work, and the sequence-parallel gradient sums
+// (executor_state.hpp). Tensor-group instructions run inside the layers.
+#include <fmt/format.h>
+
+#include "executor_state.hpp"
+
+namespace partune::backend {
+
+using Impl = ProgramExecutor::Impl;
+
+namespace {
+
+c10d::AllreduceOptions sum() {
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
+  return o;
+}
+
+}  // namespace
+
+void Impl::start(int index, c10::intrusive_ptr<c10d::Work> work, std::function<void()> done, bool async) {
+  pending[index] = Pending{std::move(work), std::move(done)};
+  if (!async) finish(index);
+}
+
+// Completes instruction `index` when it is in flight; anything else (a tensor instruction,
+// which ran inside the layers, or one already completed) is a no-op.
+void Impl::finish(int index) {
+  auto it = pending.find(index);
+  if (it == pending.end()) return;
+  Pending p = std::move(it->second);
+  pending.erase(it);
+  if (p.work) p.work->wait();
+  if (p.finish) p.finish();
+}
+
+// Completes the asynchronous work that has finished, so its buffers (a gradient
+// bucket's flat copy, a reduce-scatter's packed gradients) go as soon as they can, as
+// DDP's completion hooks do, rather than at the program's wait before the optimizer.
+void Impl::reap_completed() {
+  for (auto it = pending.begin(); it != pending.end();) {
+    const int index = it->first;
+    ++it;  // finish erases the entry
+    const Pending& p = pending.at(index);
+    if (p.work && p.work->isCompleted()) finish(index);
+  }
+}
+
+void Impl::collective(const Instruction& ins, std::size_t i) {
+  const int index = static_cast<int>(i);
+  const BucketKey key{ins.chunk, ins.layer};
+  switch (ins.group) {
+    case CommGroup::tensor:
+      return;  // run inside the layers (the plan's conjugates): booked by TensorCallBook
+    case CommGroup::data: {
+      const auto& g = group(CommGroup::data);
+      if (ins.kind == OpKind::all_reduce) {
+        bucket_all_reduce(key, index, ins.async);
+      } else if (ins.kind == OpKind::reduce_scatter) {
+        sum_sequence_parallel_gradients(key);
+        reduce_scatter(index, *shards.at(key), g, ins.async);
+      } else {  // all_gather: the updated slices of every bucket, after the optimizer
+        for (auto& [k, s] : shards) gather(-1, *s, g, false);
+      }
+      return;
+    }
+    case CommGroup::sharded: {
+      ParameterShards& s = *shards.at(key);
+      if (ins.kind == OpKind::all_gather) {
+        gather(index, s, group(CommGroup::sharded), ins.async);
+      } else {
+        sum_sequence_parallel_gradients(key);
+        reduce_scatter(index, s, group(CommGroup::sharded), ins.async);
+      }
+      return;
+    }
+    case CommGroup::replica: {
+      const auto& g = group(CommGroup::replica);
+      for (auto& [k, s] : shards) {
+        std::vector<torch::Tensor> t{s->owned().mutable_grad()};
+        g.group->allreduce(t, sum())->wait();
+      }
+      return;
+    }
+    case CommGroup::embedding: {
+      const auto& g = group(CommGroup::embedding);
+      std::vector<torch::Tensor> t{embedding_gradient()};
+      g.group->allreduce(t, sum())->wait();
+      return;
+    }
+    case CommGroup::none: break;
+  }
+  throw std::runtime_error(fmt::format("{}: a collective without a group", describe(ins, i)));
+}
+
+// A gradient bucket: summed, then averaged over the data-parallel replicas.
+void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async) {
+  if (sequence_summed.insert(key).second) sum_sequence_parallel_gradients(key);
+  std::vector<torch::Tensor>& params = bucket_params.at(key);
+  std::vector<torch::Tensor> grads;
+  for (torch::Tensor& prm : params) {
+    if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
+    grads.push_back(prm.grad().reshape(-1));
+  }
+  std::vector<torch::Tensor> flat{torch::cat(grads)};
+  auto work = group(CommGroup::data).group->allreduce(flat, sum());
+  start(index, work, [params, flat, n = dp]() mutable {
+    torch::NoGradGuard no_grad;
+    std::int64_t offset = 0;
+    for (torch::Tensor& prm : params) {
+      prm.mutable_grad().copy_(flat[0].narrow(0, offset, prm.numel()).view_as(prm) / n);
+      offset += prm.numel();
+    }
+  }, async);
+}
+
+// Sequence parallelism: the bucket's replicated parameters used on sequence shards (the
+// LayerNorms, the row-parallel biases, the position embedding) hold this rank's shard's
+// gradient; summed over the tensor group before the gradient leaves the rank (data or
+// sharded collectives) or before the optimizer uses it.
+void Impl::sum_sequence_parallel_gradients(const BucketKey& key) {
+  if (sequence_parallel.empty()) return;
+  std::vector<torch::Tensor> params;
+  for (const torch::Tensor& prm : bucket_params.at(key))
+    if (sequence_parallel.count(prm.unsafeGetTensorImpl())) params.push_back(prm);
+  if (params.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (torch::Tensor& prm : params) {
+    if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
+    grads.push_back(prm.grad().reshape(-1));
+  }
+  torch::Tensor flat = torch::cat(grads);
+  model->shard.tensor->sum_gradients(flat);
+  std::int64_t offset = 0;
+  for (torch::Tensor& prm : params) {
+    prm.mutable_grad().copy_(flat.narrow(0, offset, prm.numel()).view_as(prm));
+    offset += prm.numel();
+  }
+}
+
+// What this rank sums with the other copy of the tied embedding: the whole gradient,
+// or the owned slice of it when the optimizer state is sharded.
+torch::Tensor Impl::embedding_gradient() {
+  if (!wte.defined()) throw std::runtime_error("embedding all-reduce on a rank without a tied embedding copy");
+  if (shards.empty()) {
+    if (!wte.grad().defined()) wte.mutable_grad() = torch::zeros_like(wte);
+    return wte.mutable_grad();
+  }
+  for (auto& [k, s] : shards)
+    for (std::size_t j = 0; j < s->params().size(); ++j)
+      if (s->params()[j].unsafeGetTensorImpl() == wte.unsafeGetTensorImpl()) {
+        const auto [offset, length] = s->owned_segment(j);
+        return s->owned().mutable_grad().narrow(0, offset, length);
+      }
+  throw std::runtime_error("the tied embedding is in no gradient bucket");
+}
+
+// Gloo in LibTorch 1.13 has no reduce-scatter: an all-reduce of the packed gradients,
+// keeping this rank's row, under the instruction's name.
+void Impl::reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async) {
+  std::vector<torch::Tensor> packed{s.pack_gradients()};
+  for (const torch::Tensor& prm : s.params()) const_cast<torch::Tensor&>(prm).mutable_grad() = torch::Tensor();
+  auto work = g.group->allreduce(packed, sum());
+  ParameterShards* shard = &s;
+  start(index, work, [shard, packed] { shard->owned().mutable_grad().add_(packed[0].select(0, shard->index())); },
+        async);
+}
+
+void Impl::gather(int index, ParameterShards& s, const Communicator& g, bool async) {
+  const torch::Tensor owned = s.owned().detach().contiguous();
+  auto packed = std::make_shared<torch::Tensor>(torch::empty({s.degree(), owned.numel()}));
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int k = 0; k < s.degree(); ++k) outputs[0].push_back(packed->select(0, k));
+  std::vector<torch::Tensor> inputs{owned};
+  auto work = g.group->allgather(outputs, inputs);
+  ParameterShards* shard = &s;
+  // The parameters' storage comes back only once the gathered rows are here: a
+  // prefetched layer holds one copy of its weights in flight, not two.
+  auto done = [shard, packed] {
+    shard->materialise();
+    shard->unpack_parameters(*packed);  // the outputs are its rows
+  };
+  if (index < 0) {
+    work->wait();
+    done();
+  } else {
+    start(index, work, done, async);
+  }
+}
+
+// Sharded data parallelism: a layer's parameters go once its compute is over.
+void Impl::release_after(const Instruction& ins) {
+  if (!sharded || ins.chunk == v) return;
+  const BucketKey key{ins.chunk, ins.layer};
+  if (!resident.count(key)) shards.at(key)->release();
+}
+
+}  // namespace partune::backend

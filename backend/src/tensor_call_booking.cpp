@@ -1,0 +1,95 @@
+// The tensor collectives the layers ran, booked to the program's tensor instructions
+// (executor_state.hpp, TensorCallBook): each event of a tensor instruction carries, as its
+// count, the calls of its kind the compute of the same (micro-batch, chunk, layer) made
+// (at most the instruction's own count: two instructions of one kind, the re-gathers
+// beside a backward and the gradient gathers after it, share them in program order),
+// and, when it follows that compute directly, their measured time cut from the compute's
+// event. Calls no instruction takes are a disagreement between the program and the layers.
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "executor_state.hpp"
+
+namespace partune::backend {
+
+namespace {
+
+int kind_index(OpKind k) {
+  switch (k) {
+    case OpKind::all_reduce: return static_cast<int>(CollectiveKind::all_reduce);
+    case OpKind::all_gather: return static_cast<int>(CollectiveKind::all_gather);
+    case OpKind::reduce_scatter: return static_cast<int>(CollectiveKind::reduce_scatter);
+    default: return -1;
+  }
+}
+
+// Up to `most` calls of kind k from `open` (and their share of its seconds).
+std::pair<int, double> take(TensorCalls& open, int k, int most) {
+  const int available = open.calls[k];
+  const int n = std::min(available, std::max(0, most));
+  if (n == 0) return {0, 0.0};
+  const double seconds = open.seconds[k] * n / available;
+  open.calls[k] -= n;
+  open.seconds[k] -= seconds;
+  return {n, seconds};
+}
+
+}  // namespace
+
+void TensorCallBook::start_step() {
+  open_.clear();
+  async_event_.clear();
+  compute_event_ = -1;
+}
+
+void TensorCallBook::after_compute(const Instruction& ins, const TensorCalls& calls, std::vector<TraceEvent>* events) {
+  last_compute_ = key_of(ins);
+  compute_event_ = events && !events->empty() ? static_cast<long>(events->size()) - 1 : -1;
+  if (calls.total() > 0) open_[last_compute_] += calls;
+}
+
+void TensorCallBook::tensor_instruction(const Instruction& ins, std::size_t i, TraceEvent e,
+                                        std::vector<TraceEvent>* events) {
+  const int k = kind_index(ins.kind);
+  double seconds = 0;
+  e.count = 0;
+  auto it = open_.find(key_of(ins));
+  // An asynchronous one's calls run in the compute after it: its wait books them.
+  if (k >= 0 && it != open_.end() && !ins.async) std::tie(e.count, seconds) = take(it->second, k, ins.count);
+  if (!events) return;
+  // Right after its compute (only tensor events between): the calls ran inside it, so the
+  // compute's event ends `seconds` earlier and the events after it move back as much.
+  const bool follows = compute_event_ >= 0 && key_of(ins) == last_compute_;
+  if (follows) {
+    TraceEvent& compute = (*events)[static_cast<std::size_t>(compute_event_)];
+    const double end = events->back().end;
+    const double cut = std::min(seconds, compute.end - compute.start);
+    compute.end -= cut;
+    for (std::size_t j = static_cast<std::size_t>(compute_event_) + 1; j < events->size(); ++j) {
+      (*events)[j].start -= cut;
+      (*events)[j].end -= cut;
+    }
+    e.start = end - cut;
+    e.end = end;
+  }
+  if (ins.async) async_event_[i] = events->size();
+  events->push_back(e);
+}
+
+void TensorCallBook::waited(const Instruction& awaited, std::size_t j, std::vector<TraceEvent>* events) {
+  const int k = kind_index(awaited.kind);
+  auto it = open_.find(key_of(awaited));
+  if (k < 0 || it == open_.end()) return;
+  const int calls = take(it->second, k, awaited.count).first;
+  auto e = async_event_.find(j);
+  if (events && e != async_event_.end()) (*events)[e->second].count += calls;
+}
+
+int TensorCallBook::unbooked() const {
+  int n = 0;
+  for (const auto& [key, calls] : open_) n += calls.total();
+  return n;
+}
+
+}  // namespace partune::backend
