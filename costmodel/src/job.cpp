@@ -67,15 +67,18 @@ int Job::microbatch_size() const {
 
 int Job::effective_active_microbatches() const { return active_microbatches(parallel); }
 
-JobViolation check_job(const Job& job) {
+namespace {
+
+JobViolation bad(const char* key, std::string reason) { return JobViolation{key, std::move(reason)}; }
+
+// The degrees: each >= 1, tensor within a node, and dividing the cluster, the data-parallel
+// degree and the model's heads and feed-forward width.
+JobViolation check_degrees(const Job& job) {
   const auto& m = job.model;
   const auto& pc = job.parallel;
-  const auto& tc = job.training;
   const int world = job.world_size();
   const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
   const int sdp = pc.sharded_data_parallel_degree;
-  auto bad = [](const char* key, std::string reason) { return JobViolation{key, std::move(reason)}; };
-
   if (pp < 1) return bad("parallel.pipeline_parallel_degree", "must be >= 1");
   if (tp < 1) return bad("parallel.tensor_parallel_degree", "must be >= 1");
   if (sdp < 1) return bad("parallel.sharded_data_parallel_degree", "must be >= 1");
@@ -99,6 +102,14 @@ JobViolation check_job(const Job& job) {
   if (m.ffn_hidden % tp != 0)
     return bad("parallel.tensor_parallel_degree",
                fmt::format("{} does not divide ffn_hidden {}", tp, m.ffn_hidden));
+  return {};
+}
+
+// The batch: micro-batches and accumulation >= 1, and the global batch divisible by them.
+JobViolation check_batch(const Job& job) {
+  const auto& pc = job.parallel;
+  const auto& tc = job.training;
+  const int dp = job.data_parallel_degree();
   if (pc.microbatches < 1) return bad("parallel.microbatches", "must be >= 1");
   if (tc.gradient_accumulation < 1) return bad("training.gradient_accumulation", "must be >= 1");
   if (tc.global_batch < 1) return bad("training.global_batch", "must be >= 1");
@@ -108,6 +119,14 @@ JobViolation check_job(const Job& job) {
                fmt::format("{} is not divisible by data-parallel degree {} x microbatches {} x "
                            "gradient_accumulation {} = {}", tc.global_batch, dp, pc.microbatches,
                            tc.gradient_accumulation, per_step));
+  return {};
+}
+
+// The pipeline: virtual stages, the layers' split over the stages, and where the LM head is.
+JobViolation check_pipeline(const Job& job) {
+  const auto& m = job.model;
+  const auto& pc = job.parallel;
+  const int pp = pc.pipeline_parallel_degree;
   if (pc.virtual_stages < 1) return bad("parallel.virtual_stages", "must be >= 1");
   if (pc.virtual_stages > 1 && pc.pipeline != PipelineSchedule::interleaved)
     return bad("parallel.virtual_stages", "virtual stages need pipeline: interleaved");
@@ -146,6 +165,15 @@ JobViolation check_job(const Job& job) {
       return bad("parallel.lm_head_stage",
                  "first places the head beside the embedding it shares: the model needs tied_embeddings");
   }
+  return {};
+}
+
+// Checkpointing, the interleaved schedule's micro-batches, offloading, kernels and precision.
+JobViolation check_memory_and_kernels(const Job& job) {
+  const auto& m = job.model;
+  const auto& pc = job.parallel;
+  const auto& tc = job.training;
+  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
   if (pc.checkpointed_layers < -1)
     return bad("parallel.checkpointed_layers", "must be >= 0, or -1 for every layer");
   if (pc.checkpointed_layers >= 0 && pc.activation_checkpointing == Checkpointing::none)
@@ -172,6 +200,17 @@ JobViolation check_job(const Job& job) {
   if (job.cluster.instance.gpu.peak_flops(tc.precision) <= 0)
     return bad("training.precision", fmt::format("{} has no {} peak in its instance type",
                                                  job.cluster.instance.gpu.name, to_string(tc.precision)));
+  return {};
+}
+
+}  // namespace
+
+JobViolation check_job(const Job& job) {
+  for (auto check : {check_degrees, check_batch, check_pipeline, check_memory_and_kernels})
+    if (JobViolation v = check(job)) return v;
+  const auto& pc = job.parallel;
+  const int dp = job.data_parallel_degree();
+  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
   try {
     Placement(pc.placement_strategy, dp, pp, tp);
   } catch (const std::exception& e) {

@@ -1,10 +1,8 @@
 #include "partune/costmodel/program.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <set>
-#include <stdexcept>
 #include <tuple>
 
 #include "partune/costmodel/collective.hpp"
@@ -12,122 +10,14 @@
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/stage_cost.hpp"
 
+#include "head_placement.hpp"
+
 namespace partune {
-
-const char* to_string(OpKind k) {
-  switch (k) {
-    case OpKind::forward: return "forward";
-    case OpKind::recompute: return "recompute";
-    case OpKind::backward: return "backward";
-    case OpKind::send_activation: return "send_activation";
-    case OpKind::recv_activation: return "recv_activation";
-    case OpKind::send_gradient: return "send_gradient";
-    case OpKind::recv_gradient: return "recv_gradient";
-    case OpKind::all_reduce: return "all_reduce";
-    case OpKind::all_gather: return "all_gather";
-    case OpKind::reduce_scatter: return "reduce_scatter";
-    case OpKind::optimizer_step: return "optimizer_step";
-    case OpKind::offload: return "offload";
-    case OpKind::reload: return "reload";
-    case OpKind::wait: return "wait";
-  }
-  return "?";
-}
-
-const char* to_string(CommGroup g) {
-  switch (g) {
-    case CommGroup::none: return "none";
-    case CommGroup::tensor: return "tensor";
-    case CommGroup::data: return "data";
-    case CommGroup::sharded: return "sharded";
-    case CommGroup::replica: return "replica";
-    case CommGroup::embedding: return "embedding";
-  }
-  return "?";
-}
-
-bool is_compute(OpKind k) {
-  return k == OpKind::forward || k == OpKind::recompute || k == OpKind::backward ||
-         k == OpKind::optimizer_step;
-}
-
-bool is_collective(OpKind k) {
-  return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::reduce_scatter;
-}
 
 namespace {
 
-// One step of a stage's program: a schedule step, or (stage 0, lm_head_stage: first) the
-// LM head of a micro-batch.
-struct Step {
-  enum Kind : std::uint8_t { forward, backward, head } kind = forward;
-  int microbatch = 0;
-  int chunk = 0;
-};
-
-// Predicted per-micro-batch times of every stage, for placing the head steps.
-struct StageTimes {
-  std::vector<double> forward, backward;  // per stage: kernels + tensor all-reduces
-  double head = 0;                        // the head's forward + backward on stage 0
-  double hop = 0;                         // one pipeline transfer
-};
-
-// lm_head_stage: first. Stage 0's schedule with the head steps H(k) inserted by list
-// scheduling over the cost model's times: every stage follows its own schedule, and
-// stage 0, whenever it is free, runs whichever is ready first — its next schedule step
-// or the head of the next micro-batch whose activation has come back from the last
-// stage (the head first on a tie). H(k) always comes after F(k) (it needs the last
-// stage's F(k), which needs stage 0's) and before B(k) (which needs H(k)'s gradient),
-// in micro-batch order, so every order this gives is deadlock-free; the times only
-// decide where between the two it sits. See docs/architecture.md, section 4.7.
-std::vector<Step> place_head_steps(const ParallelConfig& pc, const StageTimes& times) {
-  const int p = pc.pipeline_parallel_degree, m = pc.microbatches;
-  constexpr double never = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<ScheduleStep>> steps(p);
-  for (int s = 0; s < p; ++s) steps[s] = schedule_steps(pc, s);
-  std::vector<std::size_t> next(p, 0);
-  std::vector<double> free_at(p, 0.0);
-  std::vector<std::vector<double>> forward_end(p, std::vector<double>(m, never)),
-      backward_end(p, std::vector<double>(m, never));
-  std::vector<double> head_end(m, never);
-  int next_head = 0;
-  std::vector<Step> order;
-  order.reserve(steps[0].size() + m);
-  for (;;) {
-    // (start, head first, stage): the earliest startable step over all stages.
-    double best_start = never;
-    int best_stage = -1;
-    bool best_head = false;
-    for (int s = 0; s < p; ++s) {
-      if (s == 0 && next_head < m) {
-        const double start = std::max(free_at[0], forward_end[p - 1][next_head] + times.hop);
-        if (start < best_start) best_start = start, best_stage = 0, best_head = true;
-      }
-      if (next[s] == steps[s].size()) continue;
-      const ScheduleStep& st = steps[s][next[s]];
-      if (s == 0 && !st.forward && st.microbatch >= next_head) continue;  // B(k) after H(k)
-      double ready;
-      if (st.forward) ready = s == 0 ? 0.0 : forward_end[s - 1][st.microbatch] + times.hop;
-      else ready = (s == p - 1 ? head_end[st.microbatch] : backward_end[s + 1][st.microbatch]) + times.hop;
-      const double start = std::max(free_at[s], ready);
-      if (start < best_start) best_start = start, best_stage = s, best_head = false;
-    }
-    if (best_stage < 0) break;  // everything placed
-    if (best_head) {
-      free_at[0] = head_end[next_head] = best_start + times.head;
-      order.push_back({Step::head, next_head++, 0});
-      continue;
-    }
-    const ScheduleStep& st = steps[best_stage][next[best_stage]++];
-    const double end = best_start + (st.forward ? times.forward[best_stage] : times.backward[best_stage]);
-    free_at[best_stage] = end;
-    (st.forward ? forward_end : backward_end)[best_stage][st.microbatch] = end;
-    if (best_stage == 0) order.push_back({st.forward ? Step::forward : Step::backward, st.microbatch, st.chunk});
-  }
-  if (order.size() != steps[0].size() + static_cast<std::size_t>(m))
-    throw std::logic_error("place_head_steps: the pipeline schedules deadlock");  // cannot happen for 1F1B/GPipe
-  return order;
-}
+using detail::StageTimes;
+using detail::Step;
 
 // Builds one rank's program. Holds the per-job costs so each instruction is a lookup.
 class ProgramBuilder {
@@ -627,57 +517,6 @@ class ProgramBuilder {
 };
 
 }  // namespace
-
-std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
-  const Placement p(job.parallel.placement_strategy, job.data_parallel_degree(), job.parallel.pipeline_parallel_degree,
-                    job.parallel.tensor_parallel_degree);
-  const int sdp = job.parallel.sharded_data_parallel_degree;
-  switch (kind) {
-    case CommGroup::tensor: return p.group(rank, Axis::tensor);
-    case CommGroup::data: return p.group(rank, Axis::data);
-    case CommGroup::sharded: {
-      // Consecutive data-parallel indices form a sharded group.
-      const std::vector<int> dp = p.group(rank, Axis::data);
-      const int d = p.coords(rank).data, first = d / sdp * sdp;
-      return std::vector<int>(dp.begin() + first, dp.begin() + first + sdp);
-    }
-    case CommGroup::replica: {
-      // The same shard index in every sharded group.
-      const std::vector<int> dp = p.group(rank, Axis::data);
-      std::vector<int> out;
-      for (int d = p.coords(rank).data % sdp; d < static_cast<int>(dp.size()); d += sdp) out.push_back(dp[d]);
-      return out;
-    }
-    case CommGroup::embedding: {
-      // The first and the last stage with this rank's data and tensor coordinates, when
-      // the job keeps two copies of a tied embedding.
-      const int p_degree = job.parallel.pipeline_parallel_degree;
-      RankCoords c = p.coords(rank);
-      if (!job.model.tied_embeddings || p_degree < 2 || job.lm_head_on_first_stage() ||
-          (c.pipeline != 0 && c.pipeline != p_degree - 1))
-        break;
-      c.pipeline = 0;
-      const int first = p.rank(c);
-      c.pipeline = p_degree - 1;
-      const int last = p.rank(c);
-      return first < last ? std::vector<int>{first, last} : std::vector<int>{last, first};
-    }
-    case CommGroup::none: break;
-  }
-  return {rank};
-}
-
-CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup group, OpKind kind) {
-  switch (group) {
-    case CommGroup::data:
-    case CommGroup::replica: return pc.data_parallel_collective;
-    case CommGroup::sharded:
-      if (kind == OpKind::reduce_scatter && pc.sharded_collective == CollectiveAlgorithm::all_to_all)
-        return CollectiveAlgorithm::ring;
-      return pc.sharded_collective;
-    default: return CollectiveAlgorithm::ring;
-  }
-}
 
 RankProgram build_program(const Job& job, int rank, const ProgramOptions& options) {
   return ProgramBuilder(job, rank, options).build();

@@ -138,21 +138,8 @@ CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProf
   return c;
 }
 
-}  // namespace
-
-InstanceType parse_instance_type(const Reader& r) {
-  r.allow_only({"kind", "name", "description", "source", "gpus_per_node", "gpu", "intra_node",
-                "network", "pcie", "host", "collectives", "calibration"});
-  if (r.has("kind") && r.get_string("kind") != "instance_type") r.fail("kind", "expected 'instance_type'");
-  // `partune calibrate` keeps its provenance and raw measurements here; nothing reads
-  // them, but they must stay a mapping so that a stray scalar is still caught.
-  if (r.has("calibration") && !r.node()["calibration"].IsMap())
-    r.fail("calibration", "expected a mapping (written by partune calibrate)");
-  InstanceType it;
-  it.name = r.get_string("name");
-  it.gpus_per_node = r.get_int("gpus_per_node");
-  if (it.gpus_per_node < 1) r.fail("gpus_per_node", "must be >= 1");
-
+// instance_type.gpu: peaks, memory, kernel overhead, and the GEMM and attention efficiencies.
+void read_gpu(const Reader& r, InstanceType& it) {
   const Reader g = r.child("gpu");
   g.allow_only({"name", "peak_tflops", "hbm_GiB", "hbm_bw_GBps", "hbm_efficiency", "kernel_overhead_us",
                 "reserved_GiB", "gemm", "attention"});
@@ -186,7 +173,10 @@ InstanceType parse_instance_type(const Reader& r) {
     a.score_bytes_fwd = at.get_positive("score_bytes_fwd", a.score_bytes_fwd);
     a.score_bytes_bwd = at.get_positive("score_bytes_bwd", a.score_bytes_bwd);
   }
+}
 
+// instance_type.intra_node, .network and .pcie: the links a node's GPUs talk over.
+void read_links(const Reader& r, InstanceType& it) {
   const Reader in = r.child("intra_node");
   in.allow_only({"fabric", "bw_GBps", "latency_us", "efficiency"});
   it.intra_node_fabric = in.get_string("fabric", "nvswitch");
@@ -207,7 +197,10 @@ InstanceType parse_instance_type(const Reader& r) {
   it.pcie_bw = pcie.get_positive("bw_GBps") * units::giga;
   it.gpus_per_pcie_switch = pcie.get_int("gpus_per_switch", 1);
   if (it.gpus_per_pcie_switch < 1) pcie.fail("gpus_per_switch", "must be >= 1");
+}
 
+// instance_type.host and .collectives, both optional.
+void read_host_and_collectives(const Reader& r, InstanceType& it) {
   if (r.has("host")) {
     const Reader h = r.child("host");
     h.allow_only({"cores", "memory_GiB", "all_busy_speed"});
@@ -224,6 +217,26 @@ InstanceType parse_instance_type(const Reader& r) {
     if (c.has("tree")) it.tree = parse_collective_profile(c.child("tree"), it.tree);
     if (c.has("all_to_all")) it.all_to_all = parse_collective_profile(c.child("all_to_all"), it.all_to_all);
   }
+}
+
+}  // namespace
+
+InstanceType parse_instance_type(const Reader& r) {
+  r.allow_only({"kind", "name", "description", "source", "gpus_per_node", "gpu", "intra_node",
+                "network", "pcie", "host", "collectives", "calibration"});
+  if (r.has("kind") && r.get_string("kind") != "instance_type") r.fail("kind", "expected 'instance_type'");
+  // `partune calibrate` keeps its provenance and raw measurements here; nothing reads
+  // them, but they must stay a mapping so that a stray scalar is still caught.
+  if (r.has("calibration") && !r.node()["calibration"].IsMap())
+    r.fail("calibration", "expected a mapping (written by partune calibrate)");
+  InstanceType it;
+  it.name = r.get_string("name");
+  it.gpus_per_node = r.get_int("gpus_per_node");
+  if (it.gpus_per_node < 1) r.fail("gpus_per_node", "must be >= 1");
+
+  read_gpu(r, it);
+  read_links(r, it);
+  read_host_and_collectives(r, it);
   return it;
 }
 
