@@ -198,7 +198,7 @@ PerMicrobatch data_parallel(const Context& c, const Slots& slots, double stage_p
   PerMicrobatch out;
   if (c.sdp == 1 && c.dp > 1) {
     const double grads = stage_params * c.eb;
-    const CollectiveAlgorithm algo = c.pc.data_parallel_collective;
+    const CollectiveAlgorithm algo = collective_algorithm(c.pc, CommGroup::data, OpKind::all_reduce);
     const double overlap = c.overlap(CommGroup::data, OpKind::all_reduce);
     if (c.pc.shard_optimizer_state) {
       // Gradients are reduce-scattered in buckets during backward; the updated weights
@@ -215,8 +215,8 @@ PerMicrobatch data_parallel(const Context& c, const Slots& slots, double stage_p
     // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
     GroupSpan replicas{c.dp / c.sdp, std::max(1, c.dp_span.nodes / std::max(1, c.sdp_span.nodes)), 1};
     replicas.per_node = std::max(1, replicas.size / replicas.nodes);
-    out.total = c.cost(CollectiveKind::all_reduce, c.pc.data_parallel_collective, stage_params / c.sdp * c.eb,
-                       replicas);
+    out.total = c.cost(CollectiveKind::all_reduce, collective_algorithm(c.pc, CommGroup::replica, OpKind::all_reduce),
+                       stage_params / c.sdp * c.eb, replicas);
     out.exposed = out.total;
   }
   return out;

@@ -260,17 +260,15 @@ std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass
   return out;
 }
 
-std::vector<TensorCollective> folded(std::vector<TensorCollective> collectives) {
-  std::vector<TensorCollective> out;
-  for (const TensorCollective& c : collectives) {
-    if (!out.empty() && out.back().kind == c.kind && out.back().bytes == c.bytes &&
-        out.back().overlapped == c.overlapped) {
-      out.back().count += c.count;
-      continue;
+void add_folded(std::vector<TensorCollective>& into, TensorCollective c, int times) {
+  if (times <= 0) return;
+  c.count *= times;
+  for (TensorCollective& o : into)
+    if (o.kind == c.kind && o.bytes == c.bytes && o.overlapped == c.overlapped) {
+      o.count += c.count;
+      return;
     }
-    out.push_back(c);
-  }
-  return out;
+  into.push_back(c);
 }
 
 }  // namespace partune

@@ -204,14 +204,8 @@ class ProgramBuilder {
   static std::vector<TensorCollective> gather(std::initializer_list<Part> parts, bool overlapped) {
     std::vector<TensorCollective> out;
     for (const Part& p : parts)
-      for (const TensorCollective& c : *p.list) {
-        if (c.overlapped != overlapped || p.times <= 0) continue;
-        auto same = std::find_if(out.begin(), out.end(), [&](const TensorCollective& o) {
-          return o.kind == c.kind && o.bytes == c.bytes;
-        });
-        if (same != out.end()) same->count += c.count * p.times;
-        else out.push_back({c.kind, c.bytes, c.count * p.times, overlapped});
-      }
+      for (const TensorCollective& c : *p.list)
+        if (c.overlapped == overlapped) add_folded(out, c, p.times);
     return out;
   }
   static OpKind op_kind(CollectiveKind k) {

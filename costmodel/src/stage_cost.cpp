@@ -8,17 +8,8 @@ namespace partune {
 
 namespace {
 
-// Appends `times` runs of `from`, folding each into an equal collective already there.
 void append(std::vector<TensorCollective>& to, const std::vector<TensorCollective>& from, int times) {
-  if (times <= 0) return;
-  for (TensorCollective c : from) {
-    c.count *= times;
-    auto same = std::find_if(to.begin(), to.end(), [&](const TensorCollective& o) {
-      return o.kind == c.kind && o.bytes == c.bytes && o.overlapped == c.overlapped;
-    });
-    if (same == to.end()) to.push_back(c);
-    else same->count += c.count;
-  }
+  for (const TensorCollective& c : from) add_folded(to, c, times);
 }
 
 bool first_stage_has_embedding(int stage) { return stage == 0; }

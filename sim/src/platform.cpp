@@ -1,5 +1,7 @@
 #include "platform.hpp"
 
+#include "world.hpp"  // kHostSpeed
+
 #include <algorithm>
 #include <string>
 
@@ -9,7 +11,6 @@ namespace s4u = simgrid::s4u;
 using Dir = s4u::LinkInRoute::Direction;
 
 namespace {
-constexpr double kHostSpeed = 1e9;
 // Encodes the mirror endpoints in the routed-pair set.
 constexpr int kMirrorBase = 1 << 29;
 constexpr int kIntraMirrorBase = 1 << 30;

@@ -19,16 +19,6 @@ MemoryTrack make_memory_track(const World& world, const RankState& rs) {
   return MemoryTrack(world.job(), rs.coords.pipeline, rs.memory_static, sizes);
 }
 
-// The fraction of a collective's time that may hide under kernels, for the algorithm
-// its communicator runs.
-double compute_overlap(const InstanceType& inst, CollectiveAlgorithm algo) {
-  switch (algo) {
-    case CollectiveAlgorithm::all_to_all: return inst.all_to_all.compute_overlap;
-    case CollectiveAlgorithm::tree: return inst.tree.compute_overlap;
-    default: return inst.ring.compute_overlap;
-  }
-}
-
 }  // namespace
 
 RankProgramRunner::RankProgramRunner(World& world, RankState& rs)
@@ -113,8 +103,11 @@ void RankProgramRunner::run_collective(int index, const Instruction& in, double 
   req->index = index;
   req->async = in.async;
   req->done = s4u::Semaphore::create(0);
-  req->compute_overlap = compute_overlap(world_.job().cluster.instance,
-                                         collective_algorithm(world_.job().parallel, in.group, in.kind));
+  // The fraction of its time that may hide under kernels: the profile of the algorithm
+  // its communicator runs (collective.hpp), as the estimator reads it.
+  req->compute_overlap =
+      collective_profile(world_.job().cluster.instance, collective_algorithm(world_.job().parallel, in.group, in.kind))
+          .compute_overlap;
   if (MemoryTrack::is_bucket(in)) memory_.bucket_issued(index, in.bytes);
   Stream& st = rs_.streams[group_index(in.group)];
   if (!in.async && st.queue.empty() && !st.busy && rs_.groups[group_index(in.group)].simulated_members == 1) {

@@ -112,7 +112,8 @@ struct TensorCollective {
 // (selective recomputation repeats only the attention core).
 std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass,
                                                  Checkpointing policy = Checkpointing::none);
-// The same list with equal (kind, bytes, overlapped) neighbours folded into counts.
-std::vector<TensorCollective> folded(std::vector<TensorCollective> collectives);
+// Adds `times` x `c` to `into`, folded into an equal (kind, bytes, overlapped) collective
+// already there: the one folding rule of the stage costs and the programs.
+void add_folded(std::vector<TensorCollective>& into, TensorCollective c, int times = 1);
 
 }  // namespace partune
