@@ -50,6 +50,7 @@ struct PlanBuilder {
         tokens(config.sequences * model.seq_len),
         scale(bytes_per_element(config.precision) / 2.0) {
     plan.part = part;
+    plan.ops.reserve(16);  // a layer has 14 ops: one allocation per plan
     seq_tokens = c.sequence_parallel ? tokens / t : tokens;
   }
 

@@ -1,5 +1,7 @@
 #include "partune/costmodel/placement.hpp"
 
+#include <numeric>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -70,7 +72,14 @@ GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gp
   // most nodes, then the fewest members on one node (the fewest NICs at a crossing).
   GroupSpan worst{subgroup_size, 0, subgroup_size};
   const int stride = p.stride(axis), degree = p.degree(axis);
-  for (int base = 0; base < p.world_size(); ++base) {
+  // Members a whole number of nodes apart sit on distinct nodes, one on each.
+  if (stride % gpus_per_node == 0) return GroupSpan{subgroup_size, subgroup_size, 1};
+  // A group's layout over nodes depends only on its first member's rank modulo a node and
+  // its place in the axis (modulo stride x degree): one period of both holds every case.
+  // The estimator calls this per job, so no allocation and a short loop.
+  const long period = std::lcm(static_cast<long>(gpus_per_node), static_cast<long>(stride) * degree);
+  const int limit = static_cast<int>(std::min<long>(p.world_size(), period));
+  for (int base = 0; base < limit; ++base) {
     if ((base / stride) % degree % subgroup_size != 0) continue;  // not the first member of a group
     // Members sit at increasing ranks base + i * stride: count nodes as the index changes.
     int nodes = 0, last = -1, run = 0, fewest = subgroup_size;

@@ -24,4 +24,11 @@ long send_collective_phases(s4u::Host* host, s4u::Host* intra_successor, s4u::Ho
   return flows_started;
 }
 
+void configure_engine() {
+  s4u::Engine::set_config("network/model:CM02");
+  s4u::Engine::set_config("network/TCP-gamma:0");
+  s4u::Engine::set_config("network/crosstraffic:0");
+  s4u::Engine::set_config("contexts/stack-size:128");
+}
+
 }  // namespace partune::sim

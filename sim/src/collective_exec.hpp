@@ -19,4 +19,10 @@ long send_collective_phases(simgrid::s4u::Host* host, simgrid::s4u::Host* intra_
                             simgrid::s4u::Host* net_successor, const CollectiveTraffic& traffic, double count,
                             double nic_share);
 
+// SimGrid's settings for every simulation in this process (World::run and
+// simulate_collectives): pure max-min sharing with no TCP corrections, so link shares are
+// the model's, and latencies added by the collectives themselves (links carry none).
+// Call right after creating the engine.
+void configure_engine();
+
 }  // namespace partune::sim

@@ -85,11 +85,7 @@ std::vector<double> run_cases(const InstanceType& inst, const std::vector<Collec
   char* argv[] = {name, nullptr};
   xbt_log_control_set("root.thresh:critical");
   s4u::Engine engine(&argc, argv);
-  // As World::run: pure max-min sharing, latencies added by the collectives themselves.
-  s4u::Engine::set_config("network/model:CM02");
-  s4u::Engine::set_config("network/TCP-gamma:0");
-  s4u::Engine::set_config("network/crosstraffic:0");
-  s4u::Engine::set_config("contexts/stack-size:128");
+  configure_engine();
 
   const int G = inst.gpus_per_node;
   Job job;

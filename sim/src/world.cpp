@@ -136,12 +136,7 @@ SimResult World::run() {
   char* argv[] = {name, nullptr};
   xbt_log_control_set("root.thresh:critical");
   s4u::Engine engine(&argc, argv);
-  // Pure max-min sharing with no TCP corrections: link shares must be the model's, and
-  // latencies are added explicitly by the collectives (links carry none).
-  s4u::Engine::set_config("network/model:CM02");
-  s4u::Engine::set_config("network/TCP-gamma:0");
-  s4u::Engine::set_config("network/crosstraffic:0");
-  s4u::Engine::set_config("contexts/stack-size:128");
+  configure_engine();
 
   logits_ = logits_bytes_per_microbatch(job_);
   Platform platform(job_, simulated_, symmetric_);
