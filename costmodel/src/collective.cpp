@@ -121,8 +121,11 @@ CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, do
   // A member's links when the whole node communicates: its own NVSwitch port, and its
   // share of the node's NICs (and of the uplink, when the fabric is over-subscribed).
   const double intra_bw = group_intra_bw(inst);
+  // A member alone among the GPUs on its NIC with this collective has the NIC's share
+  // of them all.
+  const double alone = span.nic_sharers > 0 ? static_cast<double>(inst.gpus_per_nic()) / span.nic_sharers : 1.0;
   const double net_bw =
-      inst.node_net_bw() / inst.gpus_per_node / std::max(1.0, oversubscription) * p.net_efficiency;
+      inst.node_net_bw() / inst.gpus_per_node * alone / std::max(1.0, oversubscription) * p.net_efficiency;
   CollectiveCost c;
   for (int i = 0; i < p.phase_count; ++i) {
     const CollectivePhase& ph = p.phases[i];

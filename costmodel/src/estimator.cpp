@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -96,7 +97,7 @@ Slots stage_slots(const Context& c) {
     out.slot_sum += count * cost.slot();
     if (cost.slot() > out.slot) out.slot = cost.slot(), out.critical = s, out.stage = cost;
   };
-  if (c.pc.stage_layers.empty()) {
+  if (c.pc.stage_layers.empty() && c.stages.uniform_tensor_groups()) {
     visit(0, 1);
     if (c.pp > 2) visit(1, c.pp - 2);
     if (c.pp > 1) visit(c.pp - 1, 1);
@@ -145,14 +146,16 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   return out;
 }
 
-// 3. Activation offload: checkpoints go to host during forward and come back ahead of
-// backward, over the PCIe switch the GPU shares with its neighbours.
+// 3. Activation offload: checkpoints go to the host during forward and come back ahead of
+// backward, over the PCIe switch that the GPUs of one stage behind it share (those of
+// other stages copy at other moments); the copies hide under the pass they run beside.
 PerMicrobatch offload(const Context& c, const Slots& slots) {
   PerMicrobatch out;
   if (!c.pc.offload_activations || c.pc.activation_checkpointing == Checkpointing::none) return out;
   const double checkpointed = c.job.checkpointed_layers_on_stage(slots.critical);
   const double bytes = stored_layer_bytes(c.job, c.job.microbatch_size()) * checkpointed;
-  const double one_way = bytes / (c.inst.pcie_bw / std::max(1, c.inst.gpus_per_pcie_switch));
+  const int sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, std::max(1, c.inst.gpus_per_pcie_switch));
+  const double one_way = bytes / (c.inst.pcie_bw / sharers);
   out.total = 2 * one_way;
   out.exposed = std::max(0.0, one_way - slots.stage.forward) +
                 std::max(0.0, one_way - slots.stage.backward - slots.stage.recompute);
@@ -169,13 +172,15 @@ PerMicrobatch offload(const Context& c, const Slots& slots) {
 struct PipelinePass {
   double bubble = 0, p2p = 0;
 };
-PipelinePass pipeline(const Context& c, const Slots& slots) {
+PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_microbatch) {
   const double m = c.pc.microbatches, v = c.pc.virtual_stages;
   const int active = c.job.effective_active_microbatches();
   const double windows =
       c.pc.pipeline == PipelineSchedule::simple ? std::ceil(m / std::min<double>(active, m)) : 1.0;
   PipelinePass out;
-  out.bubble = windows * (slots.slot_sum - slots.slot) / v;
+  // Fill and drain pass through every other stage's slot, stretched as the critical one
+  // is by its exposed sharded gathers and offload copies.
+  out.bubble = windows * (slots.slot_sum - slots.slot + (c.pp - 1) * exposed_per_microbatch) / v;
   if (c.pp > 1) {
     const double hop = c.stages.pipeline_hop();
     out.p2p = 2.0 * (m * v + c.pp - 1) * hop + (c.job.lm_head_on_first_stage() ? 2.0 * m * hop : 0.0);
@@ -192,25 +197,67 @@ double largest_stage_parameters(const Context& c) {
   return params;
 }
 
-// 5. Data-parallel gradient synchronisation, once per step, overlapped with the backward
-// of the last micro-batch.
-PerMicrobatch data_parallel(const Context& c, const Slots& slots, double stage_params) {
+// 5. Data-parallel gradient synchronisation, once per step. Each stage's gradient buckets
+// run beside that stage's last backward, and the last backwards form a chain: a stage
+// starts its own when the stage after it sends the gradient. A GPU-driven collective
+// lets the kernels beside it progress at only its compute_overlap rate (the simulator's
+// rule), so every stage's last backward is stretched by its own buckets and the
+// stretches add up along the drain; what is left of the buckets after the first stage's
+// backward is exposed at the end. (Only the last micro-batch carries buckets: gradient
+// accumulation defers the synchronisation.)
+// A stage's last backward, B seconds of kernels over L layers, beside C seconds of its
+// buckets: one bucket per layer, each issued when its layer's backward ends, so the first
+// layer (B / L) runs alone. Beside a collective the kernels lose (1 - overlap) of each
+// second, and the time lost runs beside it too: the other B' = B (L - 1) / L seconds end
+// after min(B' / overlap, B' + (1 - overlap) C). The buckets end C after they start.
+struct BucketStretch {
+  double stretch = 0;   // how much longer the stage's last backward runs
+  double leftover = 0;  // bucket time still running after it
+};
+BucketStretch bucket_stretch(double comm, double overlap, double backward, double layers) {
+  const double alone = backward / std::max(1.0, layers), beside = backward - alone;
+  double kernels_end = beside + (1.0 - overlap) * comm;
+  if (overlap > 0) kernels_end = std::min(kernels_end, beside / overlap);
+  BucketStretch out;
+  out.stretch = kernels_end - beside;
+  out.leftover = std::max(0.0, comm - kernels_end);
+  return out;
+}
+
+// The drain over every stage: the sum of the stretches, plus the largest bucket time
+// still running once the chain reaches the first stage.
+double drain_exposed(const Context& c, double overlap, const std::function<double(int)>& stage_comm) {
+  double stretches = 0, after = 0, leftover = 0;  // after: chain time from stage s to the end
+  for (int s = 0; s < c.pp; ++s) {
+    const StageCost cost = c.stages.cost(s);
+    const double backward = cost.backward + cost.recompute;
+    const BucketStretch b = bucket_stretch(stage_comm(s), overlap, backward, c.job.layers_on_stage(s) + 1.0);
+    stretches += b.stretch;
+    leftover = std::max(leftover, b.leftover - after);
+    after += backward + b.stretch;
+  }
+  return stretches + std::max(0.0, leftover);
+}
+
+PerMicrobatch data_parallel(const Context& c, double stage_params) {
   PerMicrobatch out;
   if (c.sdp == 1 && c.dp > 1) {
-    const double grads = stage_params * c.eb;
     const CollectiveAlgorithm algo = collective_algorithm(c.pc, CommGroup::data, OpKind::all_reduce);
     const double overlap = c.overlap(CommGroup::data, OpKind::all_reduce);
-    if (c.pc.shard_optimizer_state) {
-      // Gradients are reduce-scattered in buckets during backward; the updated weights
-      // are all-gathered after the optimizer step, with nothing left to hide under.
-      const double rs = c.cost(CollectiveKind::reduce_scatter, algo, grads, c.dp_span);
-      const double ag = c.cost(CollectiveKind::all_gather, algo, grads, c.dp_span);
-      out.total = rs + ag;
-      out.exposed = exposed(rs, overlap, slots.stage.backward) + ag;
-    } else {
-      out.total = c.cost(CollectiveKind::all_reduce, algo, grads, c.dp_span);
-      out.exposed = exposed(out.total, overlap, slots.stage.backward);
-    }
+    // Gradients are all-reduced in buckets during backward; with the optimizer state
+    // sharded they are reduce-scattered instead, and the updated weights all-gathered
+    // after the optimizer step, with nothing left to hide under.
+    const CollectiveKind kind =
+        c.pc.shard_optimizer_state ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    // The drain runs one stage's buckets after another's: only that stage's GPUs share a NIC.
+    GroupSpan drain = c.dp_span;
+    drain.nic_sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, c.inst.gpus_per_nic());
+    auto comm = [&](int s) { return c.cost(kind, algo, stage_parameter_count(c.job, s) * c.eb, drain); };
+    const double ag = c.pc.shard_optimizer_state
+                          ? c.cost(CollectiveKind::all_gather, algo, stage_params * c.eb, c.dp_span)
+                          : 0.0;
+    out.total = c.cost(kind, algo, stage_params * c.eb, c.dp_span) + ag;
+    out.exposed = drain_exposed(c, overlap, comm) + ag;
   } else if (c.sdp > 1 && c.dp > c.sdp) {
     // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
     GroupSpan replicas{c.dp / c.sdp, std::max(1, c.dp_span.nodes / std::max(1, c.sdp_span.nodes)), 1};
@@ -268,9 +315,9 @@ Estimate estimate(const Job& job) {
   const Context c(job);
   const Slots slots = stage_slots(c);
   const PerMicrobatch shard = sharded(c, slots), copies = offload(c, slots);
-  const PipelinePass pass = pipeline(c, slots);
+  const PipelinePass pass = pipeline(c, slots, shard.exposed + copies.exposed);
   const double stage_params = largest_stage_parameters(c);
-  const PerMicrobatch grads = data_parallel(c, slots, stage_params);
+  const PerMicrobatch grads = data_parallel(c, stage_params);
 
   StepBreakdown br;
   const double passes = job.training.gradient_accumulation, microbatches = c.pc.microbatches * passes;

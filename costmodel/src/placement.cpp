@@ -1,8 +1,7 @@
 #include "partune/costmodel/placement.hpp"
 
-#include <numeric>
-
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 namespace partune {
@@ -98,6 +97,57 @@ GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gp
     }
   }
   return worst;
+}
+
+namespace {
+
+// Nodes a group touches and the fewest members it has on one of them.
+GroupSpan span_of(const std::vector<int>& members, int gpus_per_node) {
+  GroupSpan span{static_cast<int>(members.size()), 0, static_cast<int>(members.size())};
+  int last = -1, run = 0;
+  for (int r : members) {
+    const int node = r / gpus_per_node;
+    if (node != last) {
+      if (run > 0) span.per_node = std::min(span.per_node, run);
+      ++span.nodes, last = node, run = 0;
+    }
+    ++run;
+  }
+  span.per_node = std::min(span.per_node, run);
+  return span;
+}
+
+}  // namespace
+
+GroupSpan stage_tensor_span(const Placement& p, int stage, int gpus_per_node) {
+  GroupSpan worst{p.degree(Axis::tensor), 0, p.degree(Axis::tensor)};
+  for (int d = 0; d < p.degree(Axis::data); ++d) {
+    std::vector<int> members = p.group(p.rank(RankCoords{d, stage, 0}), Axis::tensor);
+    std::sort(members.begin(), members.end());
+    const GroupSpan span = span_of(members, gpus_per_node);
+    if (span.nodes > worst.nodes || (span.nodes == worst.nodes && span.per_node < worst.per_node)) worst = span;
+  }
+  return worst;
+}
+
+int same_stage_gpus(const Placement& p, int gpus_per_node, int gpus_per_link) {
+  if (gpus_per_link <= 1) return 1;
+  // Links serve aligned runs of gpus_per_link ranks; the layout repeats with the period of
+  // the pipeline coordinate and of the nodes.
+  const int stride = p.stride(Axis::pipeline), degree = p.degree(Axis::pipeline);
+  const long period = std::lcm(static_cast<long>(gpus_per_node), static_cast<long>(stride) * degree);
+  const int limit = static_cast<int>(std::min<long>(p.world_size(), period));
+  int most = 1;
+  for (int base = 0; base < limit; base += gpus_per_link) {
+    const int end = std::min(p.world_size(), base + gpus_per_link);
+    for (int r = base; r < end; ++r) {
+      const int stage = (r / stride) % degree;
+      int same = 0;
+      for (int q = base; q < end; ++q) same += (q / stride) % degree == stage;
+      most = std::max(most, same);
+    }
+  }
+  return most;
 }
 
 GroupSpan group_span(const Placement& p, Axis axis, int gpus_per_node) {

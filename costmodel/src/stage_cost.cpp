@@ -39,12 +39,20 @@ StageCostModel::StageCostModel(const Job& job)
                  job.parallel.tensor_parallel_degree) {
   const InstanceType& inst = job.cluster.instance;
   const PlanConfig c = plan_config(job);
-  tensor_span_ = group_span(placement_, Axis::tensor, inst.gpus_per_node);
+  const GroupSpan worst = group_span(placement_, Axis::tensor, inst.gpus_per_node);
+  const int pp = job.parallel.pipeline_parallel_degree;
+  tensor_span_.assign(pp, worst);
+  if (worst.nodes > 1 && placement_.stride(Axis::tensor) % inst.gpus_per_node != 0) {
+    for (int s = 0; s < pp; ++s) tensor_span_[s] = stage_tensor_span(placement_, s, inst.gpus_per_node);
+    for (const GroupSpan& g : tensor_span_)
+      uniform_tensor_ = uniform_tensor_ && g.nodes == worst.nodes && g.per_node == worst.per_node;
+  }
   layer_ = transformer_layer_plan(job.model, c);
   embedding_ = embedding_plan(job.model, c);
   head_ = head_plan(job.model, c);
   layer_time_ = plan_time(inst.gpu, layer_, c.precision, c.flash_attention);
   head_time_ = partune::head_time(inst.gpu, job.model, c);
+  share_nics_by_stage();
   // A hop carries one micro-batch's activation scattered over the tensor group (or its
   // sequence shard: the same bytes), between two GPUs of one node or of two nodes.
   const GroupSpan pp_span = group_span(placement_, Axis::pipeline, inst.gpus_per_node);
@@ -57,8 +65,25 @@ StageCostModel::StageCostModel(const Job& job)
              : 0.0;
 }
 
-double StageCostModel::tensor_collective_time(const TensorCollective& c) const {
-  return c.count * collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, tensor_span_, job_.cluster.instance,
+// The GPUs of one stage run its tensor collectives together and share their NICs; GPUs
+// of other stages behind the same NIC join them only while they too are in a tensor
+// collective: for the share of the step both stages are busy (about m - 1 of
+// m + (p - 1) / v slots: a single micro-batch visits one stage at a time) times the share
+// of a slot their tensor collectives take (with every GPU communicating).
+void StageCostModel::share_nics_by_stage() {
+  const InstanceType& inst = job_.cluster.instance;
+  const int per_nic = inst.gpus_per_nic();
+  const int same = same_stage_gpus(placement_, inst.gpus_per_node, per_nic);
+  if (same >= per_nic) return;  // every GPU behind a NIC is of one stage: all share it
+  const ParallelConfig& pc = job_.parallel;
+  const double m = pc.microbatches, busy = (m - 1) / (m + (pc.pipeline_parallel_degree - 1.0) / pc.virtual_stages);
+  const StageCost all = cost(0);
+  const double talking = all.slot() > 0 ? all.tensor() / all.slot() : 0.0;
+  for (GroupSpan& g : tensor_span_) g.nic_sharers = same + (per_nic - same) * busy * talking;
+}
+
+double StageCostModel::tensor_collective_time(const TensorCollective& c, int stage) const {
+  return c.count * collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, tensor_span_[stage], job_.cluster.instance,
                                    job_.cluster.oversubscription)
                        .total();
 }
@@ -99,9 +124,9 @@ StageCost StageCostModel::cost(int stage) const {
   }
   const StageCollectives tc = collectives(stage);
   double overlapped = 0, blocking = 0;
-  for (const TensorCollective& c : tc.forward) s.tensor_forward += tensor_collective_time(c);
+  for (const TensorCollective& c : tc.forward) s.tensor_forward += tensor_collective_time(c, stage);
   for (const auto* pass : {&tc.backward, &tc.recompute})
-    for (const TensorCollective& c : *pass) (c.overlapped ? overlapped : blocking) += tensor_collective_time(c);
+    for (const TensorCollective& c : *pass) (c.overlapped ? overlapped : blocking) += tensor_collective_time(c, stage);
   const double hide = job_.cluster.instance.ring.compute_overlap;
   s.tensor_backward = blocking + overlapped - hide * std::min(overlapped, s.backward);
   return s;

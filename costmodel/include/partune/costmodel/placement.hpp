@@ -50,9 +50,21 @@ struct GroupSpan {
   int size = 1;
   int nodes = 1;
   int per_node = 1;
+  // GPUs behind one NIC that run this kind of collective at the same moment, on average
+  // (0: all the GPUs of the node do, each then has its 1/gpus_per_node share of the
+  // node's NICs).
+  double nic_sharers = 0;
 };
 GroupSpan group_span(const Placement& p, Axis axis, int gpus_per_node);
 // A sharded-data-parallel group: `sdp` consecutive members of a data-parallel group.
 GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gpus_per_node);
+// The worst tensor group of one pipeline stage (groups of a degree that does not divide a
+// node straddle node boundaries in some stages and not in others).
+GroupSpan stage_tensor_span(const Placement& p, int stage, int gpus_per_node);
+// The most GPUs of one pipeline stage among the `gpus_per_link` consecutive GPUs of a
+// node that share a link (a NIC, a PCIe switch). A stage's tensor collectives, the
+// gradient buckets of the pipeline's drain (one stage after the other) and a stage's
+// activation copies run at the same moment only on GPUs of that stage.
+int same_stage_gpus(const Placement& p, int gpus_per_node, int gpus_per_link);
 
 }  // namespace partune

@@ -43,8 +43,13 @@ class StageCostModel {
   StageCost cost(int stage) const;
   // The stage's tensor collectives per micro-batch (equal ones folded into counts).
   StageCollectives collectives(int stage) const;
-  // Time of one tensor collective of this kind and size on the job's tensor group.
-  double tensor_collective_time(const TensorCollective& c) const;
+  // Time of one tensor collective of this kind and size on the stage's tensor groups
+  // (the worst of them: a degree that does not divide a node straddles nodes in some
+  // stages only).
+  double tensor_collective_time(const TensorCollective& c, int stage) const;
+  // Whether every stage's tensor groups lie alike on the nodes (stages then differ only
+  // by what they hold: first, middle, last).
+  bool uniform_tensor_groups() const { return uniform_tensor_; }
   // One activation (or gradient) transfer between neighbouring stages.
   double pipeline_hop() const { return hop_; }
 
@@ -53,10 +58,12 @@ class StageCostModel {
   const HeadTime& head_time() const { return head_time_; }
 
  private:
+  void share_nics_by_stage();
 
   const Job& job_;
   Placement placement_;
-  GroupSpan tensor_span_;
+  std::vector<GroupSpan> tensor_span_;  // per stage
+  bool uniform_tensor_ = true;
   LayerPlan layer_, embedding_, head_;
   LayerTime layer_time_;
   HeadTime head_time_;
