@@ -47,7 +47,7 @@ std::string describe_job(const Job& job) {
                               job.cluster.instance.name, job.world_size());
   s += fmt::format("  parallel: pipeline {} x tensor {} x data {} (sharded {}), placement {}\n",
                    pc.pipeline_parallel_degree, pc.tensor_parallel_degree, job.data_parallel_degree(),
-                   pc.sharded_data_parallel_degree, pc.placement_strategy);
+                   pc.sharded_data_parallel_degree, pc.placement_strategy.smp_name());
   s += fmt::format("  batch: {} sequences of {} tokens = {} micro-batches of {} x {} accumulation steps "
                    "per data-parallel rank\n",
                    job.training.global_batch, job.model.seq_len, pc.microbatches, job.microbatch_size(),
@@ -240,7 +240,7 @@ nlohmann::json candidate_json(const search::Candidate& c) {
           {"stage_layers", c.job.parallel.stage_layers},
           {"lm_head_stage", to_string(c.job.parallel.lm_head_stage)},
           {"checkpointed_layers", c.job.parallel.checkpointed_layers},
-          {"placement_strategy", c.job.parallel.placement_strategy},
+          {"placement_strategy", c.job.parallel.placement_strategy.name()},
           {"activation_checkpointing", to_string(c.job.parallel.activation_checkpointing)},
           {"offload_activations", c.job.parallel.offload_activations},
           {"shard_optimizer_state", c.job.parallel.shard_optimizer_state},

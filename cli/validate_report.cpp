@@ -32,7 +32,7 @@ std::string layout(const Job& job) {
   if (pc.offload_activations) s += " offload";
   if (job.training.gradient_accumulation > 1) s += fmt::format(" ga{}", job.training.gradient_accumulation);
   if (job.lm_head_on_first_stage()) s += " head-first";
-  if (pc.placement_strategy != "cluster") s += " " + pc.placement_strategy;
+  if (pc.placement_strategy != PlacementOrder()) s += " " + pc.placement_strategy.smp_name();
   return s;
 }
 

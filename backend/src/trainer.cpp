@@ -41,7 +41,7 @@ nlohmann::json layout_of(const Job& job, const BackendModelConfig& c) {
           {"sharded_data_parallel_degree", pc.sharded_data_parallel_degree},
           {"shard_optimizer_state", pc.shard_optimizer_state},
           {"virtual_stages", pc.virtual_stages},
-          {"placement", Placement::canonical(pc.placement_strategy)},
+          {"placement", pc.placement_strategy.name()},
           {"stage_layers", pc.stage_layers},
           {"lm_head_stage", to_string(pc.lm_head_stage)},
           {"optimizer", to_string(job.training.optimizer)},

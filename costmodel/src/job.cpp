@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "partune/costmodel/enum_names.hpp"
-#include "partune/costmodel/placement.hpp"
 
 namespace partune {
 
@@ -208,14 +207,6 @@ JobViolation check_memory_and_kernels(const Job& job) {
 JobViolation check_job(const Job& job) {
   for (auto check : {check_degrees, check_batch, check_pipeline, check_memory_and_kernels})
     if (JobViolation v = check(job)) return v;
-  const auto& pc = job.parallel;
-  const int dp = job.data_parallel_degree();
-  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
-  try {
-    Placement(pc.placement_strategy, dp, pp, tp);
-  } catch (const std::exception& e) {
-    return bad("parallel.placement_strategy", e.what());
-  }
   return {};
 }
 

@@ -1,44 +1,52 @@
 #include "partune/costmodel/placement.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 #include <stdexcept>
 
 namespace partune {
 
 namespace {
-int axis_index(char c) {
-  switch (c) {
-    case 'D': return static_cast<int>(Axis::data);
-    case 'P': return static_cast<int>(Axis::pipeline);
-    case 'T': return static_cast<int>(Axis::tensor);
-  }
-  return -1;
-}
+
+// The six orders, index = PlacementOrder's position in all().
+constexpr const char* kNames[6] = {"DPT", "DTP", "PDT", "PTD", "TDP", "TPD"};
+
+Axis axis_of(char letter) { return letter == 'D' ? Axis::data : letter == 'P' ? Axis::pipeline : Axis::tensor; }
+
 }  // namespace
 
-std::string Placement::canonical(const std::string& strategy) {
-  if (strategy == "cluster") return "DPT";
-  if (strategy == "spread") return "TPD";
-  std::string s = strategy;
-  std::transform(s.begin(), s.end(), s.begin(), ::toupper);
-  return s;
+PlacementOrder PlacementOrder::parse(const std::string& text) {
+  // SMP's two names are matched exactly; the letters in any case.
+  std::string letters = text == "cluster" ? "DPT" : text == "spread" ? "TPD" : text;
+  for (char& c : letters) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (unsigned char i = 0; i < 6; ++i)
+    if (letters == kNames[i]) return PlacementOrder(i);
+  throw std::invalid_argument("'" + text + "' is not a placement: use cluster, spread or a permutation of D, P, T");
 }
 
-Placement::Placement(const std::string& order, int data_degree, int pipeline_degree,
-                     int tensor_degree)
-    : order_(canonical(order)) {
-  std::string sorted = order_;
-  std::sort(sorted.begin(), sorted.end());
-  if (sorted != "DPT")
-    throw std::invalid_argument("'" + order +
-                                "' is not a placement: use cluster, spread or a permutation of D, P, T");
+const std::array<PlacementOrder, 6>& PlacementOrder::all() {
+  static const std::array<PlacementOrder, 6> orders = {PlacementOrder(0), PlacementOrder(1), PlacementOrder(2),
+                                                       PlacementOrder(3), PlacementOrder(4), PlacementOrder(5)};
+  return orders;
+}
+
+Axis PlacementOrder::axis(int i) const { return axis_of(kNames[index_][i]); }
+
+std::string PlacementOrder::name() const { return kNames[index_]; }
+
+std::string PlacementOrder::smp_name() const {
+  return index_ == 0 ? "cluster" : index_ == 5 ? "spread" : name();
+}
+
+Placement::Placement(PlacementOrder order, int data_degree, int pipeline_degree, int tensor_degree)
+    : order_(order) {
   degree_ = {data_degree, pipeline_degree, tensor_degree};
   // Right-most letter varies fastest: its stride is 1, and each letter to its left
   // strides over the product of the degrees to its right.
   int stride = 1;
   for (int i = 2; i >= 0; --i) {
-    const int a = axis_index(order_[i]);
+    const int a = static_cast<int>(order_.axis(i));
     stride_[a] = stride;
     stride *= degree_[a];
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 
 #include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/units.hpp"
@@ -285,7 +286,11 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.active_microbatches = r.get_int("active_microbatches", 0);
   p.pipeline = get_enum(r, "pipeline", PipelineSchedule::interleaved);
   p.virtual_stages = r.get_int("virtual_stages", 1);
-  p.placement_strategy = r.get_string("placement_strategy", "cluster");
+  try {
+    p.placement_strategy = PlacementOrder::parse(r.get_string("placement_strategy", "cluster"));
+  } catch (const std::invalid_argument& e) {
+    r.fail("placement_strategy", e.what());
+  }
   p.activation_checkpointing = get_enum(r, "activation_checkpointing", Checkpointing::none);
   p.offload_activations = r.get_bool("offload_activations", false);
   p.activation_loading_horizon = r.get_int("activation_loading_horizon", 4);

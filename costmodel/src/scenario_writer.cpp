@@ -131,7 +131,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   }
   p["lm_head_stage"] = enum_name(pc.lm_head_stage);
   if (pc.checkpointed_layers >= 0) p["checkpointed_layers"] = pc.checkpointed_layers;
-  p["placement_strategy"] = pc.placement_strategy;
+  p["placement_strategy"] = pc.placement_strategy.name();
   p["activation_checkpointing"] = enum_name(pc.activation_checkpointing);
   p["offload_activations"] = pc.offload_activations;
   p["activation_loading_horizon"] = pc.activation_loading_horizon;

@@ -42,11 +42,12 @@ Enum parse_enum(const std::string& key, const std::string& v, int count) {
   throw std::invalid_argument(key + ": '" + v + "' is not one of " + list);
 }
 
-std::string parse_placement(const std::string& key, const std::string& v) {
-  const std::string c = Placement::canonical(v);
-  if (std::find(placement_names().begin(), placement_names().end(), c) == placement_names().end())
+PlacementOrder parse_placement(const std::string& key, const std::string& v) {
+  try {
+    return PlacementOrder::parse(v);
+  } catch (const std::invalid_argument&) {
     throw std::invalid_argument(key + ": '" + v + "' is not cluster, spread or a permutation of DPT");
-  return c;
+  }
 }
 
 int parse_layers(const std::string& key, const std::string& v) {
@@ -55,7 +56,7 @@ int parse_layers(const std::string& key, const std::string& v) {
 
 std::string text_of(int v) { return std::to_string(v); }
 std::string text_of(bool v) { return v ? "true" : "false"; }
-std::string text_of(const std::string& v) { return v; }
+std::string text_of(PlacementOrder v) { return v.name(); }
 template <class Enum, class = std::enable_if_t<std::is_enum_v<Enum>>>
 std::string text_of(Enum e) {
   return to_string(e);
@@ -143,9 +144,9 @@ void add_split_knobs(std::vector<Knob>& k) {
       }));
   k.push_back(make_knob(
       "placement_strategy", &S::placements, parse_placement,
-      [](J j) { return Placement::canonical(j.parallel.placement_strategy); },
-      [](P p, Job& j) { j.parallel.placement_strategy = placement_names()[p.placement]; },
-      [](J j) { return " " + Placement::canonical(j.parallel.placement_strategy); }));
+      [](J j) { return j.parallel.placement_strategy; },
+      [](P p, Job& j) { j.parallel.placement_strategy = p.placement; },
+      [](J j) { return " " + j.parallel.placement_strategy.name(); }));
 }
 
 // What each GPU keeps and how it computes: checkpointing, offload, ZeRO-1, kernels.

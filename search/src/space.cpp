@@ -34,11 +34,6 @@ std::vector<T> or_default(const std::vector<T>& given, std::vector<T> fallback) 
 
 }  // namespace
 
-const std::vector<std::string>& placement_names() {
-  static const std::vector<std::string> names = {"DPT", "DTP", "PDT", "PTD", "TDP", "TPD"};
-  return names;
-}
-
 void restrict_space(SearchSpace& space, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -82,14 +77,8 @@ class Enumerator {
     opt_shards_ = or_default(space.shard_optimizer_state, {false, true});
     flashes_ = or_default(space.flash_attention, half ? std::vector<bool>{false, true} : std::vector<bool>{false});
     algos_ = or_default(space.sharded_collectives, {CollectiveAlgorithm::ring, CollectiveAlgorithm::all_to_all});
-    if (space.placements.empty()) {
-      for (int i = 0; i < static_cast<int>(placement_names().size()); ++i) placement_ids_.push_back(i);
-    } else {
-      for (const auto& p : space.placements)
-        placement_ids_.push_back(static_cast<int>(
-            std::find(placement_names().begin(), placement_names().end(), Placement::canonical(p)) -
-            placement_names().begin()));
-    }
+    const auto& every = PlacementOrder::all();
+    placements_ = or_default(space.placements, std::vector<PlacementOrder>(every.begin(), every.end()));
   }
 
   EnumerationStats run() {
@@ -115,14 +104,14 @@ class Enumerator {
  private:
   // Distinct placements: the ones that give the same strides on every axis with more
   // than one member produce the same groups.
-  std::vector<int> distinct_placements(int dp, int pp, int tp) {
-    std::vector<int> placements;
+  std::vector<PlacementOrder> distinct_placements(int dp, int pp, int tp) {
+    std::vector<PlacementOrder> placements;
     std::set<std::tuple<int, int, int>> seen;
-    for (int id : placement_ids_) {
-      const Placement pl(placement_names()[id], dp, pp, tp);
+    for (PlacementOrder order : placements_) {
+      const Placement pl(order, dp, pp, tp);
       const auto key = std::make_tuple(dp > 1 ? pl.stride(Axis::data) : 0, pp > 1 ? pl.stride(Axis::pipeline) : 0,
                                        tp > 1 ? pl.stride(Axis::tensor) : 0);
-      if (seen.insert(key).second) placements.push_back(id);
+      if (seen.insert(key).second) placements.push_back(order);
       else ++stats_.duplicates;
     }
     return placements;
@@ -149,7 +138,7 @@ class Enumerator {
       if (dp % d == 0 && (is_power_of_two(d) || d == dp)) sdp_all.push_back(d);
     for (int b = 1; b <= B; b *= 2)
       if (B % (static_cast<long>(dp) * b) == 0) b_all.push_back(b);
-    const std::vector<int> placements = distinct_placements(dp, pp, tp);
+    const std::vector<PlacementOrder> placements = distinct_placements(dp, pp, tp);
     for (int sdp : or_default(space_.sharded_degrees, sdp_all))
       for (int b : or_default(space_.microbatch_sizes, b_all)) {
         if (B % (static_cast<long>(dp) * b) != 0) {
@@ -159,7 +148,7 @@ class Enumerator {
         Point p;
         p.pipeline = pp, p.tensor = tp, p.sharded = sdp, p.microbatch_size = b, p.microbatches = B / (dp * b);
         for (const auto& [sched, v] : schedules(pp))
-          for (int placement : placements) {
+          for (PlacementOrder placement : placements) {
             p.schedule = sched, p.virtual_stages = v, p.placement = placement;
             memory_knobs(p, dp);
           }
@@ -212,7 +201,7 @@ class Enumerator {
   std::vector<Checkpointing> ckpts_;
   std::vector<bool> offloads_, opt_shards_, flashes_;
   std::vector<CollectiveAlgorithm> algos_;
-  std::vector<int> placement_ids_;
+  std::vector<PlacementOrder> placements_;
 };
 
 }  // namespace

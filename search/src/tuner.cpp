@@ -58,7 +58,7 @@ void find_contrasts(const Job& base, const std::vector<Fitting>& fitting, Search
   const Fitting* best_pp = nullptr;
   for (const Fitting& f : fitting) {
     const int dp = base.world_size() / (f.point.pipeline * f.point.tensor);
-    const Placement pl(placement_names()[f.point.placement], dp, f.point.pipeline, f.point.tensor);
+    const Placement pl(f.point.placement, dp, f.point.pipeline, f.point.tensor);
     const bool tp_across = f.point.tensor > 1 && group_span(pl, Axis::tensor, G).nodes > 1;
     const bool pp_across = f.point.pipeline > 1 && group_span(pl, Axis::pipeline, G).nodes > 1 && !tp_across;
     if (tp_across && (!best_tp || f.step_time < best_tp->step_time)) best_tp = &f;

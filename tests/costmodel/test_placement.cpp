@@ -30,7 +30,7 @@ TEST_CASE("rank <-> coordinates is a bijection for every axis order", "[placemen
                                   std::make_tuple(3, 1, 5));
   for (const char* order : kAllOrders) {
     INFO("order " << order << " dp " << d << " pp " << p << " tp " << t);
-    const Placement pl(order, d, p, t);
+    const Placement pl(PlacementOrder::parse(order), d, p, t);
     REQUIRE(pl.world_size() == d * p * t);
     std::set<std::tuple<int, int, int>> seen;
     for (int r = 0; r < pl.world_size(); ++r) {
@@ -64,21 +64,21 @@ TEST_CASE("rank <-> coordinates is a bijection for every axis order", "[placemen
 TEST_CASE("the right-most letter varies fastest", "[placement]") {
   // (dp 2, pp 3, tp 4): rank 1 moves one step along the last letter's axis.
   SECTION("DPT") {
-    const Placement pl("DPT", 2, 3, 4);
+    const Placement pl(PlacementOrder::parse("DPT"), 2, 3, 4);
     CHECK(pl.coords(1) == RankCoords{0, 0, 1});
     CHECK(pl.coords(4) == RankCoords{0, 1, 0});
     CHECK(pl.coords(12) == RankCoords{1, 0, 0});
     CHECK(pl.coords(23) == RankCoords{1, 2, 3});
   }
   SECTION("TPD") {
-    const Placement pl("TPD", 2, 3, 4);
+    const Placement pl(PlacementOrder::parse("TPD"), 2, 3, 4);
     CHECK(pl.coords(1) == RankCoords{1, 0, 0});
     CHECK(pl.coords(2) == RankCoords{0, 1, 0});
     CHECK(pl.coords(6) == RankCoords{0, 0, 1});
     CHECK(pl.coords(23) == RankCoords{1, 2, 3});
   }
   SECTION("PDT") {
-    const Placement pl("PDT", 2, 3, 4);
+    const Placement pl(PlacementOrder::parse("PDT"), 2, 3, 4);
     CHECK(pl.coords(1) == RankCoords{0, 0, 1});
     CHECK(pl.coords(4) == RankCoords{1, 0, 0});
     CHECK(pl.coords(8) == RankCoords{0, 1, 0});
@@ -91,7 +91,7 @@ TEST_CASE("SMP's published 8-device DPT example", "[placement]") {
   const int pp[] = {0, 0, 1, 1, 0, 0, 1, 1};
   const int tp[] = {0, 1, 0, 1, 0, 1, 0, 1};
   for (const char* order : {"DPT", "cluster"}) {
-    const Placement pl(order, 2, 2, 2);
+    const Placement pl(PlacementOrder::parse(order), 2, 2, 2);
     for (int r = 0; r < 8; ++r) {
       INFO(order << " rank " << r);
       CHECK(pl.coords(r).data == rdp[r]);
@@ -102,21 +102,67 @@ TEST_CASE("SMP's published 8-device DPT example", "[placement]") {
 }
 
 TEST_CASE("named strategies are the documented orders", "[placement]") {
-  CHECK(Placement::canonical("cluster") == "DPT");
-  CHECK(Placement::canonical("spread") == "TPD");
-  const Placement cluster("cluster", 2, 3, 4), dpt("DPT", 2, 3, 4);
-  const Placement spread("spread", 2, 3, 4), tpd("TPD", 2, 3, 4);
-  CHECK(cluster.order() == "DPT");
-  CHECK(spread.order() == "TPD");
+  const PlacementOrder cluster = PlacementOrder::parse("cluster"), spread = PlacementOrder::parse("spread");
+  CHECK(cluster.name() == "DPT");
+  CHECK(spread.name() == "TPD");
+  CHECK(cluster == PlacementOrder::parse("DPT"));
+  CHECK(spread == PlacementOrder::parse("TPD"));
+  CHECK(PlacementOrder() == cluster);  // the job key's default
+  CHECK(cluster.smp_name() == "cluster");
+  CHECK(spread.smp_name() == "spread");
+  CHECK(PlacementOrder::parse("PDT").smp_name() == "PDT");
+  const Placement c(cluster, 2, 3, 4), dpt(PlacementOrder::parse("DPT"), 2, 3, 4);
+  const Placement s(spread, 2, 3, 4), tpd(PlacementOrder::parse("TPD"), 2, 3, 4);
+  CHECK(c.order() == cluster);
+  CHECK(s.order().name() == "TPD");
   for (int r = 0; r < 24; ++r) {
-    CHECK(cluster.coords(r) == dpt.coords(r));
-    CHECK(spread.coords(r) == tpd.coords(r));
+    CHECK(c.coords(r) == dpt.coords(r));
+    CHECK(s.coords(r) == tpd.coords(r));
+  }
+}
+
+TEST_CASE("each permutation of D, P, T parses to its axes, slowest first", "[placement]") {
+  struct Case {
+    const char* text;
+    Axis slowest, middle, fastest;
+  };
+  const Case cases[] = {{"DPT", Axis::data, Axis::pipeline, Axis::tensor},
+                        {"DTP", Axis::data, Axis::tensor, Axis::pipeline},
+                        {"PDT", Axis::pipeline, Axis::data, Axis::tensor},
+                        {"PTD", Axis::pipeline, Axis::tensor, Axis::data},
+                        {"TDP", Axis::tensor, Axis::data, Axis::pipeline},
+                        {"TPD", Axis::tensor, Axis::pipeline, Axis::data}};
+  for (const Case& k : cases) {
+    INFO(k.text);
+    const PlacementOrder o = PlacementOrder::parse(k.text);
+    CHECK(o.axis(0) == k.slowest);
+    CHECK(o.axis(1) == k.middle);
+    CHECK(o.axis(2) == k.fastest);
+    CHECK(o.name() == k.text);
+    CHECK(PlacementOrder::parse(o.name()) == o);
+  }
+  SECTION("the six are distinct and all() lists them in the order of their names") {
+    const auto& all = PlacementOrder::all();
+    for (int i = 0; i < 6; ++i) {
+      CHECK(all[i].name() == kAllOrders[i]);
+      for (int j = 0; j < 6; ++j) CHECK((all[i] == all[j]) == (i == j));
+    }
+  }
+}
+
+TEST_CASE("placement letters may be in any case, SMP's names only in lower case", "[placement]") {
+  CHECK(PlacementOrder::parse("dpt") == PlacementOrder::parse("DPT"));
+  CHECK(PlacementOrder::parse("tPd") == PlacementOrder::parse("TPD"));
+  CHECK(PlacementOrder::parse("pdT").name() == "PDT");
+  for (const char* bad : {"Cluster", "SPREAD"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(PlacementOrder::parse(bad), std::invalid_argument);
   }
 }
 
 TEST_CASE("cluster placement keeps every tensor-parallel group inside one node", "[placement]") {
   // GPT-3 175B on 120 p4d: pp 8, tp 8, dp 15, 8 GPUs per node.
-  const Placement pl("cluster", 15, 8, 8);
+  const Placement pl(PlacementOrder::parse("cluster"), 15, 8, 8);
   REQUIRE(pl.world_size() == 960);
   std::set<int> first_members;
   for (int r = 0; r < 960; ++r) {
@@ -139,7 +185,7 @@ TEST_CASE("cluster placement keeps every tensor-parallel group inside one node",
   CHECK(pl.group(5, Axis::data)[14] == 5 + 14 * 64);
 
   SECTION("spread puts a tensor-parallel group on 8 different nodes") {
-    const Placement sp("spread", 15, 8, 8);
+    const Placement sp(PlacementOrder::parse("spread"), 15, 8, 8);
     std::set<int> nodes;
     for (int member : sp.group(0, Axis::tensor)) nodes.insert(member / 8);
     CHECK(nodes.size() == 8);
@@ -154,25 +200,25 @@ TEST_CASE("group_span counts nodes and ranks per node", "[placement]") {
     CHECK(s.per_node == per_node);
   };
   SECTION("DPT, dp 4 pp 2 tp 4 on 32 GPUs (strides T 1, P 4, D 8)") {
-    const Placement pl("DPT", 4, 2, 4);
+    const Placement pl(PlacementOrder::parse("DPT"), 4, 2, 4);
     span_is(group_span(pl, Axis::tensor, 8), 4, 1, 4);    // ranks 0-3
     span_is(group_span(pl, Axis::pipeline, 8), 2, 1, 2);  // ranks 0, 4
     span_is(group_span(pl, Axis::data, 8), 4, 4, 1);      // ranks 0, 8, 16, 24
   }
   SECTION("TPD, dp 4 pp 2 tp 4 on 32 GPUs (strides D 1, P 4, T 8)") {
-    const Placement pl("TPD", 4, 2, 4);
+    const Placement pl(PlacementOrder::parse("TPD"), 4, 2, 4);
     span_is(group_span(pl, Axis::data, 8), 4, 1, 4);
     span_is(group_span(pl, Axis::pipeline, 8), 2, 1, 2);
     span_is(group_span(pl, Axis::tensor, 8), 4, 4, 1);
   }
   SECTION("DTP, dp 2 tp 8 pp 2 on 32 GPUs (strides P 1, T 2, D 16)") {
-    const Placement pl("DTP", 2, 2, 8);
+    const Placement pl(PlacementOrder::parse("DTP"), 2, 2, 8);
     span_is(group_span(pl, Axis::pipeline, 8), 2, 1, 2);
     span_is(group_span(pl, Axis::tensor, 8), 8, 2, 4);    // ranks 0,2,..,14
     span_is(group_span(pl, Axis::data, 8), 2, 2, 1);      // ranks 0, 16
   }
   SECTION("pure data parallel over 4 nodes") {
-    const Placement pl("cluster", 32, 1, 1);
+    const Placement pl(PlacementOrder::parse("cluster"), 32, 1, 1);
     span_is(group_span(pl, Axis::data, 8), 32, 4, 8);
     span_is(group_span(pl, Axis::tensor, 8), 1, 1, 1);
     SECTION("sharded subgroups of consecutive replicas") {
@@ -182,7 +228,7 @@ TEST_CASE("group_span counts nodes and ranks per node", "[placement]") {
     }
   }
   SECTION("GPT-3 layout pp 8 tp 8 dp 15, cluster") {
-    const Placement pl("cluster", 15, 8, 8);
+    const Placement pl(PlacementOrder::parse("cluster"), 15, 8, 8);
     span_is(group_span(pl, Axis::tensor, 8), 8, 1, 8);
     span_is(group_span(pl, Axis::pipeline, 8), 8, 8, 1);
     span_is(group_span(pl, Axis::data, 8), 15, 15, 1);
@@ -190,11 +236,12 @@ TEST_CASE("group_span counts nodes and ranks per node", "[placement]") {
 }
 
 TEST_CASE("invalid placement strings throw std::invalid_argument", "[placement]") {
-  for (const char* bad : {"DPX", "DD T", "DDT", "DP", "DPTT", "", "clusters"}) {
+  for (const char* bad : {"DPX", "DDP", "DD T", "DDT", "DP", "DPTT", "", " DPT", "DPT ", "clusters", "D-P-T"}) {
     INFO("'" << bad << "'");
-    CHECK_THROWS_AS(Placement(bad, 2, 2, 2), std::invalid_argument);
+    CHECK_THROWS_AS(PlacementOrder::parse(bad), std::invalid_argument);
   }
-  SECTION("the message names the bad string") {
-    CHECK_THROWS_WITH(Placement("DPX", 2, 2, 2), Catch::Contains("DPX"));
+  SECTION("the message names the bad string and the choices") {
+    CHECK_THROWS_WITH(PlacementOrder::parse("DPX"),
+                      "'DPX' is not a placement: use cluster, spread or a permutation of D, P, T");
   }
 }

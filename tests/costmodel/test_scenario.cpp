@@ -57,7 +57,7 @@ TEST_CASE("a valid inline job parses into the fields it gives", "[scenario]") {
   CHECK(j.parallel.tensor_parallel_degree == 2);
   CHECK(j.parallel.pipeline_parallel_degree == 1);  // default
   CHECK(j.parallel.microbatches == 2);
-  CHECK(j.parallel.placement_strategy == "spread");
+  CHECK(j.parallel.placement_strategy == PlacementOrder::parse("TPD"));
   CHECK(j.data_parallel_degree() == 4);
   CHECK(j.microbatch_size() == 8);
 }
@@ -236,6 +236,27 @@ struct TempFile {
   ~TempFile() { std::filesystem::remove(path); }
 };
 }  // namespace
+
+TEST_CASE("a bad placement is one error naming the file, the key and the value", "[scenario]") {
+  const std::string reason = "'DDP' is not a placement: use cluster, spread or a permutation of D, P, T";
+  SECTION("in a job file") {
+    const TempFile file("bad-placement.yaml", job_yaml("  placement_strategy: DDP\n"));
+    const ScenarioError e = expect_error([&] { load_job(file.path); });
+    CHECK(e.file() == file.path);
+    CHECK(e.key() == "parallel.placement_strategy");
+    CHECK(e.reason() == reason);
+    CHECK(std::string(e.what()) == file.path + ": parallel.placement_strategy: " + reason);
+  }
+  SECTION("in an override") {
+    const ScenarioError e = expect_error([] { parse_job(job_yaml(), kOrigin, {"placement_strategy=DDP"}); });
+    CHECK(e.key() == "parallel.placement_strategy");
+    CHECK(e.reason() == reason);
+  }
+  SECTION("a good one is parsed once into its order") {
+    CHECK(parse_job(job_yaml(), kOrigin).parallel.placement_strategy.name() == "DPT");  // default: cluster
+    CHECK(parse_job(job_yaml("  placement_strategy: pdt\n"), kOrigin).parallel.placement_strategy.name() == "PDT");
+  }
+}
 
 TEST_CASE("load_job reads a file the way parse_job reads the same text", "[scenario]") {
   const std::string text = job_yaml("  microbatches: 2\n");

@@ -30,7 +30,7 @@ Job unusual_job() {
   pc.microbatches = 4;  // 32 / (dp 4 x 4) = 2 sequences each
   pc.pipeline = PipelineSchedule::interleaved;
   pc.virtual_stages = 2;
-  pc.placement_strategy = "PDT";
+  pc.placement_strategy = PlacementOrder::parse("PDT");
   pc.activation_checkpointing = Checkpointing::selective;
   pc.checkpointed_layers = 2;
   pc.offload_activations = true;
@@ -60,7 +60,7 @@ Job changed(Job j, const std::string& key) {
   else if (key == "microbatch_size") pc.microbatches = 8;
   else if (key == "pipeline") pc.pipeline = PipelineSchedule::simple;
   else if (key == "virtual_stages") pc.virtual_stages = 1;
-  else if (key == "placement_strategy") pc.placement_strategy = "TDP";
+  else if (key == "placement_strategy") pc.placement_strategy = PlacementOrder::parse("TDP");
   else if (key == "activation_checkpointing") pc.activation_checkpointing = Checkpointing::full;
   else if (key == "checkpointed_layers") pc.checkpointed_layers = -1;
   else if (key == "offload_activations") pc.offload_activations = false;
@@ -124,7 +124,7 @@ TEST_CASE("apply writes every knob of a point into the job", "[search][knobs]") 
   Point p;
   p.pipeline = 2, p.tensor = 2, p.sharded = 2, p.sharded_collective = CollectiveAlgorithm::all_to_all;
   p.microbatch_size = 2, p.microbatches = 4, p.schedule = PipelineSchedule::interleaved, p.virtual_stages = 2;
-  p.placement = 2;  // placement_names()[2] = "PDT"
+  p.placement = PlacementOrder::parse("PDT");
   p.checkpointing = Checkpointing::selective, p.checkpointed_layers = 2;
   p.offload = true, p.shard_optimizer = false, p.flash = true, p.sequence_parallel = true;
   const Job job = make_job(base, p);

@@ -32,7 +32,7 @@ Knobs knobs_of(const Point& p) {
 // The communication groups a placement gives: for each axis, the set of its groups
 // (each a sorted list of global ranks). Two placements are the same when these are.
 using Groups = std::vector<std::set<std::vector<int>>>;
-Groups groups_of(const std::string& order, int dp, int pp, int tp) {
+Groups groups_of(PlacementOrder order, int dp, int pp, int tp) {
   const Placement pl(order, dp, pp, tp);
   Groups g(3);
   const Axis axes[] = {Axis::data, Axis::pipeline, Axis::tensor};
@@ -108,7 +108,7 @@ TEST_CASE("enumerate visits only legal, distinct points", "[search][space]") {
       CHECK(job.cluster.nodes == base.cluster.nodes);
       CHECK(job.training.global_batch == base.training.global_batch);
       // No two visited points give the same configuration and the same groups.
-      const auto key = std::make_pair(knobs_of(p), groups_of(placement_names()[p.placement], job.data_parallel_degree(),
+      const auto key = std::make_pair(knobs_of(p), groups_of(p.placement, job.data_parallel_degree(),
                                                           p.pipeline, p.tensor));
       CHECK(seen.insert(key).second);
       descriptions.insert(describe(job) + " " + to_string(p.sharded_collective));
@@ -155,12 +155,12 @@ TEST_CASE("enumerate: the count of a small space, worked out by hand", "[search]
   std::map<Knobs, std::set<Groups>> visited;
   for (const Point& p : points) {
     const int dp = 8 / (p.pipeline * p.tensor);
-    CHECK(visited[knobs_of(p)].insert(groups_of(placement_names()[p.placement], dp, p.pipeline, p.tensor)).second);
+    CHECK(visited[knobs_of(p)].insert(groups_of(p.placement, dp, p.pipeline, p.tensor)).second);
   }
   for (const auto& [k, structures] : visited) {
     const int pp = std::get<0>(k), tp = std::get<1>(k), dp = 8 / (pp * tp);
     std::set<Groups> all;
-    for (const auto& order : placement_names()) all.insert(groups_of(order, dp, pp, tp));
+    for (PlacementOrder order : PlacementOrder::all()) all.insert(groups_of(order, dp, pp, tp));
     CHECK(structures == all);
   }
 }
@@ -197,8 +197,8 @@ TEST_CASE("enumerate: placements that give the same groups are visited once", "[
     const std::vector<Point> points = visit_all(base, restricted(fixes), &stats);
     CHECK(points.size() == 8);  // 4 sdp x 2 micro-batch sizes
     CHECK(stats.duplicates == 5);
-    std::set<int> placements;
-    for (const Point& p : points) placements.insert(p.placement);
+    std::set<std::string> placements;
+    for (const Point& p : points) placements.insert(p.placement.name());
     CHECK(placements.size() == 1);
     // Pinning one order (or naming it cluster / spread) gives the same count.
     for (const char* order : {"cluster", "spread", "PTD"}) {
@@ -215,7 +215,7 @@ TEST_CASE("enumerate: placements that give the same groups are visited once", "[
     CHECK(points.size() == 18);
     std::set<std::string> tensor_strides;
     for (const Point& p : points) {
-      const Placement pl(placement_names()[p.placement], 4, 1, 2);
+      const Placement pl(p.placement, 4, 1, 2);
       tensor_strides.insert(std::to_string(pl.stride(Axis::tensor)));
     }
     CHECK(tensor_strides == std::set<std::string>{"1", "4"});  // inside pairs, or across
@@ -245,7 +245,10 @@ TEST_CASE("restrict_space parses key=v1,v2 and rejects what it cannot use", "[se
   restrict_space(s, "pipeline=simple,interleaved");
   CHECK(s.schedules == std::vector<PipelineSchedule>{PipelineSchedule::simple, PipelineSchedule::interleaved});
   restrict_space(s, "placement_strategy=cluster,spread,PDT");
-  CHECK(s.placements == std::vector<std::string>{"DPT", "TPD", "PDT"});
+  REQUIRE(s.placements.size() == 3);
+  CHECK(s.placements[0].name() == "DPT");
+  CHECK(s.placements[1].name() == "TPD");
+  CHECK(s.placements[2].name() == "PDT");
   restrict_space(s, "activation_checkpointing=none,full");
   CHECK(s.checkpointing == std::vector<Checkpointing>{Checkpointing::none, Checkpointing::full});
   restrict_space(s, "offload_activations=true");
@@ -318,7 +321,7 @@ TEST_CASE("matches() filters jobs as restrict_space restricts the space", "[sear
   job.parallel.pipeline_parallel_degree = 2;
   job.parallel.tensor_parallel_degree = 2;
   job.parallel.microbatches = 4;
-  job.parallel.placement_strategy = "cluster";
+  job.parallel.placement_strategy = PlacementOrder::parse("cluster");
   job.parallel.activation_checkpointing = Checkpointing::full;
   testing::require_valid(job);
   CHECK(matches(job, {}));
@@ -357,7 +360,7 @@ TEST_CASE("pin_from_job keeps the job's own values", "[search][space]") {
   job.parallel.pipeline_parallel_degree = 2;
   job.parallel.tensor_parallel_degree = 2;
   job.parallel.microbatches = 4;
-  job.parallel.placement_strategy = "spread";
+  job.parallel.placement_strategy = PlacementOrder::parse("spread");
   job.parallel.flash_attention = true;
   SearchSpace s;
   pin_from_job(s, job, {"pipeline_parallel_degree", "tensor_parallel_degree", "microbatch_size",
@@ -365,7 +368,8 @@ TEST_CASE("pin_from_job keeps the job's own values", "[search][space]") {
   CHECK(s.pipeline_degrees == std::vector<int>{2});
   CHECK(s.tensor_degrees == std::vector<int>{2});
   CHECK(s.microbatch_sizes == std::vector<int>{2});
-  CHECK(s.placements == std::vector<std::string>{"TPD"});
+  REQUIRE(s.placements.size() == 1);
+  CHECK(s.placements[0].name() == "TPD");
   CHECK(s.flash_attention == std::vector<bool>{true});
   CHECK(s.schedules.empty());
   CHECK_THROWS_AS(pin_from_job(s, job, {"nonsense"}), std::invalid_argument);

@@ -38,10 +38,10 @@ std::string fixes_text(const std::vector<std::string>& fixes) {
 }
 
 // A point as comparable data (Point has no operator==).
-using PointKey = std::tuple<int, int, int, int, int, int, int, int, int, bool, bool, bool, bool, int, int>;
+using PointKey = std::tuple<int, int, int, int, int, int, int, std::string, int, bool, bool, bool, bool, int, int>;
 PointKey key_of(const Point& p) {
   return {p.pipeline, p.tensor, p.sharded, p.microbatch_size, p.microbatches, p.virtual_stages,
-          static_cast<int>(p.schedule), p.placement, static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer,
+          static_cast<int>(p.schedule), p.placement.name(), static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer,
           p.flash, p.sequence_parallel, static_cast<int>(p.sharded_collective), p.checkpointed_layers};
 }
 

@@ -227,7 +227,7 @@ Job nic_job(int gpus_per_node, int nics_per_node) {
   j.model.tied_embeddings = false;  // no embedding-group all-reduce: see the test after this one
   j.parallel.pipeline_parallel_degree = 2;
   j.parallel.microbatches = 1;
-  j.parallel.placement_strategy = "PDT";
+  j.parallel.placement_strategy = PlacementOrder::parse("PDT");
   return j;
 }
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "partune/costmodel/hardware.hpp"
 #include "partune/costmodel/model.hpp"
+#include "partune/costmodel/placement.hpp"
 
 namespace partune {
 
@@ -40,7 +41,7 @@ struct ParallelConfig {
   int active_microbatches = 0;   // 0 = pipeline_parallel_degree + 2 (SMP's default)
   PipelineSchedule pipeline = PipelineSchedule::interleaved;
   int virtual_stages = 1;        // model chunks per rank (interleaved 1F1B when > 1)
-  std::string placement_strategy = "cluster";
+  PlacementOrder placement_strategy;  // default DPT (SMP's "cluster")
   Checkpointing activation_checkpointing = Checkpointing::none;
   bool offload_activations = false;
   int activation_loading_horizon = 4;  // layers reloaded ahead of backward

@@ -1,6 +1,6 @@
 #pragma once
-// Rank <-> (data, pipeline, tensor) coordinates for a placement string, with SMP's rule:
-// the right-most letter varies fastest over global ranks. "cluster" = "DPT",
+// Rank <-> (data, pipeline, tensor) coordinates for an order of the three axes, with
+// SMP's rule: the right-most letter varies fastest over global ranks. "cluster" = "DPT",
 // "spread" = "TPD".
 #include <array>
 #include <string>
@@ -19,11 +19,37 @@ struct RankCoords {
 
 enum class Axis { data, pipeline, tensor };
 
+// The job key parallel.placement_strategy, parsed once: the three axes from the slowest
+// over global ranks to the fastest. The default is DPT (SMP's "cluster": tensor ranks
+// are consecutive, so a tensor group fills a node first).
+class PlacementOrder {
+ public:
+  PlacementOrder() = default;
+  // "cluster" (= DPT), "spread" (= TPD), or a permutation of the letters D, P, T in any
+  // case ("pdt" = "PDT"). The two names are lower case only. Throws
+  // std::invalid_argument naming the bad string.
+  static PlacementOrder parse(const std::string& text);
+  // The six orders, in the order of their names: DPT, DTP, PDT, PTD, TDP, TPD.
+  static const std::array<PlacementOrder, 6>& all();
+
+  // The axis in position i, 0 the slowest and 2 the fastest.
+  Axis axis(int i) const;
+  // The canonical name: three capital letters, "DPT".
+  std::string name() const;
+  // SMP's name where it has one ("cluster" for DPT, "spread" for TPD), else name().
+  std::string smp_name() const;
+
+  bool operator==(const PlacementOrder& o) const { return index_ == o.index_; }
+  bool operator!=(const PlacementOrder& o) const { return !(*this == o); }
+
+ private:
+  explicit PlacementOrder(unsigned char index) : index_(index) {}
+  unsigned char index_ = 0;  // position in all(): one byte, so search points stay small
+};
+
 class Placement {
  public:
-  // order: "DPT", a permutation of D,P,T, or "cluster"/"spread". Throws
-  // std::invalid_argument naming the bad string.
-  Placement(const std::string& order, int data_degree, int pipeline_degree, int tensor_degree);
+  Placement(PlacementOrder order, int data_degree, int pipeline_degree, int tensor_degree);
 
   int world_size() const { return degree_[0] * degree_[1] * degree_[2]; }
   RankCoords coords(int rank) const;
@@ -33,12 +59,10 @@ class Placement {
   // Distance between consecutive members of an axis group, in global ranks.
   int stride(Axis axis) const;
   int degree(Axis axis) const;
-  const std::string& order() const { return order_; }
-
-  static std::string canonical(const std::string& strategy);  // "cluster" -> "DPT"
+  PlacementOrder order() const { return order_; }
 
  private:
-  std::string order_;                 // e.g. "DPT"
+  PlacementOrder order_;
   std::array<int, 3> degree_{};       // indexed by Axis
   std::array<int, 3> stride_{};       // indexed by Axis
 };

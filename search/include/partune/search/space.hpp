@@ -16,7 +16,7 @@ struct SearchSpace {
   std::vector<int> microbatch_sizes;      // sequences per micro-batch
   std::vector<PipelineSchedule> schedules;
   std::vector<int> virtual_stages;
-  std::vector<std::string> placements;    // cluster, spread or DPT permutations
+  std::vector<PlacementOrder> placements;
   std::vector<Checkpointing> checkpointing;
   std::vector<bool> offload_activations;
   std::vector<bool> shard_optimizer_state;
@@ -42,13 +42,12 @@ struct Point {
   int pipeline = 1, tensor = 1, sharded = 1;
   int microbatch_size = 1, microbatches = 1, virtual_stages = 1;
   PipelineSchedule schedule = PipelineSchedule::interleaved;
-  int placement = 0;  // index into placement_names()
+  PlacementOrder placement;
   Checkpointing checkpointing = Checkpointing::none;
   bool offload = false, shard_optimizer = false, flash = false, sequence_parallel = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   int checkpointed_layers = -1;
 };
-const std::vector<std::string>& placement_names();  // "DPT", "DTP", "PDT", "PTD", "TDP", "TPD"
 
 // Writes the point's knobs into `job` (a copy of the base).
 void apply(const Point& point, Job& job);
