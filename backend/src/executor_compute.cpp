@@ -142,6 +142,7 @@ void Impl::backward(const Instruction& ins, std::size_t i) {
   }
   part.loss = torch::Tensor();
   part.output = torch::Tensor();
+  part.attention_cores.clear();  // their Q, K, V go with the graph
 }
 
 void Impl::offload(const Instruction& ins, std::size_t i) {
