@@ -237,8 +237,14 @@ TEST_CASE("multi-rank: sequence parallelism, tensor 2 x pipeline 2, and with ful
                    4);
 }
 
+// Also with the data group's optimizer slices and with sharding: the gradient sum then
+// covers each rank's owned slices of the replicated parameters.
 TEST_CASE("multi-rank: sequence parallelism, tensor 2 x data 2", "[backend][multirank][sequence]") {
   check_equivalent(kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true", 4);
+  check_equivalent(kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true --set shard_optimizer_state=true",
+                   4);
+  check_equivalent(
+      kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true --set sharded_data_parallel_degree=2", 4);
 }
 
 // ---- the tensor-parallel calls the layers made, per stage and micro-batch -------------
