@@ -474,7 +474,8 @@ class ProgramBuilder {
     // tensor collective without a micro-batch.
     double shard_params = 0;
     for (int c = 0; c < v_; ++c)
-      shard_params += layers_per_chunk_ * shard_gradient_.layer + (first_model_stage(c) ? shard_gradient_.embedding : 0.0) +
+      shard_params += layers_per_chunk_ * shard_gradient_.layer +
+                      (first_model_stage(c) ? shard_gradient_.embedding : 0.0) +
                       (holds_head(c) ? shard_gradient_.head : 0.0);
     if (shard_params > 0)
       push(collective(OpKind::all_reduce, CommGroup::tensor, shard_params * eb_ * owned_fraction(), 1, -1, 0, -1));

@@ -241,8 +241,8 @@ TEST_CASE("multi-rank: sequence parallelism, tensor 2 x pipeline 2, and with ful
 // covers each rank's owned slices of the replicated parameters.
 TEST_CASE("multi-rank: sequence parallelism, tensor 2 x data 2", "[backend][multirank][sequence]") {
   check_equivalent(kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true", 4);
-  check_equivalent(kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true --set shard_optimizer_state=true",
-                   4);
+  check_equivalent(
+      kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true --set shard_optimizer_state=true", 4);
   check_equivalent(
       kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true --set sharded_data_parallel_degree=2", 4);
 }
