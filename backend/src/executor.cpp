@@ -40,7 +40,7 @@ void check_executable(const Job& job, const RankProgram& program) {
           "{}: sharded data parallelism with the LM head on stage 0 (lm_head_stage: first) is not supported by the "
           "LibTorch backend: the head's gathered embedding would have to belong to two gradient buckets",
           describe(ins, i)));
-    if (is_collective(ins.kind) && ins.group == CommGroup::tensor && ins.layer < 0 && sharded)
+    if (run_by_layers(ins) && ins.layer < 0 && sharded)
       throw UnsupportedInstruction(fmt::format("{}: chunk-granularity program", describe(ins, i)));
   }
 }
@@ -108,12 +108,7 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
 }
 
 void Impl::optimizer_step() {
-  if (shards.empty()) {
-    // Buckets that left no data-parallel all-reduce (data degree 1): their
-    // sequence-parallel gradients are summed here.
-    for (const auto& [key, params] : bucket_params)
-      if (sequence_summed.insert(key).second) sum_sequence_parallel_gradients(key);
-  } else {
+  if (!shards.empty()) {
     // Slices hold gradient sums over the data-parallel replicas: average them.
     torch::NoGradGuard no_grad;
     for (auto& [k, s] : shards) s->owned().mutable_grad().div_(dp);
@@ -122,7 +117,6 @@ void Impl::optimizer_step() {
 }
 
 void Impl::zero_gradients() {
-  sequence_summed.clear();
   if (shards.empty()) {
     optimizer->zero_grad();
     return;
@@ -242,7 +236,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     const double start = monotonic_seconds();
     s.execute(ins, i, recomputed, head_ran);
     const TraceEvent e = event_of(ins, program.rank, start - t0, monotonic_seconds() - t0);
-    if (is_collective(ins.kind) && ins.group == CommGroup::tensor) {
+    if (run_by_layers(ins)) {
       s.tensor_calls.tensor_instruction(ins, i, e, events);
       continue;
     }

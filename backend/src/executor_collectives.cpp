@@ -1,6 +1,7 @@
-// The collectives the executor runs itself (data, sharded, replica, embedding groups),
-// completion of asynchronous work, and the sequence-parallel gradient sums
-// (executor_state.hpp). Tensor-group instructions run inside the layers.
+// The collectives the executor runs itself (data, sharded, replica, embedding groups, and
+// the sequence-parallel gradient sum over the tensor group) and completion of
+// asynchronous work (executor_state.hpp). The other tensor-group instructions run inside
+// the layers.
 #include <fmt/format.h>
 
 #include "executor_state.hpp"
@@ -52,13 +53,13 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
   const BucketKey key{ins.chunk, ins.layer};
   switch (ins.group) {
     case CommGroup::tensor:
-      return;  // run inside the layers (the plan's conjugates): booked by TensorCallBook
+      if (!run_by_layers(ins)) sum_sequence_parallel_gradients(ins, i);
+      return;  // else run inside the layers (the plan's conjugates): booked by TensorCallBook
     case CommGroup::data: {
       const auto& g = group(CommGroup::data);
       if (ins.kind == OpKind::all_reduce) {
         bucket_all_reduce(key, index, ins.async);
       } else if (ins.kind == OpKind::reduce_scatter) {
-        sum_sequence_parallel_gradients(key);
         reduce_scatter(index, *shards.at(key), g, ins.async);
       } else {  // all_gather: the updated slices of every bucket, after the optimizer
         for (auto& [k, s] : shards) gather(-1, *s, g, false);
@@ -70,7 +71,6 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
       if (ins.kind == OpKind::all_gather) {
         gather(index, s, group(CommGroup::sharded), ins.async);
       } else {
-        sum_sequence_parallel_gradients(key);
         reduce_scatter(index, s, group(CommGroup::sharded), ins.async);
       }
       return;
@@ -96,7 +96,6 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
 
 // A gradient bucket: summed, then averaged over the data-parallel replicas.
 void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async) {
-  if (sequence_summed.insert(key).second) sum_sequence_parallel_gradients(key);
   std::vector<torch::Tensor>& params = bucket_params.at(key);
   std::vector<torch::Tensor> grads;
   for (torch::Tensor& prm : params) {
@@ -115,28 +114,42 @@ void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async) {
   }, async);
 }
 
-// Sequence parallelism: the bucket's replicated parameters used on sequence shards (the
-// LayerNorms, the row-parallel biases, the position embedding) hold this rank's shard's
-// gradient; summed over the tensor group before the gradient leaves the rank (data or
-// sharded collectives) or before the optimizer uses it.
-void Impl::sum_sequence_parallel_gradients(const BucketKey& key) {
-  if (sequence_parallel.empty()) return;
-  std::vector<torch::Tensor> params;
-  for (const torch::Tensor& prm : bucket_params.at(key))
-    if (sequence_parallel.count(prm.unsafeGetTensorImpl())) params.push_back(prm);
-  if (params.empty()) return;
+// Sequence parallelism: the replicated parameters used on sequence shards (the LayerNorms,
+// the row-parallel biases, the position table: the layer plan's shard_gradient_params)
+// hold their shard's gradient; the program sums them over the tensor group once every
+// gradient bucket is reduced. Each rank sums what it holds: the whole gradient, or its
+// owned slice (ZeRO-1, sharded), the same slice on every rank of its tensor group.
+void Impl::sum_sequence_parallel_gradients(const Instruction& ins, std::size_t i) {
+  if (sequence_parallel.empty() || !model->shard.tensor)
+    throw std::runtime_error(fmt::format("{}: a sequence-parallel gradient sum without sequence parallelism",
+                                         describe(ins, i)));
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
-  for (torch::Tensor& prm : params) {
-    if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
-    grads.push_back(prm.grad().reshape(-1));
+  auto summed = [&](const torch::Tensor& prm) { return sequence_parallel.count(prm.unsafeGetTensorImpl()) > 0; };
+  std::vector<torch::Tensor> grads;  // views of the gradients (or owned slices) to sum
+  if (shards.empty()) {
+    for (auto& [key, params] : bucket_params)
+      for (torch::Tensor& prm : params)
+        if (summed(prm)) {
+          if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
+          grads.push_back(prm.mutable_grad());
+        }
+  } else {
+    for (auto& [key, s] : shards)
+      for (std::size_t j = 0; j < s->params().size(); ++j)
+        if (summed(s->params()[j])) {
+          const auto [offset, length] = s->owned_segment(j);
+          grads.push_back(s->owned().mutable_grad().narrow(0, offset, length));
+        }
   }
-  torch::Tensor flat = torch::cat(grads);
+  if (grads.empty()) return;
+  std::vector<torch::Tensor> flat_parts;
+  for (const torch::Tensor& g : grads) flat_parts.push_back(g.reshape(-1));
+  torch::Tensor flat = torch::cat(flat_parts);
   model->shard.tensor->sum_gradients(flat);
   std::int64_t offset = 0;
-  for (torch::Tensor& prm : params) {
-    prm.mutable_grad().copy_(flat.narrow(0, offset, prm.numel()).view_as(prm));
-    offset += prm.numel();
+  for (torch::Tensor& g : grads) {
+    g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
   }
 }
 

@@ -13,6 +13,7 @@ void free_tensors(Part& part) {
   part.output = torch::Tensor();
   part.head_input = torch::Tensor();
   part.loss = torch::Tensor();
+  part.attention_cores.clear();
 }
 
 using Impl = ProgramExecutor::Impl;
@@ -31,13 +32,16 @@ Part Impl::make_part(const Instruction& ins) const {
 }
 
 // The part's layers (and embedding / head) from its input, with or without autograd. As
-// in Megatron, checkpointing repeats only the transformer layers: a checkpointed part's
-// embedding ran with autograd before its forward (its output is the part's input) and its
-// head runs with autograd in the forward, from the layers' detached output, and is not
-// run again by the recompute.
+// in Megatron, full checkpointing repeats only the transformer layers: a checkpointed
+// part's embedding ran with autograd before its forward (its output is the part's input)
+// and its head runs with autograd in the forward, from the layers' detached output, and is
+// not run again by the recompute. Selective checkpointing runs with autograd, its layers'
+// attention cores keeping Q, K and V only (transformer_layer.hpp).
 void Impl::run_part(Part& part, int mb, int chunk, bool with_grad) {
   std::unique_ptr<torch::NoGradGuard> no_grad;
   if (!with_grad) no_grad = std::make_unique<torch::NoGradGuard>();
+  std::unique_ptr<SelectiveRecompute::Scope> selective;
+  if (part.selective) selective = std::make_unique<SelectiveRecompute::Scope>(part.attention_cores);
   const MicroBatchData& d = (*data)[static_cast<std::size_t>(mb)];
   torch::Tensor x = part.embedding && !part.input.defined() ? model->embed(d.tokens) : part.input;
   for (int l = part.first; l < part.first + part.count; ++l) x = model->layer(job.global_layer(stage, chunk, l), x);
@@ -58,7 +62,9 @@ void Impl::forward(const Instruction& ins, std::size_t i, const std::set<PartKey
   const PartKey key{ins.microbatch, ins.chunk, ins.layer < 0 ? 0 : ins.layer};
   if (parts.count(key)) throw std::runtime_error(fmt::format("{}: this forward ran already", describe(ins, i)));
   Part part = make_part(ins);
-  part.checkpointed = recomputed.count(key) > 0;
+  const bool selective = job.parallel.activation_checkpointing == Checkpointing::selective;
+  part.checkpointed = recomputed.count(key) > 0 && !selective;
+  part.selective = recomputed.count(key) > 0 && selective;
   if (part.embedding && part.checkpointed)
     part.input = model->embed((*data)[static_cast<std::size_t>(ins.microbatch)].tokens);  // kept, not recomputed
   if (!part.embedding) {
@@ -89,8 +95,14 @@ Part& Impl::part_of(const Instruction& ins, std::size_t i, const char* what) {
   return it->second;
 }
 
+// Full checkpointing: the part's layers again, with autograd (their tensor collectives
+// too, as the program lists them). Selective: the attention cores' probabilities alone.
 void Impl::recompute(const Instruction& ins, std::size_t i) {
   Part& part = part_of(ins, i, "recompute");
+  if (part.selective) {
+    part.attention_cores.recompute();
+    return;
+  }
   if (!part.embedding && !part.input.defined())
     throw std::runtime_error(fmt::format("{}: its input is offloaded and was not reloaded", describe(ins, i)));
   run_part(part, ins.microbatch, ins.chunk, true);
@@ -130,11 +142,14 @@ void Impl::backward(const Instruction& ins, std::size_t i) {
   }
   part.loss = torch::Tensor();
   part.output = torch::Tensor();
+  part.attention_cores.clear();  // their Q, K, V go with the graph
 }
 
 void Impl::offload(const Instruction& ins, std::size_t i) {
   Part& part = part_of(ins, i, "offload");
-  if (part.input.defined() && !part.embedding) {  // an embedding's output stays with its graph
+  // An embedding's output stays with its graph, and so does a selective part's input
+  // (its graph holds it: only a fully checkpointed part runs again from its input).
+  if (part.input.defined() && !part.embedding && !part.selective) {
     part.host_input = part.input.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
     part.input = torch::Tensor();
   }

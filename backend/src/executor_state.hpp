@@ -4,8 +4,8 @@
 //   executor.cpp              construction, buckets, optimizer, the step loop, save / load
 //   executor_compute.cpp      forward / recompute / backward of a part, offload / reload
 //   executor_transfers.cpp    pipeline sends and receives
-//   executor_collectives.cpp  data, sharded, replica and embedding collectives; completion
-//                             of asynchronous work; sequence-parallel gradient sums
+//   executor_collectives.cpp  data, sharded, replica and embedding collectives, the
+//                             sequence-parallel gradient sum; completion of asynchronous work
 //   tensor_call_booking.cpp   the tensor collectives the layers ran, booked to the
 //                             program's tensor instructions (count and measured time)
 #include <array>
@@ -39,7 +39,9 @@ struct Part {
   int first = 0, count = 0;   // layers of the chunk covered: [first, first + count)
   bool embedding = false;     // starts with the embedding (input: the tokens)
   bool head = false;          // ends with the LM head and the loss
-  bool checkpointed = false;  // recomputed later: the forward ran without autograd
+  bool checkpointed = false;  // fully checkpointed: the forward ran without autograd, recompute repeats it
+  bool selective = false;     // selective checkpointing: the attention cores keep Q, K, V only
+  SelectiveRecompute attention_cores;  // selective: its layers' attention cores, recomputed before backward
   // The layers' input: a leaf requiring grad; with the embedding undefined, or when the
   // part is checkpointed the embedding's output (kept with its graph: not recomputed).
   torch::Tensor input;
@@ -52,6 +54,13 @@ struct Part {
 
 // Drops what a part kept once its backward (or its send) no longer needs it.
 void free_tensors(Part& part);
+
+// The program's tensor instructions run by the layers (each follows the compute that ran
+// them); the one without a micro-batch, the sequence-parallel gradient sum before the
+// optimizer, is the executor's own.
+inline bool run_by_layers(const Instruction& ins) {
+  return is_collective(ins.kind) && ins.group == CommGroup::tensor && ins.microbatch >= 0;
+}
 
 // An asynchronous instruction in flight: its c10d work and what completes it.
 struct Pending {
@@ -109,7 +118,6 @@ struct ProgramExecutor::Impl {
   std::map<ChunkKey, torch::Tensor> output_grad;   // received gradients of chunk outputs
   std::map<int, Pending> pending;                  // by instruction index
   std::map<std::pair<int, int>, std::deque<torch::Tensor>> mailbox;  // (kind tag, chunk) -> self-sends
-  std::set<BucketKey> sequence_summed;             // buckets whose sequence-parallel gradients are summed
   TensorCallBook tensor_calls;
   const std::vector<MicroBatchData>* data = nullptr;
   double loss_sum = 0;
@@ -165,7 +173,7 @@ struct ProgramExecutor::Impl {
   void reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async);
   void gather(int index, ParameterShards& s, const Communicator& g, bool async);
   void release_after(const Instruction& ins);
-  void sum_sequence_parallel_gradients(const BucketKey& key);
+  void sum_sequence_parallel_gradients(const Instruction& ins, std::size_t i);
 };
 
 }  // namespace partune::backend

@@ -91,6 +91,10 @@ struct PlanBuilder {
     op.comm_count = count;
     plan.ops.push_back(op);
   }
+  // The op just added holds `params` replicated parameters used on the sequence shard.
+  void shard_gradient(double params) {
+    if (c.sequence_parallel) plan.ops.back().shard_gradient_params = params;
+  }
   Conjugate entry() const { return c.sequence_parallel ? Conjugate::sp_gather : Conjugate::f; }
   Conjugate exit() const { return c.sequence_parallel ? Conjugate::sp_scatter : Conjugate::g; }
   // The full activation b*s*h in the training precision: the collectives' S.
@@ -127,20 +131,24 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   p.plan.input_bytes = 2.0 * Ts * h * p.scale;
   // Layer norm: reads and writes h per token (4h bytes), keeps its input.
   p.memory_bound("input_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.shard_gradient(2.0 * h);  // weight and bias
   p.comm("attention_in", p.entry(), S);
   p.gemm("qkv", h, (h + 2.0 * kv) / t, column_input);
   p.plan.ops.push_back(attention_core(m, c, T, p.scale));
   p.gemm("projection", h / t, h, 2.0 * T * h / t);
+  p.shard_gradient(h);  // its bias, added after the reduce-scatter
   p.comm("attention_out", p.exit(), S);
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
   // (7h bytes a token); keeps the mask.
   p.memory_bound("attention_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
   p.memory_bound("mlp_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.shard_gradient(2.0 * h);
   p.comm("mlp_in", p.entry(), S);
   p.gemm("fc1", h, f / t, column_input);
   // GeLU over the rank's f/t columns: reads and writes them, keeps its input.
   p.memory_bound("activation", 4.0 * T * f / t, 2, 2.0 * T * f / t);
   p.gemm("fc2", f / t, h, 2.0 * T * f / t);
+  p.shard_gradient(h);
   p.comm("mlp_out", p.exit(), S);
   p.memory_bound("mlp_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
   return std::move(p.plan);
@@ -158,6 +166,10 @@ LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   lookup.kernels = 1;
   lookup.backward_kernels = 1;
   p.plan.ops.push_back(lookup);
+  // With sequence parallelism the lookups' partial sums are reduce-scattered (sp_scatter)
+  // and each rank adds its shard's positions: the position table's gradient is the
+  // shard's. (Megatron with learned positions all-reduces, adds them and splits instead.)
+  p.shard_gradient(static_cast<double>(m.seq_len) * h);
   // The vocabulary-parallel lookup leaves partial sums on every tensor rank.
   p.comm("embedding_out", p.exit(), p.activation_bytes());
   return std::move(p.plan);
@@ -169,6 +181,7 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   const double eb = bytes_per_element(c.precision);
   p.comm("head_in", p.entry(), p.activation_bytes());
   p.gemm("logits", h, v, 0.0);  // its input is the last layer's output, kept there
+  p.shard_gradient(2.0 * h);     // the final norm before it, on the sequence shard
   // Cross-entropy in fp32 over the local vocabulary slice: reads the logits and writes
   // the probabilities forward, reads them and writes the gradient backward. It keeps the
   // 16-bit logits and their fp32 copy (6 bytes a logit).
@@ -206,6 +219,12 @@ double LayerPlan::stored_bytes(Checkpointing policy) const {
   if (policy == Checkpointing::full) return input_bytes;
   double sum = 0;
   for (const PlanOp& op : ops) sum += op.stored + (policy == Checkpointing::selective ? 0.0 : op.recomputable);
+  return sum;
+}
+
+double LayerPlan::shard_gradient_params() const {
+  double sum = 0;
+  for (const PlanOp& op : ops) sum += op.shard_gradient_params;
   return sum;
 }
 

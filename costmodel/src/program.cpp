@@ -55,6 +55,8 @@ class ProgramBuilder {
     embedding_comm_ = {tensor_collectives(embedding, PlanPass::forward),
                        tensor_collectives(embedding, PlanPass::backward), {}};
     head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};
+    shard_gradient_ = {layer.shard_gradient_params(), embedding.shard_gradient_params(),
+                       head.shard_gradient_params()};
     activation_bytes_ = b_ * m.seq_len * m.hidden * eb_;
     layer_param_bytes_ = m.layer_params() / tp_ * eb_;
     stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
@@ -446,6 +448,15 @@ class ProgramBuilder {
     return job_.model.tied_embeddings && p_ > 1 && !head_first_ && (stage_ == 0 || stage_ == p_ - 1);
   }
 
+  bool holds_head(int chunk) const { return head_first_ ? first_model_stage(chunk) : last_model_stage(chunk); }
+  // What a rank holds of a parameter's gradient after the data-parallel reduction, and
+  // sums with other groups: its shard (sharded data parallelism), its optimizer slice
+  // (optimizer-state sharding), or all of it.
+  double owned_fraction() const {
+    if (sharded_) return 1.0 / sdp_;
+    return pc_.shard_optimizer_state ? 1.0 / dp_ : 1.0;
+  }
+
   void finish_step() {
     // Every gradient bucket, send and copy completes before the optimizer runs.
     while (!outstanding_.empty()) wait(outstanding_.front());
@@ -457,14 +468,21 @@ class ProgramBuilder {
     if (sharded_ && dp_ > sdp_) {
       push(collective(OpKind::all_reduce, CommGroup::replica, params / sdp_ * eb_, 1, -1, 0, -1));
     }
+    // Sequence parallelism: the replicated parameters used on sequence shards (the plans'
+    // shard_gradient_params) hold their shard's gradient, summed over the tensor group
+    // once every bucket is reduced (Megatron's _allreduce_layernorm_grads). The one
+    // tensor collective without a micro-batch.
+    double shard_params = 0;
+    for (int c = 0; c < v_; ++c)
+      shard_params += layers_per_chunk_ * shard_gradient_.layer +
+                      (first_model_stage(c) ? shard_gradient_.embedding : 0.0) +
+                      (holds_head(c) ? shard_gradient_.head : 0.0);
+    if (shard_params > 0)
+      push(collective(OpKind::all_reduce, CommGroup::tensor, shard_params * eb_ * owned_fraction(), 1, -1, 0, -1));
     if (tied_copies()) {
       // The tied embedding lives on both pipeline ends (embedding_params / head_params);
       // their gradients are summed before either updates, so the copies stay equal.
-      // Each rank sums what it holds of it: its shard (sharded data parallelism) or its
-      // optimizer slice (optimizer-state sharding), after the data-parallel reduction.
-      double bytes = static_cast<double>(m.vocab) * m.hidden / tp_ * eb_;
-      if (sharded_) bytes /= sdp_;
-      else if (pc_.shard_optimizer_state) bytes /= dp_;
+      const double bytes = static_cast<double>(m.vocab) * m.hidden / tp_ * eb_ * owned_fraction();
       push(collective(OpKind::all_reduce, CommGroup::embedding, bytes, 1, -1, 0, -1));
     }
     double local = params;
@@ -496,6 +514,9 @@ class ProgramBuilder {
     std::vector<TensorCollective> forward, backward, recompute;
   };
   PlanComm layer_comm_, embedding_comm_, head_comm_;
+  struct {
+    double layer = 0, embedding = 0, head = 0;
+  } shard_gradient_;  // the plans' shard_gradient_params
   std::vector<int> outstanding_;
   // Per (kind, peer, head hop): the last send or copy started, -1 once awaited.
   struct LastIndex {

@@ -35,10 +35,22 @@ struct Run {
   nlohmann::json doc;
 };
 
-// Runs `partune-run run JOB --json <args>` and returns the per-step losses.
+std::string read_and_remove(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove(path);
+  return text.str();
+}
+
+// Runs `partune-run run JOB --json <args>` and returns the per-step losses. Every run
+// also checks that the layers' tensor calls all stood for tensor instructions of the
+// program (a rank prints "... stand for no tensor instruction" when some did not).
 Run run(const std::string& args, int steps = kSteps) {
+  const std::string err = (std::filesystem::temp_directory_path() /
+                           ("partune-equivalence-" + std::to_string(::getpid()) + ".err")).string();
   const std::string cmd = std::string(PARTUNE_RUN_BINARY) + " run " + kJob + " --json --steps " +
-                          std::to_string(steps) + " " + args;
+                          std::to_string(steps) + " " + args + " 2>" + err;
   INFO(cmd);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -46,7 +58,10 @@ Run run(const std::string& args, int steps = kSteps) {
   std::array<char, 4096> buf{};
   while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
   const int status = ::pclose(pipe);
+  const std::string errors = read_and_remove(err);
   INFO(out);
+  INFO(errors);
+  CHECK(errors.find("stand for no tensor instruction") == std::string::npos);
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   Run r;
@@ -127,6 +142,15 @@ TEST_CASE("multi-rank: optimizer-state sharding over data parallel 2", "[backend
 TEST_CASE("multi-rank: activation checkpointing, full and selective", "[backend][multirank]") {
   check_equivalent("--set activation_checkpointing=full", 2);
   check_equivalent("--set activation_checkpointing=selective --set pipeline_parallel_degree=2", 2);
+}
+
+// Selective checkpointing recomputes the attention cores alone (no tensor collective runs
+// twice): with tensor 2, and tensor 2 x pipeline 2.
+TEST_CASE("multi-rank: selective checkpointing with tensor parallelism", "[backend][multirank]") {
+  check_equivalent("--set activation_checkpointing=selective --set tensor_parallel_degree=2", 2);
+  check_equivalent(kFour + "--set activation_checkpointing=selective --set tensor_parallel_degree=2 "
+                           "--set pipeline_parallel_degree=2",
+                   4);
 }
 
 TEST_CASE("multi-rank: activation offload", "[backend][multirank]") {
@@ -213,8 +237,14 @@ TEST_CASE("multi-rank: sequence parallelism, tensor 2 x pipeline 2, and with ful
                    4);
 }
 
+// Also with the data group's optimizer slices and with sharding: the gradient sum then
+// covers each rank's owned slices of the replicated parameters.
 TEST_CASE("multi-rank: sequence parallelism, tensor 2 x data 2", "[backend][multirank][sequence]") {
   check_equivalent(kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true", 4);
+  check_equivalent(
+      kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true --set shard_optimizer_state=true", 4);
+  check_equivalent(
+      kFour + "--set tensor_parallel_degree=2 --set sequence_parallel=true --set sharded_data_parallel_degree=2", 4);
 }
 
 // ---- the tensor-parallel calls the layers made, per stage and micro-batch -------------
@@ -226,8 +256,11 @@ namespace {
 // pass of the last compute of the same (micro-batch, chunk, layer) before it. (An
 // asynchronous sequence-parallel re-gather, started before its backward, then counts
 // with the forward or recompute before it: sequence-parallel checks compare totals.)
+// Tensor events without a micro-batch are the program's sequence-parallel gradient sums,
+// counted apart.
 struct StageCalls {
   std::map<std::string, int> calls;  // by pass
+  int gradient_sums = 0;             // tensor collectives without a micro-batch
   int recomputed_layers = 0;
   bool first_stage = true;           // received no activation for chunk 0
   int total() const {
@@ -255,6 +288,10 @@ std::map<int, StageCalls> tensor_calls_by_rank(const nlohmann::json& trace) {
       continue;
     }
     if (a.value("group", "") != "tensor") continue;
+    if (a.value("microbatch", -1) < 0) {
+      s.gradient_sums += a.at("count").get<int>();
+      continue;
+    }
     const auto pass = last_pass[rank].find(key);
     s.calls[pass == last_pass[rank].end() ? "none" : pass->second] += a.at("count").get<int>();
   }
@@ -281,16 +318,19 @@ constexpr int kMicrobatches = 2, kLayersPerStage = 2;  // tiny-parallel.yaml on 
 // attention and the MLP), +1 on the embedding's stage (the vocabulary-parallel
 // embedding's g), +3 on the head's (the cross-entropy's max, sum and target logit);
 // backward 2 per layer (f before QKV and fc1), +1 on the head's stage (the head's f);
-// full checkpointing repeats the forward's 2 per recomputed layer.
+// full checkpointing repeats the forward's 2 per recomputed layer, selective checkpointing
+// none (it recomputes the attention cores alone).
 TEST_CASE("multi-rank: tensor calls per stage follow Megatron's rule (tensor 2 x pipeline 2)",
           "[backend][multirank][tensor_calls]") {
   struct Layout {
     const char* args;
     bool head_first;
+    int recompute_calls = 0;  // per recomputed layer
   };
   for (const Layout& layout : {Layout{"", false}, Layout{"--set lm_head_stage=first", true},
                                Layout{"--set model.tied_embeddings=false", false},
-                               Layout{"--set activation_checkpointing=full", false}}) {
+                               Layout{"--set activation_checkpointing=full", false, 2},
+                               Layout{"--set activation_checkpointing=selective", false, 0}}) {
     INFO(layout.args);
     const auto ranks =
         traced_calls(kFour + "--set tensor_parallel_degree=2 --set pipeline_parallel_degree=2 " + layout.args);
@@ -300,10 +340,14 @@ TEST_CASE("multi-rank: tensor calls per stage follow Megatron's rule (tensor 2 x
       const bool embedding = s.first_stage, head = layout.head_first == s.first_stage;
       const int L = kLayersPerStage;
       CHECK(s.calls.count("none") == 0);
+      CHECK(s.gradient_sums == 0);
       CHECK(s.calls.at("forward") == kMicrobatches * (2 * L + (embedding ? 1 : 0) + (head ? 3 : 0)));
       CHECK(s.calls.at("backward") == kMicrobatches * (2 * L + (head ? 1 : 0)));
-      CHECK(s.calls.count("recompute") == (s.recomputed_layers > 0 ? 1u : 0u));
-      if (s.recomputed_layers > 0) CHECK(s.calls.at("recompute") == 2 * s.recomputed_layers);
+      if (std::string(layout.args).find("checkpointing") != std::string::npos)
+        CHECK(s.recomputed_layers == kMicrobatches * L);
+      const int recompute = layout.recompute_calls * s.recomputed_layers;
+      CHECK(s.calls.count("recompute") == (recompute > 0 ? 1u : 0u));
+      if (recompute > 0) CHECK(s.calls.at("recompute") == recompute);
     }
   }
 }
@@ -313,16 +357,20 @@ TEST_CASE("multi-rank: tensor calls per stage follow Megatron's rule (tensor 2 x
 // on the head's (the all-gather before the logits, the loss's 3); backward 6 per layer
 // (2 reduce-scatters, 2 all-gathers of gradients, 2 re-gathers of the GEMMs' inputs), +1
 // on the embedding's stage (the all-gather of its output's gradient), +2 on the head's (a
-// reduce-scatter and a re-gather); full checkpointing repeats the forward's 4 per layer.
+// reduce-scatter and a re-gather); full checkpointing repeats the forward's 4 per layer,
+// selective checkpointing none. Besides, one sum of the replicated parameters' gradients
+// a step.
 TEST_CASE("multi-rank: sequence-parallel tensor calls per stage (tensor 2 x pipeline 2)",
           "[backend][multirank][tensor_calls][sequence]") {
   struct Layout {
     const char* args;
     bool head_first;
+    int recompute_calls = 0;  // per recomputed layer
   };
   for (const Layout& layout : {Layout{"", false}, Layout{"--set lm_head_stage=first", true},
                                Layout{"--set model.tied_embeddings=false", false},
-                               Layout{"--set activation_checkpointing=full", false}}) {
+                               Layout{"--set activation_checkpointing=full", false, 4},
+                               Layout{"--set activation_checkpointing=selective", false, 0}}) {
     INFO(layout.args);
     const auto ranks = traced_calls(kFour +
                                     "--set tensor_parallel_degree=2 --set pipeline_parallel_degree=2 "
@@ -335,7 +383,10 @@ TEST_CASE("multi-rank: sequence-parallel tensor calls per stage (tensor 2 x pipe
       const int L = kLayersPerStage;
       const int forward = 4 * L + (embedding ? 1 : 0) + (head ? 4 : 0);
       const int backward = 6 * L + (embedding ? 1 : 0) + (head ? 2 : 0);
-      CHECK(s.total() == kMicrobatches * (forward + backward) + 4 * s.recomputed_layers);
+      CHECK(s.total() == kMicrobatches * (forward + backward) + layout.recompute_calls * s.recomputed_layers);
+      if (std::string(layout.args).find("checkpointing") != std::string::npos)
+        CHECK(s.recomputed_layers == kMicrobatches * L);
+      CHECK(s.gradient_sums == 1);
     }
   }
 }

@@ -525,39 +525,83 @@ TEST_CASE("sequence parallelism: activation bytes per layer are the shards'", "[
   const int t = 2;
   const std::int64_t b = 3, s = c.seq_len, h = c.hidden, a = c.heads;
   const torch::Tensor input = torch::randn({b, s, h});
-  std::map<bool, double> per_layer;
-  for (bool sp : {false, true}) {
+  std::map<std::pair<bool, bool>, double> per_layer;  // (sequence parallel, selective)
+  for (bool sp : {false, true})
+    for (bool selective : {false, true}) {
     // Each rank runs the layers from its input (a leaf requiring grad, as the executor's
     // parts, held by the graph alone) and keeps the graph; the bytes it holds are those
     // released with it.
     struct Held {
       GPTModel model{nullptr};
       torch::Tensor output, kept;
+      SelectiveRecompute cores;
     };
     std::vector<Held> held = run_ranks(t, [&](const TensorParallel& tp) {
       Held k;
       k.model = GPTModel(c, 5, sp ? sequence_parallel_model(tp) : whole_model(tp));
       const Slice part = sequence_slice(s, tp);
       torch::Tensor x = (sp ? input.narrow(1, part.begin, part.size) : input).clone().requires_grad_(true);
+      std::unique_ptr<SelectiveRecompute::Scope> scope;
+      if (selective) scope = std::make_unique<SelectiveRecompute::Scope>(k.cores);
       for (int l = 0; l < c.layers; ++l) x = k.model->layer(l, x);
       k.output = x;
       k.kept = x.detach();  // the output's storage outlives the graph: not counted
       return k;
     });
     const std::int64_t with_graphs = cpu_tensor_bytes_in_use();
-    for (Held& k : held) k.output = torch::Tensor();
+    for (Held& k : held) {
+      k.output = torch::Tensor();
+      k.cores.clear();  // Q, K, V of the checkpointed cores: part of what the layers keep
+    }
     const std::int64_t without = cpu_tensor_bytes_in_use();
-    per_layer[sp] = static_cast<double>(with_graphs - without) / t / c.layers;
+    per_layer[{sp, selective}] = static_cast<double>(with_graphs - without) / t / c.layers;
   }
   const double sbh = static_cast<double>(s * b * h), scores = static_cast<double>(a * s * s * b) / t;
   const double expected_plain = 4.0 * (4 * sbh + 12 * sbh / t + scores);
   const double expected_sp = 4.0 * (16 * sbh / t + scores);
-  INFO("bytes per layer: " << per_layer[false] << " without sequence parallelism (expected " << expected_plain
-                           << "), " << per_layer[true] << " with (expected " << expected_sp << "), ratio "
-                           << per_layer[true] / per_layer[false]);
+  const double plain = per_layer[{false, false}], with_sp = per_layer[{true, false}];
+  const double selective = per_layer[{false, true}], selective_sp = per_layer[{true, true}];
+  INFO("bytes per layer: " << plain << " without sequence parallelism (expected " << expected_plain << "), "
+                           << with_sp << " with (expected " << expected_sp << "), ratio " << with_sp / plain
+                           << "; selective " << selective << ", " << selective_sp);
   // Small saved tensors beside these (the causal mask, the LayerNorms' means and
   // inverse deviations) stay within 2%.
-  CHECK(per_layer[false] == Approx(expected_plain).epsilon(0.02));
-  CHECK(per_layer[true] == Approx(expected_sp).epsilon(0.02));
-  CHECK(per_layer[true] / per_layer[false] == Approx(expected_sp / expected_plain).epsilon(0.02));
+  CHECK(plain == Approx(expected_plain).epsilon(0.02));
+  CHECK(with_sp == Approx(expected_sp).epsilon(0.02));
+  CHECK(with_sp / plain == Approx(expected_sp / expected_plain).epsilon(0.02));
+  // Selective recomputation keeps everything but the attention probabilities (4 bytes a
+  // score): Korthikanti et al.'s 5as/(ht) term, gone.
+  CHECK(selective == Approx(expected_plain - 4.0 * scores).epsilon(0.02));
+  CHECK(selective_sp == Approx(expected_sp - 4.0 * scores).epsilon(0.02));
+}
+
+// A checkpointed attention core's gradients (its own backward, from recomputed or
+// backward-time probabilities) equal autograd's through the plain core.
+TEST_CASE("selective recomputation: the layers' gradients equal the plain layers'", "[backend][selective]") {
+  const BackendModelConfig c = small_config(true);
+  const torch::Tensor input = torch::randn({2, c.seq_len, c.hidden}), upstream = torch::randn({2, c.seq_len, c.hidden});
+  auto gradients = [&](int mode) {  // 0 plain, 1 checkpointed, 2 checkpointed and recomputed
+    GPTModel m(c, 5);
+    SelectiveRecompute cores;
+    torch::Tensor x = input.clone().requires_grad_(true), y = x;
+    {
+      std::unique_ptr<SelectiveRecompute::Scope> scope;
+      if (mode > 0) scope = std::make_unique<SelectiveRecompute::Scope>(cores);
+      for (int l = 0; l < c.layers; ++l) y = m->layer(l, y);
+    }
+    CHECK(cores.size() == (mode > 0 ? static_cast<std::size_t>(c.layers) : 0u));
+    if (mode == 2) cores.recompute();
+    y.backward(upstream);
+    std::map<std::string, torch::Tensor> g{{"input", x.grad()}};
+    for (const auto& p : m->named_parameters())
+      if (p.value().grad().defined()) g[p.key()] = p.value().grad();  // the layers' (the embedding and head: unused)
+    return g;
+  };
+  const std::map<std::string, torch::Tensor> plain = gradients(0);
+  CHECK(plain.size() == 1 + 12 * static_cast<std::size_t>(c.layers));  // the input and each layer's 12 tensors
+  for (int mode : {1, 2})
+    for (const auto& [name, g] : gradients(mode)) {
+      INFO(name << (mode == 2 ? " (recomputed first)" : ""));
+      CHECK(max_difference(g, plain.at(name)) <= 1e-5 * (1.0 + plain.at(name).abs().max().item<double>()));
+    }
 }

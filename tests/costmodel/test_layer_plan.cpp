@@ -107,7 +107,8 @@ Counts count(const StageCollectives& sc) {
 Counts count(const RankProgram& prog, int microbatches) {
   Counts c;
   for (const Instruction& in : prog.ops) {
-    if (in.group != CommGroup::tensor) continue;
+    // (Without a micro-batch: the sequence-parallel gradient sum, once a step; test_program.cpp.)
+    if (in.group != CommGroup::tensor || in.microbatch < 0) continue;
     if (in.kind == OpKind::all_reduce) c.all_reduce += in.count;
     if (in.kind == OpKind::all_gather) c.all_gather += in.count;
     if (in.kind == OpKind::reduce_scatter) c.reduce_scatter += in.count;

@@ -572,3 +572,52 @@ TEST_CASE("sharded data parallel also gathers and reduces the embedding and head
   CHECK(scattered == Approx(s.micro * stage_bytes).epsilon(1e-9));
   CHECK(gathered == Approx(2 * s.micro * stage_bytes).epsilon(1e-9));
 }
+
+// Sequence parallelism: the parameters replicated over the tensor group and used on the
+// sequence shard hold the shard's gradient; one tensor all-reduce a step, after every
+// data-parallel bucket and before the optimizer, sums them. Counted by hand for GPT-2
+// small (h 768, s 1024) on pipeline 2 (6 layers a stage), fp16 (2 bytes):
+//   a layer: 2 layer norms x (weight + bias) 2h + the 2 row-parallel biases (attention
+//            projection, fc2) h each = 6h = 4,608
+//   stage 0: 6 layers + the position table s h (added to the shard after the embedding's
+//            reduce-scatter) = 27,648 + 786,432 = 814,080 -> 1,628,160 bytes
+//   stage 1: 6 layers + the final norm 2h = 27,648 + 1,536 = 29,184 -> 58,368 bytes
+// With optimizer-state sharding over dp 2 each rank sums its half.
+TEST_CASE("sequence parallelism: one tensor all-reduce of the replicated gradients before the optimizer",
+          "[program][sequence]") {
+  Shape s;  // 1 node: pp 2 x tp 2 x dp 2
+  s.pp = 2, s.tp = 2, s.micro = 4, s.global_batch = 16;
+  for (const bool shard_optimizer : {false, true}) {
+    s.shard_optimizer = shard_optimizer;
+    for (const bool sp : {false, true}) {
+      Job job = make_job(s);
+      job.parallel.sequence_parallel = sp;
+      INFO((sp ? "sequence parallel" : "no sequence parallelism") << (shard_optimizer ? ", sharded optimizer" : ""));
+      for (const Granularity gran : {Granularity::chunk, Granularity::layer}) {
+        for (const RankProgram& prog : build_programs(job, {gran})) {
+          INFO("rank " << prog.rank << " stage " << prog.coords.pipeline);
+          std::vector<int> sums;
+          int last_bucket = -1;
+          for (int i = 0; i < static_cast<int>(prog.ops.size()); ++i) {
+            const Instruction& in = prog.ops[i];
+            if (in.group == CommGroup::tensor && in.microbatch < 0) sums.push_back(i);
+            if (is_bucket(in) || (in.kind == OpKind::wait && is_bucket(prog.ops[in.wait_for]))) last_bucket = i;
+          }
+          if (!sp) {
+            CHECK(sums.empty());
+            continue;
+          }
+          REQUIRE(sums.size() == 1);
+          const Instruction& sum = prog.ops[sums[0]];
+          CHECK(sum.kind == OpKind::all_reduce);
+          CHECK_FALSE(sum.async);
+          CHECK(sum.count == 1);
+          const double bytes = prog.coords.pipeline == 0 ? 1628160.0 : 58368.0;
+          CHECK(sum.bytes == Approx(shard_optimizer ? bytes / 2 : bytes).epsilon(1e-12));
+          CHECK(sums[0] > last_bucket);
+          CHECK(sums[0] < optimizer_index(prog));
+        }
+      }
+    }
+  }
+}

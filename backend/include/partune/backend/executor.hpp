@@ -6,8 +6,10 @@
 //   forward / recompute / backward   the covered layers for one micro-batch (the
 //        embedding with the first model layer, final LN + LM head + loss with the last,
 //        or on stage 0 alone with lm_head_stage: first). A forward the program later
-//        recomputes runs without autograd and keeps only its input. Each micro-batch's
-//        loss is scaled by 1 / (micro-batches of this rank in the step).
+//        recomputes runs without autograd and keeps only its input (full checkpointing),
+//        or with autograd, its attention cores keeping only Q, K and V (selective: the
+//        recompute computes their probabilities again). Each micro-batch's loss is scaled
+//        by 1 / (micro-batches of this rank in the step).
 //   send_* / recv_*   activations and their gradients between pipeline stages over the
 //        world group (blocking receives, asynchronous sends), paired in program order.
 //   all_reduce / all_gather / reduce_scatter on
@@ -15,7 +17,9 @@
 //                   f and g, or sequence parallelism's gathers and scatters, run inside
 //                   the compute); the event shows, after the compute, their measured
 //                   time and, as its count, the calls of its kind the compute made (an
-//                   asynchronous one gets them at its wait);
+//                   asynchronous one gets them at its wait); the one without a
+//                   micro-batch, before the optimizer, sums the sequence-parallel
+//                   replicated parameters' gradients;
 //        data       gradient buckets (one per layer, overlapped with the backward of the
 //                   layers below), or with optimizer-state sharding their reduce-scatter
 //                   and the final all-gather of the updated parameters;

@@ -12,6 +12,9 @@
 // the layer's input, norms and residuals then holding a sequence shard [batch, seq/t,
 // hidden]. The LayerNorms are replicated.
 // No dropout (deterministic; recompute reproduces the forward exactly). fp32.
+#include <memory>
+#include <vector>
+
 #include <torch/torch.h>
 
 #include "partune/backend/conjugates.hpp"
@@ -19,6 +22,47 @@
 #include "partune/backend/tensor_parallel.hpp"
 
 namespace partune::backend {
+
+// --- Selective activation recomputation (Korthikanti et al. 2022, section 4.3; Megatron's
+// CheckpointFunction around core_attention): the attention core, softmax(Q K^T / sqrt(d))
+// V under the causal mask, keeps only Q, K and V, and its s x s probabilities are computed
+// again before backward: the ops the layer plan marks `recomputable`. Nothing else runs
+// twice, so no tensor-parallel collective is repeated.
+struct CheckpointedAttention {
+  torch::Tensor q, k, v;  // [batch, heads, seq, head_dim], detached (the core's inputs)
+  torch::Tensor probs;    // set by recompute(), used and dropped by the core's backward
+};
+// While a Scope is open on this thread, each attention core that runs with autograd is
+// checkpointed and registered here. recompute() (the program's `recompute` instruction)
+// computes the registered cores' probabilities again; a core's backward uses them, or
+// computes them itself when recompute() did not run. The registered cores must outlive
+// the backward of the graph they are part of.
+class SelectiveRecompute {
+ public:
+  class Scope {
+   public:
+    explicit Scope(SelectiveRecompute& into);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    SelectiveRecompute* previous_;
+  };
+  void recompute();
+  std::size_t size() const { return cores_.size(); }
+  void clear() { cores_.clear(); }
+  // The scope open on this thread (nullptr when none).
+  static SelectiveRecompute* active();
+  CheckpointedAttention& add();
+
+ private:
+  std::vector<std::unique_ptr<CheckpointedAttention>> cores_;  // stable addresses: autograd refers to them
+};
+
+// softmax(Q K^T / sqrt(d)) V with the causal mask, per head: q, k, v [batch, heads, seq,
+// head_dim]. Checkpointed (above) inside a SelectiveRecompute scope.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 class ParallelAttentionImpl : public torch::nn::Module {
  public:

@@ -65,6 +65,11 @@ struct PlanOp {
   Conjugate conjugate = Conjugate::f;
   double comm_bytes = 0;
   int comm_count = 1;  // collectives of that size (loss_reduce: 3)
+  // Sequence parallelism only: parameter elements of the op replicated over the tensor
+  // group whose gradient on a rank covers its sequence shard alone (Megatron's
+  // `sequence_parallel` parameters: the norms' weights and biases, the row-parallel
+  // GEMMs' biases), summed over the tensor group once a step before the optimizer.
+  double shard_gradient_params = 0;
 };
 
 struct LayerPlan {
@@ -79,6 +84,7 @@ struct LayerPlan {
   double gemm_flops() const;
   double attention_flops() const;
   double stored_bytes(Checkpointing policy) const;  // what one micro-batch keeps
+  double shard_gradient_params() const;              // 0 without sequence parallelism
   // The op called `name` (nullptr when the plan has none).
   const PlanOp* find(const char* name) const;
 };

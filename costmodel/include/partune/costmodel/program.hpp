@@ -49,7 +49,9 @@ bool is_collective(OpKind k);
 // The communicator a collective runs on.
 enum class CommGroup : std::uint8_t {
   none,
-  tensor,    // tensor-parallel group: all-reduces inside layers
+  tensor,    // tensor-parallel group: the collectives of the compute instruction before
+             // each; one all_reduce without a micro-batch before the optimizer: the
+             // sequence-parallel sum of the replicated parameters' gradients
   data,      // data-parallel group: gradient all-reduce (or RS + AG with optimizer sharding)
   sharded,   // sharded-data-parallel group: parameter all-gather, gradient reduce-scatter
   replica,   // same shard across sharded groups: gradient all-reduce of the shard
