@@ -269,6 +269,31 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
   return out;
 }
 
+// 5b. The sums at the end of the step, after the buckets and before the optimizer (the
+// programs' finish_step): with sequence parallelism the replicated parameters used on
+// sequence shards (the plans' shard_gradient_params) over the tensor group; a tied
+// embedding's two copies on the pipeline's ends. Each covers what a rank owns of the
+// gradient (its shard or optimizer slice).
+double step_end_sums(const Context& c, int stage) {
+  const double owned = c.sdp > 1 ? 1.0 / c.sdp : c.pc.shard_optimizer_state ? 1.0 / c.dp : 1.0;
+  const bool head_first = c.job.lm_head_on_first_stage();
+  const int layers = c.job.layers_on_stage(stage);
+  double sum = 0;
+  const double shard = layers * c.stages.layer().shard_gradient_params() +
+                       (stage == 0 ? c.stages.embedding().shard_gradient_params() : 0.0) +
+                       (stage == c.job.lm_head_stage() ? c.stages.head().shard_gradient_params() : 0.0);
+  if (shard > 0)
+    sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, shard * c.eb * owned,
+                  c.stages.tensor_span(stage));
+  if (c.job.model.tied_embeddings && c.pp > 1 && !head_first) {
+    const GroupSpan ends = group_span(c.placement, Axis::pipeline, c.inst.gpus_per_node);
+    const GroupSpan pair{2, ends.nodes > 1 ? 2 : 1, ends.nodes > 1 ? 1 : 2};
+    const double bytes = static_cast<double>(c.job.model.vocab) * c.job.model.hidden / c.tp * c.eb * owned;
+    sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, bytes, pair);
+  }
+  return sum;
+}
+
 // 6. The optimizer step on the local shard.
 double optimizer(const Context& c, double stage_params) {
   double params = stage_params;
@@ -330,8 +355,9 @@ Estimate estimate(const Job& job) {
   br.sharded_exposed = microbatches * shard.exposed;
   br.offload_traffic = microbatches * copies.total;
   br.offload_exposed = microbatches * copies.exposed;
-  br.data_parallel_comm = grads.total;
-  br.data_parallel_exposed = grads.exposed;
+  const double sums = std::max(step_end_sums(c, 0), step_end_sums(c, c.pp - 1));
+  br.data_parallel_comm = grads.total + sums;
+  br.data_parallel_exposed = grads.exposed + sums;
   br.optimizer = optimizer(c, stage_params);
   const double step = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_p2p +
                       br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;

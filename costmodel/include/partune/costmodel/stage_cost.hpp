@@ -54,6 +54,10 @@ class StageCostModel {
   double pipeline_hop() const { return hop_; }
 
   const LayerPlan& layer() const { return layer_; }
+  const LayerPlan& embedding() const { return embedding_; }
+  const LayerPlan& head() const { return head_; }
+  // The span of the stage's tensor groups (the worst of them).
+  const GroupSpan& tensor_span(int stage) const { return tensor_span_[stage]; }
   const LayerTime& layer_time() const { return layer_time_; }
   const HeadTime& head_time() const { return head_time_; }
 
