@@ -95,9 +95,7 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
   for (int n : nodes)
     trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", n}, {"args", {{"name", "node " + std::to_string(n)}}}});
   const nlohmann::json doc = {{"traceEvents", trace}, {"displayTimeUnit", "ms"}};
-  AtomicFile file(path);
-  file.write(doc.dump() + "\n");
-  file.rename_into_place();
+  write_file_atomically(path, doc.dump() + "\n");
 }
 
 std::vector<TraceEvent> read_chrome_trace(const std::string& path) {

@@ -17,6 +17,7 @@
 #include "backend_run.hpp"
 #include "chrome_trace.hpp"
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "job_suite.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
@@ -80,8 +81,8 @@ void register_validate(CLI::App& app) {
   cmd->add_option("job", opt->job, "job file (YAML)");
   cmd->add_option("--suite", opt->suite, "every *.yaml job in this directory, sorted by name");
   cmd->add_option("--jobs", opt->jobs, "with --suite: only these job files (names without .yaml, comma-separated)");
-  cmd->add_option("--steps", opt->steps, "backend steps per job, warm-up included")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", opt->warmup, "first steps left out of the measurement")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", opt->steps, "backend steps per job, warm-up included")->capture_default_str()->check(count_in(1, 1000000));
+  cmd->add_option("--warmup", opt->warmup, "first steps left out of the measurement")->capture_default_str()->check(count_in(0, 1000000));
   cmd->add_option("--set", opt->overrides, "override a key of every job, e.g. --set optimizer=sgd");
   cmd->add_option("--trace-dir", opt->trace_dir, "write DIR/<job>-predicted.json and DIR/<job>-measured.json (Chrome traces)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
@@ -138,7 +139,10 @@ void register_validate(CLI::App& app) {
     const nlohmann::json s = summary_json(summary);
     if (opt->json) std::cout << nlohmann::json({{"jobs", results}, {"summary", s}}).dump(2) << "\n";
     else std::cout << summary_text(results, s);
-    if (summary.failed > 0) throw Exit{1};
+    // Exit status 1 when a job failed or the suite missed a target it printed.
+    const std::string missed = missed_targets(summary);
+    if (!missed.empty()) std::cerr << "partune: validate: missed the targets: " << missed << "\n";
+    if (summary.failed > 0 || !missed.empty()) throw Exit{1};
   });
 }
 
