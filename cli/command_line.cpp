@@ -1,5 +1,6 @@
 #include "command_line.hpp"
 
+#include <xbt/base.h>  // simgrid/version.h uses its macros without including it
 #include <simgrid/version.h>
 
 #include <cstdio>
@@ -86,9 +87,17 @@ int run_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return finish(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    const CLI::App* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
-    error_line(fmt::format("{} (partune{} --help lists the options)", e.what(),
-                           sub != nullptr ? " " + sub->get_name() : std::string()));
+    if (argc < 2) {
+      error_line(fmt::format("a command is required (the commands: {}; partune --help)", command_names(app)));
+      return kBadInput;
+    }
+    // The command the error is about: the innermost one parsed ("bench estimate").
+    std::string command = "partune";
+    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().front();
+      command += " " + sub->get_name();
+    }
+    error_line(fmt::format("{} ({} --help lists the options)", e.what(), command));
     return kBadInput;
   } catch (const ScenarioError& e) {
     error_line(e.what());

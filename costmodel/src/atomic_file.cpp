@@ -104,11 +104,10 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 void check_standard_output() {
   std::cout.flush();
   errno = 0;
-  const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
-  if (failed) {
-    const int err = errno;
-    throw OutputError("standard output", err != 0 ? std::strerror(err) : "write error", false);
-  }
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (!flushed || std::ferror(stdout) != 0 || !std::cout)
+    throw OutputError("standard output", err != 0 ? std::strerror(err) : "could not write everything printed", false);
 }
 
 }  // namespace partune
