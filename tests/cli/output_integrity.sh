@@ -3,7 +3,7 @@
 # --write-job` and `partune simulate --trace`:
 #   output_integrity.sh PARTUNE JOB SCRATCH_DIR
 # - a symbolic link to /dev/full as the target: refused (exit 2), the link untouched;
-# - a disk that fills up during the write (RLIMIT_FSIZE with SIGXFSZ ignored: write()
+# - a disk that fills up during the write (RLIMIT_FSIZE 0 with SIGXFSZ ignored: write()
 #   fails with EFBIG, as it fails with ENOSPC on a full disk; this runs everywhere):
 #   exit 1, the old file untouched, no temporary file left; the same on a real 8 KiB
 #   tmpfs when this machine lets the test mount one;
@@ -41,15 +41,26 @@ rm -f "$scratch/best.yaml" "$scratch/err"
 # 2. The disk fills up during the write: the old file stays, nothing else appears.
 mkdir "$scratch/full"
 echo "old contents" > "$scratch/full/best.yaml"
-(trap '' XFSZ; ulimit -f 1; exec "$partune" search "$job" --estimator-only --write-job "$scratch/full/best.yaml") \
-  > "$scratch/out" 2> "$scratch/err"
-expect_status 1 $? "$scratch/err" "search --write-job on a full disk"
+# ulimit -f 0: not one byte more may be written to a regular file. Standard output and
+# error go through pipes (the limit would cut them too), read into files by `cat`.
+on_full_disk() {  # runs partune "$@" on a full disk; its status in $status, output in out/err
+  rm -f "$scratch/o" "$scratch/e" && mkfifo "$scratch/o" "$scratch/e"
+  cat "$scratch/o" > "$scratch/out" &
+  cat "$scratch/e" > "$scratch/err" &
+  (trap '' XFSZ; ulimit -f 0; exec "$partune" "$@") > "$scratch/o" 2> "$scratch/e"
+  status=$?
+  wait
+  rm -f "$scratch/o" "$scratch/e"
+}
+on_full_disk search "$job" --estimator-only --write-job "$scratch/full/best.yaml"
+expect_status 1 "$status" "$scratch/err" "search --write-job on a full disk"
 grep -q "$scratch/full/best.yaml: cannot write: File too large" "$scratch/err" || fail "message: $(cat "$scratch/err")"
 grep -q "^wrote" "$scratch/out" && fail "search said it wrote the file"
 [ "$(cat "$scratch/full/best.yaml")" = "old contents" ] || fail "the old file was changed"
 only_file "$scratch/full" best.yaml
-(trap '' XFSZ; ulimit -f 1; exec "$partune" simulate "$job" --trace "$scratch/full/trace.json") > /dev/null 2> "$scratch/err"
-expect_status 1 $? "$scratch/err" "simulate --trace on a full disk"
+on_full_disk simulate "$job" --trace "$scratch/full/trace.json"
+expect_status 1 "$status" "$scratch/err" "simulate --trace on a full disk"
+grep -q "$scratch/full/trace.json: cannot write: File too large" "$scratch/err" || fail "message: $(cat "$scratch/err")"
 only_file "$scratch/full" best.yaml
 rm -rf "$scratch/full"
 
