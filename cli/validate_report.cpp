@@ -82,8 +82,11 @@ std::string missed_targets(const sim::SuiteSummary& s, const ValidationTargets& 
   if (s.worst_abs_step_error_pct < 0) return "no job ran";
   std::string missed;
   const auto check = [&](const char* what, double value, double target) {
-    // NaN (nothing measured) misses too.
-    if (!(value <= target)) missed += fmt::format("{}{} {:.1f}% > {:g}%", missed.empty() ? "" : "; ", what, value, target);
+    if (value <= target) return;
+    missed += missed.empty() ? "" : "; ";
+    // NaN: nothing measured, which misses too.
+    missed += std::isfinite(value) ? fmt::format("{} {:.1f}% > {:g}%", what, value, target)
+                                   : fmt::format("{} not measured", what);
   };
   check("median |step error|", s.median_abs_step_error_pct, t.median_step_error_pct);
   check("worst |step error|", s.worst_abs_step_error_pct, t.worst_step_error_pct);
