@@ -2,8 +2,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -99,15 +99,15 @@ void print_search_report(const Job& base, const search::SearchReport& report, co
   }
   if (!opt.explain.empty()) {
     std::cout << "\nwhy candidates matching " << fmt::format("{}", fmt::join(opt.explain, " ")) << " were dropped:\n";
-    std::vector<std::string> filters;
-    for (const auto& e : opt.explain)
-      for (const auto& part : std::vector<std::string>{e}) filters.push_back(part);
-    for (const auto& line : search::explain(report, base, filters)) std::cout << "  " << line << "\n";
+    for (const auto& line : search::explain(report, base, opt.explain)) std::cout << "  " << line << "\n";
   }
 }
 
 void run_search_command(const SearchCommand& opt) {
   const Job base = load_job(opt.job, opt.overrides);
+  // Opened first: a --write-job path that cannot be written fails before the search.
+  std::optional<AtomicFile> job_file;
+  if (!opt.write_job.empty()) job_file.emplace(opt.write_job);
   const search::SearchSpace space = restricted_space(base, opt);
   search::SearchOptions so;
   so.top_k = opt.top_k;
@@ -130,8 +130,9 @@ void run_search_command(const SearchCommand& opt) {
   const search::SearchReport report = search::run_search(base, space, so);
   if (terminal) std::fprintf(stderr, "\r%80s\r", "");
   print_search_report(base, report, opt);
-  if (!opt.write_job.empty()) {
-    write_job_file(opt.write_job, report.ranked.front().job, opt.job);
+  if (job_file) {
+    job_file->write(job_yaml(report.ranked.front().job, opt.job));
+    job_file->commit();
     if (!opt.json) std::cout << "wrote " << opt.write_job << "\n";
   }
 }
