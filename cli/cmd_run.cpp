@@ -51,7 +51,7 @@ bool supervised_ranks(const Job& job, Options& opt) {
       std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
                                nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
                                job.parallel.tensor_parallel_degree, job.data_parallel_degree());
-      throw Exit{3};
+      throw Exit{2};
     }
     backend::RunOptions check = opt.run;
     if (nproc > 1) {
@@ -60,11 +60,11 @@ bool supervised_ranks(const Job& job, Options& opt) {
     }
     if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
       std::cerr << "partune: error: " << why << "\n";
-      throw Exit{3};
+      throw Exit{2};
     }
     if (!opt.resume.empty() && !std::ifstream(opt.resume + "/latest")) {
       std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt.resume);
-      throw Exit{3};
+      throw Exit{2};
     }
     if (nproc > 1) {
       backend::SuperviseOptions so;
@@ -77,7 +77,7 @@ bool supervised_ranks(const Job& job, Options& opt) {
              opt.run.environment->store_hosted_by_launcher == false) {
     std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
               << opt.run.environment->rank << " of a launcher's world\n";
-    throw Exit{3};
+    throw Exit{2};
   }
   return false;
 }
