@@ -1,5 +1,4 @@
-// partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--set k=v]
-//                 [--json] [--trace-dir DIR]
+// partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--set k=v] [--json] [--trace-dir DIR]
 // The predicted-vs-measured loop: each job is simulated (per-layer programs, every rank,
 // on the job's instance type, with the model the backend runs) and run on the LibTorch
 // backend (build/partune-run; backend_run.hpp), compared by sim/validation.hpp and
@@ -61,7 +60,6 @@ sim::Comparison validate_job(const JobCase& c, const ValidateOptions& opt, nlohm
   *out = comparison_json({c.job.name, c.file, backend::describe(c.model), run.report.value("threads_per_rank", 0)},
                          c.ran, cmp);
   if (!opt.trace_dir.empty()) {
-    fs::create_directories(opt.trace_dir);
     const std::string pfile = opt.trace_dir + "/" + c.job.name + "-predicted.json";
     const std::string mfile = opt.trace_dir + "/" + c.job.name + "-measured.json";
     write_chrome_trace(pfile, predicted.events, c.ran.cluster.instance.gpus_per_node);
@@ -103,8 +101,8 @@ void register_validate(CLI::App& app) {
       std::cerr << "partune: error: validate needs the LibTorch backend (build/partune-run), and this build has none\n";
       throw Exit{2};
     }
-    // Every file is loaded and checked before anything runs: a typo in the 20th job
-    // stops the suite at once, naming file, key and reason (ScenarioError, exit 2).
+    // Every file is loaded and checked first: a typo in the 20th job stops the suite at
+    // once, naming file, key and reason (ScenarioError, exit 2).
     std::vector<JobCase> cases;
     for (const std::string& f : opt->suite.empty() ? std::vector<std::string>{opt->job} : suite_files(opt->suite, opt->jobs)) {
       JobCase c;
@@ -118,6 +116,9 @@ void register_validate(CLI::App& app) {
       c.ran = backend::scaled_job(c.job, c.model);
       cases.push_back(std::move(c));
     }
+    std::error_code ec;  // the trace folder is made before any job runs
+    if (!opt->trace_dir.empty() && !fs::create_directories(opt->trace_dir, ec) && ec)
+      throw OutputError(opt->trace_dir, "cannot create the folder: " + ec.message(), true);
     nlohmann::json results = nlohmann::json::array();
     std::vector<std::optional<sim::Comparison>> compared;
     for (const JobCase& c : cases) {
