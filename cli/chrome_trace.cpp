@@ -78,6 +78,11 @@ TraceEvent read_event(const nlohmann::json& e, const std::string& where) {
 }  // namespace
 
 void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events, int gpus_per_node) {
+  AtomicFile file(path);
+  write_chrome_trace(file, events, gpus_per_node);
+}
+
+void write_chrome_trace(AtomicFile& file, const std::vector<TraceEvent>& events, int gpus_per_node) {
   nlohmann::json trace = nlohmann::json::array();
   std::set<std::pair<int, int>> threads;
   for (const auto& e : events) {
@@ -95,9 +100,8 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
   for (int n : nodes)
     trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", n}, {"args", {{"name", "node " + std::to_string(n)}}}});
   const nlohmann::json doc = {{"traceEvents", trace}, {"displayTimeUnit", "ms"}};
-  AtomicFile file(path);
   file.write(doc.dump() + "\n");
-  file.rename_into_place();
+  file.commit();
 }
 
 std::vector<TraceEvent> read_chrome_trace(const std::string& path) {

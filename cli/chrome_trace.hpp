@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/program.hpp"
 
 namespace partune::cli {
@@ -14,6 +15,9 @@ namespace partune::cli {
 // args: rank, chunk, and microbatch, layer, group and count where they are not the
 // defaults; the thread id is rank x 8 + stream.
 void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events, int gpus_per_node);
+// The same into a file opened before the run (so that a bad path fails before any work),
+// committed here.
+void write_chrome_trace(AtomicFile& file, const std::vector<TraceEvent>& events, int gpus_per_node);
 
 // Every complete ("X") event of a file write_chrome_trace wrote, in file order, times in
 // seconds. Throws std::runtime_error naming the file, the event and what is wrong with it

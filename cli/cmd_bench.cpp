@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/tuner.hpp"
@@ -23,7 +24,7 @@ void register_bench_estimate(CLI::App* bench) {
   };
   auto opt = std::make_shared<Options>();
   est->add_option("job", opt->job, "job file (default: the 175B job on 120 p4d)");
-  est->add_option("--seconds", opt->seconds, "how long to measure")->check(CLI::PositiveNumber);
+  est->add_option("--seconds", opt->seconds, "how long to measure, in seconds")->check(number_in(0, 3600, true));
   est->callback([opt] {
     using clock = std::chrono::steady_clock;
     const Job job = load_job(opt->job);
@@ -92,7 +93,7 @@ void register_bench_search(CLI::App* bench) {
   };
   auto qopt = std::make_shared<SearchBenchOptions>();
   search_cmd->add_option("job", qopt->job, "job to tune (default: GPT-3 175B on 120 p4d)");
-  search_cmd->add_option("--top-k", qopt->top_k, "candidates simulated");
+  search_cmd->add_option("--top-k", qopt->top_k, "candidates simulated")->check(count_in(1, 100000));
   search_cmd->callback([qopt] {
     const Job job = load_job(qopt->job);
     search::SearchOptions so;

@@ -19,6 +19,7 @@
 
 #include "backend_process.hpp"
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/sim/validation.hpp"
 
@@ -128,17 +129,17 @@ void register_bench_run(CLI::App* bench) {
       "run", "Data-parallel overhead of the LibTorch backend: a world of N against N independent one-rank runs");
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "a data-parallel job (pipeline, tensor and sharded degree 1)")->capture_default_str();
-  cmd->add_option("--steps", opt->steps, "steps per run")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", opt->steps, "steps per run")->capture_default_str()->check(count_in(1, 100000));
   cmd->add_option("--rounds", opt->rounds, "alternating rounds (alone, then the world); medians over them")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", opt->warmup, "first steps left out of the median")->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->check(count_in(1, 1000));
+  cmd->add_option("--warmup", opt->warmup, "first steps left out of the median")->capture_default_str()->check(count_in(0, 100000));
   cmd->add_option("--set", opt->overrides, "override a job key for every run, e.g. --set microbatches=4");
-  cmd->add_option("--scale-layers", opt->layers, "model run: layers")->capture_default_str();
-  cmd->add_option("--scale-hidden", opt->hidden, "model run: hidden size")->capture_default_str();
-  cmd->add_option("--scale-heads", opt->heads, "model run: heads")->capture_default_str();
-  cmd->add_option("--scale-seq", opt->seq, "model run: sequence length")->capture_default_str();
-  cmd->add_option("--scale-vocab", opt->vocab, "model run: vocabulary")->capture_default_str();
+  cmd->add_option("--scale-layers", opt->layers, "model run: layers")->capture_default_str()->check(count_in(1, 1000000));
+  cmd->add_option("--scale-hidden", opt->hidden, "model run: hidden size")->capture_default_str()->check(count_in(1, 1000000));
+  cmd->add_option("--scale-heads", opt->heads, "model run: heads")->capture_default_str()->check(count_in(1, 1000000));
+  cmd->add_option("--scale-seq", opt->seq, "model run: sequence length")->capture_default_str()->check(count_in(1, 1000000));
+  cmd->add_option("--scale-vocab", opt->vocab, "model run: vocabulary")->capture_default_str()->check(count_in(1, 1000000));
   cmd->callback([opt] { bench_run(*opt); });
 }
 

@@ -11,9 +11,11 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "calibrate_report.hpp"
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 #include "partune/kernels/calibrate.hpp"
@@ -39,7 +41,7 @@ std::unique_ptr<AtomicFile> open_output(const std::string& path) {
     fail(fmt::format("--out {}: expected a file name ending in .yaml (its stem becomes the instance type's name)", path), 2);
   try {
     return std::make_unique<AtomicFile>(path);
-  } catch (const std::runtime_error& e) {
+  } catch (const OutputError& e) {
     fail(fmt::format("--out {}", e.what()), 2);
   }
 }
@@ -59,7 +61,7 @@ void register_calibrate(CLI::App& app) {
       ->required();
   cmd->add_flag("--quick", opt->quick, "fewer shapes and sizes, short timings (under a minute on 2 cores)");
   cmd->add_option("--threads", opt->threads, "largest LibTorch thread count to measure matmul at (default: the cores)")
-      ->check(CLI::PositiveNumber);
+      ->check(count_in(1, 1024));
   cmd->add_flag("--json", opt->json, "print one JSON object with the fitted values");
   cmd->callback([opt] {
     const std::unique_ptr<AtomicFile> output = open_output(opt->out);
@@ -82,10 +84,19 @@ void register_calibrate(CLI::App& app) {
     }
     if (bar) std::fprintf(stderr, "\r\033[K");
 
-    output->write(kernels::instance_type_yaml(c, name, command));
+    const std::string yaml = kernels::instance_type_yaml(c, name, command);
+    // A fit that hit its bounds or explains its samples badly is refused: its measurements
+    // are kept beside the target (not a .yaml: never taken for an instance type).
+    if (const auto bad = kernels::unusable_fits(c); !bad.empty()) {
+      const std::string raw = opt->out + ".rejected";
+      write_file_atomically(raw, yaml);
+      fail(fmt::format("{} not written: {} (the measurements and fits are in {})", opt->out, fmt::join(bad, "; "), raw), 1);
+    }
+    output->write(yaml);
+    output->close();
     // The file must be one the loader accepts (strict keys, ranges) before it replaces anything.
     const InstanceType it = load_instance_type(output->temp_path());
-    output->rename_into_place();
+    output->commit();
 
     if (opt->json) std::cout << calibration_json(c, it, opt->out).dump(2) << "\n";
     else std::cout << calibration_text(c, it, opt->out);

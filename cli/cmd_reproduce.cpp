@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/table.hpp"
@@ -26,7 +27,7 @@ void register_reproduce(CLI::App& app) {
   cmd->add_flag("--search", opt->search,
                 "for each row, search the same model/cluster/batch and compare the configuration found "
                 "with the published one");
-  cmd->add_option("--top-k", opt->top_k, "with --search: candidates simulated per row");
+  cmd->add_option("--top-k", opt->top_k, "with --search: candidates simulated per row")->check(count_in(1, 100000));
   cmd->add_option("--explain", opt->explain, "print the full estimate of the named row(s) first");
   cmd->callback([opt] {
     std::vector<std::string> paths = opt->paths;
@@ -40,7 +41,7 @@ void register_reproduce(CLI::App& app) {
       if (opt->json) std::cout << published_comparison_json(rows).dump(2) << "\n";
       else std::cout << published_comparison_text(rows);
       for (const auto& r : rows)
-        if (!r.found_at_least_as_fast()) throw Exit{4};
+        if (!r.found_at_least_as_fast()) throw Exit{1};  // a result the user asked about
       return;
     }
     JobEvaluator evaluate = [](const Job& j) { return sim::simulate(j).metrics; };

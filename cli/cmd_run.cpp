@@ -12,6 +12,7 @@
 
 #include "chrome_trace.hpp"
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "run_report.hpp"
@@ -50,7 +51,7 @@ bool supervised_ranks(const Job& job, Options& opt) {
       std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
                                nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
                                job.parallel.tensor_parallel_degree, job.data_parallel_degree());
-      throw Exit{3};
+      throw Exit{2};
     }
     backend::RunOptions check = opt.run;
     if (nproc > 1) {
@@ -59,11 +60,11 @@ bool supervised_ranks(const Job& job, Options& opt) {
     }
     if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
       std::cerr << "partune: error: " << why << "\n";
-      throw Exit{3};
+      throw Exit{2};
     }
     if (!opt.resume.empty() && !std::ifstream(opt.resume + "/latest")) {
       std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt.resume);
-      throw Exit{3};
+      throw Exit{2};
     }
     if (nproc > 1) {
       backend::SuperviseOptions so;
@@ -76,7 +77,7 @@ bool supervised_ranks(const Job& job, Options& opt) {
              opt.run.environment->store_hosted_by_launcher == false) {
     std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
               << opt.run.environment->rank << " of a launcher's world\n";
-    throw Exit{3};
+    throw Exit{2};
   }
   return false;
 }
@@ -115,24 +116,30 @@ void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Execute the job's per-rank programs with LibTorch (CPU, fp32), one process per rank");
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
-  cmd->add_option("--steps", opt->steps, "training steps to run")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", opt->steps, "training steps to run")->check(count_in(1, 1000000));
   cmd->add_option("--nproc", opt->nproc,
                   "local ranks to start and supervise (default: the job's world size); not with a launcher's RANK/WORLD_SIZE")
-      ->check(CLI::PositiveNumber);
+      ->check(count_in(1, 1024));
   cmd->add_option("--set", opt->overrides, "override a job key, e.g. --set microbatches=4");
   cmd->add_option("--trace", opt->trace, "write a Chrome trace-event file of every executed instruction of every rank");
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->add_option("--save", opt->save, "after the last step, write a sharded checkpoint into this directory (atomic)");
   cmd->add_option("--resume", opt->resume, "continue from the latest checkpoint in this directory");
-  cmd->add_option("--scale-layers", opt->run.scale.layers, "transformer layers to run (default: the job's if the model is small, else 2)");
-  cmd->add_option("--scale-hidden", opt->run.scale.hidden, "hidden size (default: the job's if small, else 64)");
-  cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)");
-  cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)");
-  cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)");
+  cmd->add_option("--scale-layers", opt->run.scale.layers, "transformer layers to run (default: the job's if the model is small, else 2)")
+      ->check(count_in(1, 1000000));
+  cmd->add_option("--scale-hidden", opt->run.scale.hidden, "hidden size (default: the job's if small, else 64)")
+      ->check(count_in(1, 1000000));
+  cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)")
+      ->check(count_in(1, 1000000));
+  cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)")
+      ->check(count_in(1, 1000000));
+  cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)")
+      ->check(count_in(1, 1000000));
   cmd->add_option("--seed", opt->run.seed, "seed of the model initialisation and of the synthetic tokens");
   cmd->add_option("--data", opt->run.data_file, "byte-level tokens from this text file (default: synthetic tokens)");
-  cmd->add_option("--lr", opt->run.learning_rate, "learning rate (default: 1e-3 Adam, 0.1 SGD)");
-  cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)");
+  cmd->add_option("--lr", opt->run.learning_rate, "learning rate (default: 1e-3 Adam, 0.1 SGD)")->check(number_in(0, 10, true));
+  cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)")
+      ->check(count_in(1, 1024));
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
     if (!supervised_ranks(job, *opt)) run_rank(job, *opt);

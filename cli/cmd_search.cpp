@@ -2,12 +2,13 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 #include "progress.hpp"
 #include "partune/costmodel/scenario.hpp"
@@ -33,21 +34,22 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
       ->required();
   cmd->add_option("--fix", opt->fix, "restrict a knob: key=value or key=v1,v2 (e.g. tensor_parallel_degree=8)");
   cmd->add_option("--set", opt->overrides, "override a job key before searching (e.g. nodes=16)");
-  cmd->add_option("--top-k", opt->top_k, "candidates re-evaluated by the simulator")->check(CLI::PositiveNumber);
-  cmd->add_option("--workers", opt->workers, "simulations at once (default: one per core)");
-  cmd->add_option("--show", opt->show, "rows in the table of top candidates")->check(CLI::PositiveNumber);
+  cmd->add_option("--top-k", opt->top_k, "candidates re-evaluated by the simulator")->check(count_in(1, 100000));
+  cmd->add_option("--workers", opt->workers, "simulations at once (default: one per core)")->check(count_in(1, 1024));
+  cmd->add_option("--show", opt->show, "rows in the table of top candidates")->check(count_in(1, 100000));
   cmd->add_flag("--estimator-only", opt->estimator_only, "rank with the estimator alone");
   cmd->add_option("--memory-weight", opt->memory_weight,
                   "automated partitioning: 0 balances stage time only, 1 stage memory only")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0, 1));
   cmd->add_flag("--no-partition", opt->no_partition, "keep uniform stages (no automated partitioning)");
   cmd->add_flag("--simulate-contrasts", opt->simulate_contrasts,
                 "also simulate the best tensor-across-nodes and pipeline-across-nodes candidates");
   cmd->add_option("--explain", opt->explain,
                   "say why pruned candidates matching key=value filters were dropped (repeatable)");
   cmd->add_option("--write-job", opt->write_job, "write the winner as a job file");
-  cmd->add_option("--tokens", opt->tokens, "token budget for time-to-train (e.g. 300e9)");
-  cmd->add_option("--price-per-node-hour", opt->price_per_node_hour, "price of one node-hour for the cost estimate");
+  cmd->add_option("--tokens", opt->tokens, "token budget for time-to-train (e.g. 300e9)")->check(number_in(0, 1e18, true));
+  cmd->add_option("--price-per-node-hour", opt->price_per_node_hour, "price of one node-hour for the cost estimate")
+      ->check(number_in(0, 1e9, true));
   cmd->add_flag("--json", opt->json, "print one JSON object");
 }
 
@@ -97,15 +99,15 @@ void print_search_report(const Job& base, const search::SearchReport& report, co
   }
   if (!opt.explain.empty()) {
     std::cout << "\nwhy candidates matching " << fmt::format("{}", fmt::join(opt.explain, " ")) << " were dropped:\n";
-    std::vector<std::string> filters;
-    for (const auto& e : opt.explain)
-      for (const auto& part : std::vector<std::string>{e}) filters.push_back(part);
-    for (const auto& line : search::explain(report, base, filters)) std::cout << "  " << line << "\n";
+    for (const auto& line : search::explain(report, base, opt.explain)) std::cout << "  " << line << "\n";
   }
 }
 
 void run_search_command(const SearchCommand& opt) {
   const Job base = load_job(opt.job, opt.overrides);
+  // Opened first: a --write-job path that cannot be written fails before the search.
+  std::optional<AtomicFile> job_file;
+  if (!opt.write_job.empty()) job_file.emplace(opt.write_job);
   const search::SearchSpace space = restricted_space(base, opt);
   search::SearchOptions so;
   so.top_k = opt.top_k;
@@ -128,8 +130,9 @@ void run_search_command(const SearchCommand& opt) {
   const search::SearchReport report = search::run_search(base, space, so);
   if (terminal) std::fprintf(stderr, "\r%80s\r", "");
   print_search_report(base, report, opt);
-  if (!opt.write_job.empty()) {
-    write_job_file(opt.write_job, report.ranked.front().job, opt.job);
+  if (job_file) {
+    job_file->write(job_yaml(report.ranked.front().job, opt.job));
+    job_file->commit();
     if (!opt.json) std::cout << "wrote " << opt.write_job << "\n";
   }
 }

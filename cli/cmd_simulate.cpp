@@ -1,5 +1,6 @@
 // partune simulate JOB.yaml [--json] [--trace out.json] [--set k=v] [--no-symmetry]
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -31,12 +32,15 @@ void register_simulate(CLI::App& app) {
   cmd->add_flag("--per-layer", opt->per_layer, "one instruction per layer (as the backend runs them)");
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
+    // Opened first: a trace path that cannot be written fails before the simulation.
+    std::optional<AtomicFile> trace;
+    if (!opt->trace.empty()) trace.emplace(opt->trace);
     sim::SimOptions so;
     so.use_symmetry = !opt->no_symmetry;
     so.record_events = !opt->trace.empty();
     so.granularity = opt->per_layer ? Granularity::layer : Granularity::chunk;
     const sim::SimResult r = sim::simulate(job, so);
-    if (!opt->trace.empty()) write_chrome_trace(opt->trace, r.events, job.cluster.instance.gpus_per_node);
+    if (trace) write_chrome_trace(*trace, r.events, job.cluster.instance.gpus_per_node);
     const Estimate analytic = estimate(job);
     if (opt->json) std::cout << simulation_json(job, r, analytic).dump(2) << "\n";
     else std::cout << simulation_text(job, r, analytic);

@@ -1,5 +1,4 @@
-// partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--set k=v]
-//                 [--json] [--trace-dir DIR]
+// partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--set k=v] [--json] [--trace-dir DIR]
 // The predicted-vs-measured loop: each job is simulated (per-layer programs, every rank,
 // on the job's instance type, with the model the backend runs) and run on the LibTorch
 // backend (build/partune-run; backend_run.hpp), compared by sim/validation.hpp and
@@ -17,6 +16,7 @@
 #include "backend_run.hpp"
 #include "chrome_trace.hpp"
 #include "commands.hpp"
+#include "option_checks.hpp"
 #include "job_suite.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
@@ -60,7 +60,6 @@ sim::Comparison validate_job(const JobCase& c, const ValidateOptions& opt, nlohm
   *out = comparison_json({c.job.name, c.file, backend::describe(c.model), run.report.value("threads_per_rank", 0)},
                          c.ran, cmp);
   if (!opt.trace_dir.empty()) {
-    fs::create_directories(opt.trace_dir);
     const std::string pfile = opt.trace_dir + "/" + c.job.name + "-predicted.json";
     const std::string mfile = opt.trace_dir + "/" + c.job.name + "-measured.json";
     write_chrome_trace(pfile, predicted.events, c.ran.cluster.instance.gpus_per_node);
@@ -80,8 +79,8 @@ void register_validate(CLI::App& app) {
   cmd->add_option("job", opt->job, "job file (YAML)");
   cmd->add_option("--suite", opt->suite, "every *.yaml job in this directory, sorted by name");
   cmd->add_option("--jobs", opt->jobs, "with --suite: only these job files (names without .yaml, comma-separated)");
-  cmd->add_option("--steps", opt->steps, "backend steps per job, warm-up included")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", opt->warmup, "first steps left out of the measurement")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", opt->steps, "backend steps per job, warm-up included")->capture_default_str()->check(count_in(1, 1000000));
+  cmd->add_option("--warmup", opt->warmup, "first steps left out of the measurement")->capture_default_str()->check(count_in(0, 1000000));
   cmd->add_option("--set", opt->overrides, "override a key of every job, e.g. --set optimizer=sgd");
   cmd->add_option("--trace-dir", opt->trace_dir, "write DIR/<job>-predicted.json and DIR/<job>-measured.json (Chrome traces)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
@@ -102,8 +101,8 @@ void register_validate(CLI::App& app) {
       std::cerr << "partune: error: validate needs the LibTorch backend (build/partune-run), and this build has none\n";
       throw Exit{2};
     }
-    // Every file is loaded and checked before anything runs: a typo in the 20th job
-    // stops the suite at once, naming file, key and reason (ScenarioError, exit 2).
+    // Every file is loaded and checked first: a typo in the 20th job stops the suite at
+    // once, naming file, key and reason (ScenarioError, exit 2).
     std::vector<JobCase> cases;
     for (const std::string& f : opt->suite.empty() ? std::vector<std::string>{opt->job} : suite_files(opt->suite, opt->jobs)) {
       JobCase c;
@@ -117,6 +116,9 @@ void register_validate(CLI::App& app) {
       c.ran = backend::scaled_job(c.job, c.model);
       cases.push_back(std::move(c));
     }
+    std::error_code ec;  // the trace folder is made before any job runs
+    if (!opt->trace_dir.empty() && !fs::create_directories(opt->trace_dir, ec) && ec)
+      throw OutputError(opt->trace_dir, "cannot create the folder: " + ec.message(), true);
     nlohmann::json results = nlohmann::json::array();
     std::vector<std::optional<sim::Comparison>> compared;
     for (const JobCase& c : cases) {
@@ -138,7 +140,10 @@ void register_validate(CLI::App& app) {
     const nlohmann::json s = summary_json(summary);
     if (opt->json) std::cout << nlohmann::json({{"jobs", results}, {"summary", s}}).dump(2) << "\n";
     else std::cout << summary_text(results, s);
-    if (summary.failed > 0) throw Exit{1};
+    // Exit status 1 when a job failed or the suite missed a target it printed.
+    const std::string missed = missed_targets(summary);
+    if (!missed.empty()) std::cerr << "partune: validate: missed the targets: " << missed << "\n";
+    if (summary.failed > 0 || !missed.empty()) throw Exit{1};
   });
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend_process.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "partune/costmodel/error.hpp"
 
@@ -23,14 +24,14 @@ int exec_run(int argc, char** argv) {
                  "partune: error: %s needs the LibTorch backend, and this build has none (LibTorch was not found "
                  "when it was configured; scripts/setup.sh installs libtorch-dev)\n",
                  argv[1]);
-    return 2;
+    return partune::cli::kBadInput;
   }
   std::vector<char*> args{argv[0]};  // help and errors keep naming the command the user typed
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   ::execv(runner.c_str(), args.data());
   std::fprintf(stderr, "partune: error: cannot start %s: %s\n", runner.c_str(), std::strerror(errno));
-  return 1;
+  return partune::cli::kFailedRun;
 }
 
 }  // namespace
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     return exec_run(argc, argv);
   CLI::App app{"partune: simulate, search and run parallel training configurations"};
   app.require_subcommand(1);
+  partune::cli::describe_program(app);
   partune::cli::register_estimate(app);
   partune::cli::register_simulate(app);
   partune::cli::register_search(app);
@@ -53,5 +55,5 @@ int main(int argc, char** argv) {
   app.add_subcommand("calibrate",
                      "Measure this machine into an instance-type file (partune calibrate --out FILE --help)")
       ->allow_extras();
-  return partune::cli::run_app(app, argc, argv);
+  return partune::cli::run_command_line(app, argc, argv);
 }

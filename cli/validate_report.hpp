@@ -25,6 +25,14 @@ nlohmann::json comparison_json(const ValidatedJob& v, const Job& ran, const sim:
 nlohmann::json failure_json(const std::string& name, const std::string& file, const std::string& error);
 nlohmann::json summary_json(const sim::SuiteSummary& s);
 
+// The suite's targets, as the summary prints them.
+struct ValidationTargets {
+  double median_step_error_pct = 10, worst_step_error_pct = 25, median_memory_error_pct = 10;
+};
+// The targets the suite missed ("median |step error| 12.3% > 10%; ..."), or "" when it
+// met them all. A suite where no job ran misses them.
+std::string missed_targets(const sim::SuiteSummary& s, const ValidationTargets& t = {});
+
 std::string job_text(const nlohmann::json& r);
 std::string summary_text(const nlohmann::json& results, const nlohmann::json& summary);
 

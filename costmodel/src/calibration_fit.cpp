@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace partune::calibration {
 
 namespace {
@@ -194,6 +196,16 @@ ScoreBmmFit fit_score_bmm(const std::vector<BmmSample>& samples, double peak_flo
            kernel_overhead;
   });
   return f;
+}
+
+std::string efficiency_fit_problem(const std::string& fit, const std::string& key, double efficiency,
+                                   const Residual& residual, double max_rms_relative) {
+  if (!std::isfinite(efficiency) || efficiency <= 0 || efficiency > 1)
+    return fmt::format("{}: {} fitted at {:.3g}, outside (0, 1]", fit, key, efficiency);
+  if (!(residual.rms_relative <= max_rms_relative))
+    return fmt::format("{}: rms error {:.0f}% over {} samples, above the {:.0f}% a profile may have", fit,
+                       100 * residual.rms_relative, residual.samples, 100 * max_rms_relative);
+  return "";
 }
 
 }  // namespace partune::calibration

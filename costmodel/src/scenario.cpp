@@ -304,6 +304,15 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.checkpointed_layers = r.get_int("checkpointed_layers", -1);
 }
 
+// An override's value as YAML; one that does not parse names the --set.
+YAML::Node override_value(const std::string& value, const std::string& assignment, const std::string& origin) {
+  try {
+    return YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(origin, "--set " + assignment, "the value is not valid YAML (" + e.msg + ")");
+  }
+}
+
 // Splits "section.key=value" (or "key=value") and writes it into the job's YAML.
 void apply_override(YAML::Node& root, const std::string& assignment, const std::string& origin) {
   const auto eq = assignment.find('=');
@@ -314,7 +323,7 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
   std::string section;
   if (key == "model" || key == "name") {
     // Whole-entry replacement: a different model preset/path, or the job's name.
-    root[key] = YAML::Load(value);
+    root[key] = override_value(value, assignment, origin);
     return;
   }
   if (const auto dot = key.find('.'); dot != std::string::npos) {
@@ -336,7 +345,7 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
     m["base"] = sec.as<std::string>();
     root[section] = m;
   }
-  root[section][key] = YAML::Load(value);
+  root[section][key] = override_value(value, assignment, origin);
 }
 
 }  // namespace

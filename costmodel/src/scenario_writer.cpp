@@ -1,16 +1,9 @@
 #include "partune/costmodel/scenario_writer.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <sstream>
-#include <stdexcept>
 
 #include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/scenario.hpp"
@@ -143,10 +136,6 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   return p;
 }
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error(path + ": " + what);
-}
-
 }  // namespace
 
 std::string instance_type_yaml(const InstanceType& it, const YamlComments& comments) {
@@ -177,52 +166,7 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
 }
 
 void write_job_file(const std::string& path, const Job& job, const std::string& origin_note) {
-  AtomicFile file(path);
-  file.write(job_yaml(job, origin_note));
-  file.rename_into_place();
-}
-
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-  namespace fs = std::filesystem;
-  const fs::path p(path_);
-  std::error_code ec;
-  if (p.filename().empty()) fail(path_, "not a file name");
-  if (fs::is_directory(p, ec)) fail(path_, "is a directory");
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec)) fail(path_, "directory '" + dir.string() + "' does not exist");
-  std::string tmpl = (fs::absolute(dir) / ("." + p.filename().string() + ".tmp-XXXXXX")).string();
-  fd_ = ::mkstemp(tmpl.data());
-  if (fd_ < 0) fail(path_, "cannot write in '" + dir.string() + "': " + std::strerror(errno));
-  temp_ = tmpl;
-}
-
-AtomicFile::~AtomicFile() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!temp_.empty()) ::unlink(temp_.c_str());
-}
-
-void AtomicFile::write(const std::string& text) {
-  std::size_t off = 0;
-  while (off < text.size()) {
-    const ssize_t n = ::write(fd_, text.data() + off, text.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(path_, "writing '" + temp_ + "': " + std::strerror(errno));
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  // mkstemp makes it 0600; a scenario file is meant to be shared.
-  if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0 || ::close(fd_) != 0) {
-    fd_ = -1;
-    fail(path_, "writing '" + temp_ + "': " + std::strerror(errno));
-  }
-  fd_ = -1;
-}
-
-void AtomicFile::rename_into_place() {
-  if (::rename(temp_.c_str(), path_.c_str()) != 0)
-    fail(path_, "cannot rename '" + temp_ + "' into place: " + std::strerror(errno));
-  temp_.clear();
+  write_file_atomically(path, job_yaml(job, origin_note));
 }
 
 }  // namespace partune

@@ -282,6 +282,18 @@ void fit_compute(Calibration& c) {
 
 }  // namespace
 
+std::vector<std::string> unusable_fits(const Calibration& c) {
+  std::vector<std::string> out;
+  const auto check = [&](const std::string& problem) {
+    if (!problem.empty()) out.push_back(problem);
+  };
+  check(calibration::efficiency_fit_problem("gemm_1_thread", "max_efficiency", c.gemm_fit.max_efficiency,
+                                            c.gemm_fit.residual, kMaxProfileFitRms));
+  check(calibration::efficiency_fit_problem("attention", "score_bmm_efficiency", c.attention_fit.score_bmm_efficiency,
+                                            c.attention_fit.residual, kMaxProfileFitRms));
+  return out;
+}
+
 Calibration calibrate(const CalibrationOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   Calibration c;

@@ -141,3 +141,36 @@ TEST_CASE("score bmm fit inverts the estimator's head-dim scaling", "[calibratio
   CHECK(score_bmm_head_dim_scale(128) == Approx(1.0));
   CHECK(score_bmm_head_dim_scale(64) == Approx(0.75));
 }
+
+// The failed calibration of issue 12: the FMA probe measured a peak 10x too low, so the
+// GEMM fit needs an efficiency of 7.66 to explain the timings. Clamping it to 1 would
+// write a profile nobody measured; the check names the fit, the key and the value.
+TEST_CASE("a GEMM fit past efficiency 1 is refused, naming the fit", "[calibration]") {
+  const GpuProfile g = cpu_core(0.766, 24, 3e-6);
+  const GemmFit f = fit_gemm(gemm_samples(g, nullptr), g.peak_flops_fp32 / 10, g.kernel_overhead);
+  REQUIRE(f.max_efficiency == Approx(7.66).epsilon(1e-6));
+  CHECK(efficiency_fit_problem("gemm_1_thread", "max_efficiency", f.max_efficiency, f.residual, 0.5) ==
+        "gemm_1_thread: max_efficiency fitted at 7.66, outside (0, 1]");
+  // The same timings against the right peak make a usable fit.
+  const GemmFit good = fit_gemm(gemm_samples(g, nullptr), g.peak_flops_fp32, g.kernel_overhead);
+  CHECK(efficiency_fit_problem("gemm_1_thread", "max_efficiency", good.max_efficiency, good.residual, 0.5).empty());
+}
+
+TEST_CASE("a fit that explains its samples badly is refused, naming its rms error", "[calibration]") {
+  // Every other sample 10x slower than the model: no (efficiency, k_half) explains both
+  // halves. With one scale c for all, the relative least squares gives c = 1.1/1.01:
+  // errors +9% and -89%, rms 63%.
+  const GpuProfile g = cpu_core(0.19, 24, 3e-6);
+  std::vector<GemmSample> s = gemm_samples(g, nullptr);
+  for (std::size_t i = 0; i < s.size(); i += 2) s[i].seconds *= 10;
+  const GemmFit f = fit_gemm(s, g.peak_flops_fp32, g.kernel_overhead);
+  REQUIRE(f.residual.rms_relative > 0.5);
+  const std::string problem = efficiency_fit_problem("gemm_1_thread", "max_efficiency", f.max_efficiency, f.residual, 0.5);
+  CHECK(problem.rfind("gemm_1_thread: rms error ", 0) == 0);
+  CHECK(problem.find("over 29 samples, above the 50% a profile may have") != std::string::npos);
+  // Efficiencies at or below zero and NaN are outside the bounds too.
+  CHECK(efficiency_fit_problem("attention", "score_bmm_efficiency", 0, {}, 0.5) ==
+        "attention: score_bmm_efficiency fitted at 0, outside (0, 1]");
+  CHECK(efficiency_fit_problem("attention", "score_bmm_efficiency", NAN, {}, 0.5) ==
+        "attention: score_bmm_efficiency fitted at nan, outside (0, 1]");
+}

@@ -174,30 +174,3 @@ TEST_CASE("a job written by job_yaml parses back to the same job", "[scenario_wr
   CHECK(a.placement_strategy == b.placement_strategy);
   CHECK(a.sharded_collective == b.sharded_collective);
 }
-
-TEST_CASE("AtomicFile writes whole files or none, beside the target", "[scenario_writer]") {
-  ScratchDir dir;
-  const std::string target = (dir.path / "out.yaml").string();
-  SECTION("renamed into place, nothing else left") {
-    {
-      AtomicFile f(target);
-      CHECK(fs::path(f.temp_path()).parent_path() == dir.path);
-      f.write("kind: job\n");
-      CHECK_FALSE(fs::exists(target));
-      f.rename_into_place();
-    }
-    std::ifstream in(target);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CHECK(text == "kind: job\n");
-    CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
-  }
-  SECTION("abandoned: the temporary file is removed and the target never appears") {
-    { AtomicFile f(target); }
-    CHECK_FALSE(fs::exists(target));
-    CHECK(fs::is_empty(dir.path));
-  }
-  SECTION("a missing directory fails at once, naming it") {
-    const std::string bad = (dir.path / "no-such-dir" / "out.yaml").string();
-    CHECK_THROWS_WITH(AtomicFile(bad), Catch::Contains("no-such-dir") && Catch::Contains("does not exist"));
-  }
-}

@@ -23,6 +23,14 @@ struct Residual {
   int samples = 0;
 };
 
+// Whether a fitted efficiency can go into a profile: it must be finite and inside (0, 1]
+// (an efficiency past 1 means the timings or the peak are wrong, and clamping it would
+// write a number nobody measured), and the fit must reproduce its samples within
+// `max_rms_relative`. Returns why not, naming the fit ("gemm_1_thread: max_efficiency
+// fitted at 7.66, outside (0, 1]"), or "" when it can.
+std::string efficiency_fit_problem(const std::string& fit, const std::string& key, double efficiency,
+                                   const Residual& residual, double max_rms_relative);
+
 // One timed m x n x k matrix product.
 struct GemmSample {
   double m = 0, n = 0, k = 0;

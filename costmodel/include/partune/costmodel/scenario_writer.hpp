@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/job.hpp"
 
 namespace partune {
@@ -22,28 +23,7 @@ std::string instance_type_yaml(const InstanceType& it, const YamlComments& comme
 // The YAML text of a job: the model inline, the cluster by its catalog instance type when
 // one of that name exists (else inline), every parallel and training knob.
 std::string job_yaml(const Job& job, const std::string& origin_note);
-// Writes atomically (a temporary file beside `path`, renamed into place).
+// Writes atomically (AtomicFile: whole or not at all; throws OutputError).
 void write_job_file(const std::string& path, const Job& job, const std::string& origin_note);
-
-// A file that appears whole or not at all: a temporary file is created in the target's
-// directory at construction (so a bad path fails before any work), written by commit()
-// and renamed into place; the destructor removes it if commit() never succeeded.
-// Throws std::runtime_error naming the path and the reason.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  const std::string& temp_path() const { return temp_; }
-  // Writes `text` to the temporary file (mode 0644, synced); call rename_into_place() next.
-  void write(const std::string& text);
-  void rename_into_place();
-
- private:
-  std::string path_, temp_;
-  int fd_ = -1;
-};
 
 }  // namespace partune

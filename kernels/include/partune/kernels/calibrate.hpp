@@ -108,6 +108,15 @@ struct Calibration {
 // Runs every benchmark and fit. Throws std::runtime_error naming the benchmark that failed.
 Calibration calibrate(const CalibrationOptions& options);
 
+// The largest rms relative error a fit may have and still go into a profile. A healthy
+// 2-core machine measures about 13% (GEMM) and 25% (attention); a fit that explains its
+// samples this badly describes no kernel the estimator would time.
+constexpr double kMaxProfileFitRms = 0.5;
+// The fits the profile is built from that cannot be used (an efficiency outside (0, 1],
+// an rms error above kMaxProfileFitRms), one line each naming the fit and why; empty when
+// the profile can be written.
+std::vector<std::string> unusable_fits(const Calibration& c);
+
 // The instance type the calibration describes: the fitted values, the machine's, and
 // local-cpu.yaml's reasoning for what nothing here measures. Values the loader insists on
 // being positive or in (0, 1] are clamped there.
