@@ -65,17 +65,16 @@ Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
     sequence_parallel.insert(prm.unsafeGetTensorImpl());
 }
 
-// The gradient buckets: one per layer, with the embedding beside layer 0 of the first
-// model stage and the head beside the last layer of the last one (on stage 0 with
-// lm_head_stage: first, beside layer 0), as the program's bucket sizes count them.
+// The gradient buckets: one per layer, with the embedding and head parameters where the
+// program's bucket sizes count them (bucket_extras).
 void Impl::build_buckets() {
   for (int c = 0; c < v; ++c)
     for (int l = 0; l < layers_per_chunk; ++l) {
       std::vector<torch::Tensor> params = model->layer_parameters(job.global_layer(stage, c, l));
       auto add = [&](const std::vector<torch::Tensor>& extra) { params.insert(params.end(), extra.begin(), extra.end()); };
-      if (l == 0 && first_model_stage(c)) add(model->embedding_parameters());
-      if (head_first ? (l == 0 && first_model_stage(c)) : (l == layers_per_chunk - 1 && last_model_stage(c)))
-        add(model->head_parameters());
+      const BucketExtras extras = bucket_extras(job, stage, c, l);
+      if (extras.embedding) add(model->embedding_parameters());
+      if (extras.head) add(model->head_parameters());
       bucket_params[{c, l}] = std::move(params);
     }
 }

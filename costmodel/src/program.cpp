@@ -431,15 +431,10 @@ class ProgramBuilder {
     if (p_ > 1 && m.tied_embeddings) params += static_cast<double>(m.vocab) * m.hidden;
     return params / tp_;
   }
-  // They travel with the gradient bucket of the layer next to them: the embedding with
-  // layer 0 of the first model stage, the head with the last layer of the last (or, on
-  // the first stage, with layer 0 too: its gradient is complete once every head step
-  // has run, and they all precede the last backward).
+  // They travel with the gradient bucket of the layer next to them (bucket_extras).
   double extra_param_bytes(int chunk, int layer) const {
-    double params = 0;
-    if (layer == 0) params += embedding_params(chunk) + (head_first_ ? head_params(chunk) : 0.0);
-    if (layer == layers_per_chunk_ - 1 && !head_first_) params += head_params(chunk);
-    return params * eb_;
+    const BucketExtras extras = bucket_extras(job_, stage_, chunk, layer);
+    return ((extras.embedding ? embedding_params(chunk) : 0.0) + (extras.head ? head_params(chunk) : 0.0)) * eb_;
   }
 
   // This rank holds one of the two copies of a tied embedding: pipeline > 1 with the head

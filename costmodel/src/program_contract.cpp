@@ -100,4 +100,15 @@ CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup gro
   }
 }
 
+BucketExtras bucket_extras(const Job& job, int stage, int chunk, int layer) {
+  const int pp = job.parallel.pipeline_parallel_degree, v = job.parallel.virtual_stages;
+  const int model_stage = chunk * pp + stage;
+  const bool first = model_stage == 0, last = model_stage == pp * v - 1;
+  const bool head_first = job.lm_head_on_first_stage();
+  BucketExtras out;
+  out.embedding = layer == 0 && first;
+  out.head = head_first ? (layer == 0 && first) : (layer == job.layers_per_chunk(stage) - 1 && last);
+  return out;
+}
+
 }  // namespace partune

@@ -621,3 +621,29 @@ TEST_CASE("sequence parallelism: one tensor all-reduce of the replicated gradien
     }
   }
 }
+
+TEST_CASE("gradient buckets carry the embedding and head where Megatron's stages hold them", "[program]") {
+  // GPT-2 small (12 layers) on pipeline 2 x virtual 2: 3 layers per chunk; model stages
+  // 0..3 are (stage 0, chunk 0), (stage 1, chunk 0), (stage 0, chunk 1), (stage 1, chunk 1).
+  Job job = p4d_job("gpt2-small", 1, 64);
+  job.parallel.pipeline_parallel_degree = 2;
+  job.parallel.virtual_stages = 2;
+  job.parallel.pipeline = PipelineSchedule::interleaved;
+  job.parallel.microbatches = 4;
+  require_valid(job);
+  int embeddings = 0, heads = 0;
+  for (int stage = 0; stage < 2; ++stage)
+    for (int chunk = 0; chunk < 2; ++chunk)
+      for (int layer = 0; layer < 3; ++layer) {
+        const BucketExtras e = bucket_extras(job, stage, chunk, layer);
+        embeddings += e.embedding, heads += e.head;
+        CHECK(e.embedding == (stage == 0 && chunk == 0 && layer == 0));  // first model stage, layer 0
+        CHECK(e.head == (stage == 1 && chunk == 1 && layer == 2));       // last model stage, last layer
+      }
+  CHECK(embeddings == 1);
+  CHECK(heads == 1);
+  job.parallel.lm_head_stage = LmHeadStage::first;  // the head joins layer 0 of stage 0
+  CHECK(bucket_extras(job, 0, 0, 0).head);
+  CHECK(bucket_extras(job, 0, 0, 0).embedding);
+  CHECK_FALSE(bucket_extras(job, 1, 1, 2).head);
+}

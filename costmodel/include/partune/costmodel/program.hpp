@@ -116,6 +116,16 @@ struct ProgramOptions {
   Granularity granularity = Granularity::chunk;
 };
 
+// Which parameters besides a layer's own travel in its gradient bucket (and its shard
+// under sharded data parallelism): the embedding with layer 0 of the first model stage,
+// the head with the last layer of the last model stage or, with the head on the first
+// stage, with layer 0 too (its gradient is complete once every head step has run). The
+// programs size their buckets by it and the backend fills them by it.
+struct BucketExtras {
+  bool embedding = false, head = false;
+};
+BucketExtras bucket_extras(const Job& job, int stage, int chunk, int layer);
+
 RankProgram build_program(const Job& job, int rank, const ProgramOptions& options = {});
 std::vector<RankProgram> build_programs(const Job& job, const ProgramOptions& options = {});
 
