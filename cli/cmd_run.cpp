@@ -5,29 +5,21 @@
 // WORLD_SIZE, ...) this process checks the job, then supervises --nproc local ranks, each
 // of which is this same command started again with that environment. This file includes
 // no LibTorch header: backend/trainer.hpp hides it.
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "chrome_trace.hpp"
 #include "commands.hpp"
+#include "partune/backend/checkpoint_directory.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "run_option_checks.hpp"
 #include "run_report.hpp"
 
 namespace partune::cli {
 
 namespace {
-
-// This process's own arguments, to start the ranks with (each runs the same command).
-std::vector<std::string> own_arguments() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> args;
-  std::string arg;
-  while (std::getline(in, arg, '\0')) args.push_back(arg);
-  return args;
-}
 
 struct Options {
   std::string job, trace, data, save, resume;
@@ -37,6 +29,15 @@ struct Options {
   bool json = false;
   backend::RunOptions run;
 };
+
+// What an interrupted save left in the --save and --resume directories goes before any
+// rank starts (with a note).
+void tidy_checkpoint_directories(const Options& opt) {
+  for (const std::string& dir : {opt.save, opt.resume})
+    if (!dir.empty())
+      for (const std::string& name : backend::remove_interrupted_save_leftovers(dir))
+        std::cerr << fmt::format("partune run: removed {}/{}, left by an interrupted save\n", dir, name);
+}
 
 // Without a launcher's environment this process is the launcher: it checks everything
 // before any rank starts, then starts and supervises --nproc local ranks (true: they have
@@ -50,7 +51,7 @@ bool supervised_ranks(const Job& job, Options& opt) {
       std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
                                nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
                                job.parallel.tensor_parallel_degree, job.data_parallel_degree());
-      throw Exit{3};
+      throw Exit{2};
     }
     backend::RunOptions check = opt.run;
     if (nproc > 1) {
@@ -59,16 +60,18 @@ bool supervised_ranks(const Job& job, Options& opt) {
     }
     if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
       std::cerr << "partune: error: " << why << "\n";
-      throw Exit{3};
+      throw Exit{2};
     }
-    if (!opt.resume.empty() && !std::ifstream(opt.resume + "/latest")) {
-      std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt.resume);
-      throw Exit{3};
-    }
+    tidy_checkpoint_directories(opt);
+    if (!opt.resume.empty())
+      if (const std::string why = backend::why_not_resumable(job, check, opt.resume); !why.empty()) {
+        std::cerr << "partune: error: " << why << "\n";
+        throw Exit{2};
+      }
     if (nproc > 1) {
       backend::SuperviseOptions so;
       so.executable = backend::current_executable_path();
-      const int status = backend::supervise_local_ranks(own_arguments(), nproc, so);
+      const int status = backend::supervise_local_ranks(backend::current_arguments(), nproc, so);
       if (status != 0) throw Exit{status};
       return true;
     }
@@ -76,7 +79,9 @@ bool supervised_ranks(const Job& job, Options& opt) {
              opt.run.environment->store_hosted_by_launcher == false) {
     std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
               << opt.run.environment->rank << " of a launcher's world\n";
-    throw Exit{3};
+    throw Exit{2};
+  } else if (opt.run.environment->hosts_store()) {
+    tidy_checkpoint_directories(opt);  // rank 0 of an external launcher, before the rendezvous
   }
   return false;
 }
@@ -115,24 +120,27 @@ void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Execute the job's per-rank programs with LibTorch (CPU, fp32), one process per rank");
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
-  cmd->add_option("--steps", opt->steps, "training steps to run")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", opt->steps, "training steps to run")->check(integer_in(1, 1000000));
   cmd->add_option("--nproc", opt->nproc,
                   "local ranks to start and supervise (default: the job's world size); not with a launcher's RANK/WORLD_SIZE")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 4096));
   cmd->add_option("--set", opt->overrides, "override a job key, e.g. --set microbatches=4");
   cmd->add_option("--trace", opt->trace, "write a Chrome trace-event file of every executed instruction of every rank");
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->add_option("--save", opt->save, "after the last step, write a sharded checkpoint into this directory (atomic)");
   cmd->add_option("--resume", opt->resume, "continue from the latest checkpoint in this directory");
-  cmd->add_option("--scale-layers", opt->run.scale.layers, "transformer layers to run (default: the job's if the model is small, else 2)");
-  cmd->add_option("--scale-hidden", opt->run.scale.hidden, "hidden size (default: the job's if small, else 64)");
-  cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)");
-  cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)");
-  cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)");
-  cmd->add_option("--seed", opt->run.seed, "seed of the model initialisation and of the synthetic tokens");
+  cmd->add_option("--scale-layers", opt->run.scale.layers, "transformer layers to run (default: the job's if the model is small, else 2)")
+      ->check(integer_in(1, 4096));
+  cmd->add_option("--scale-hidden", opt->run.scale.hidden, "hidden size (default: the job's if small, else 64)")->check(integer_in(1, 65536));
+  cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)")->check(integer_in(1, 1024));
+  cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)")->check(integer_in(1, 65536));
+  cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)")->check(integer_in(1, 1048576));
+  cmd->add_option("--seed", opt->run.seed, "seed of the model initialisation and of the synthetic tokens")->check(seed_value());
   cmd->add_option("--data", opt->run.data_file, "byte-level tokens from this text file (default: synthetic tokens)");
-  cmd->add_option("--lr", opt->run.learning_rate, "learning rate (default: 1e-3 Adam, 0.1 SGD)");
-  cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)");
+  cmd->add_option("--lr", opt->run.learning_rate, "learning rate (default: 1e-3 Adam, 0.1 SGD)")
+      ->check(number_in(0, 100, false, "a finite number above 0 and at most 100"));
+  cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)")
+      ->check(integer_in(1, 1024));
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
     if (!supervised_ranks(job, *opt)) run_rank(job, *opt);
