@@ -5,7 +5,6 @@
 // WORLD_SIZE, ...) this process checks the job, then supervises --nproc local ranks, each
 // of which is this same command started again with that environment. This file includes
 // no LibTorch header: backend/trainer.hpp hides it.
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -13,6 +12,7 @@
 #include "chrome_trace.hpp"
 #include "commands.hpp"
 #include "option_checks.hpp"
+#include "partune/backend/checkpoint_directory.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "run_report.hpp"
@@ -20,15 +20,6 @@
 namespace partune::cli {
 
 namespace {
-
-// This process's own arguments, to start the ranks with (each runs the same command).
-std::vector<std::string> own_arguments() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> args;
-  std::string arg;
-  while (std::getline(in, arg, '\0')) args.push_back(arg);
-  return args;
-}
 
 struct Options {
   std::string job, trace, data, save, resume;
@@ -38,6 +29,15 @@ struct Options {
   bool json = false;
   backend::RunOptions run;
 };
+
+// What an interrupted save left in the --save and --resume directories goes before any
+// rank starts (with a note).
+void tidy_checkpoint_directories(const Options& opt) {
+  for (const std::string& dir : {opt.save, opt.resume})
+    if (!dir.empty())
+      for (const std::string& name : backend::remove_interrupted_save_leftovers(dir))
+        std::cerr << fmt::format("partune run: removed {}/{}, left by an interrupted save\n", dir, name);
+}
 
 // Without a launcher's environment this process is the launcher: it checks everything
 // before any rank starts, then starts and supervises --nproc local ranks (true: they have
@@ -62,15 +62,17 @@ bool supervised_ranks(const Job& job, Options& opt) {
       std::cerr << "partune: error: " << why << "\n";
       throw Exit{2};
     }
-    if (!opt.resume.empty() && !std::ifstream(opt.resume + "/latest")) {
-      std::cerr << fmt::format("partune: error: --resume {}: no checkpoint there (no 'latest' file)\n", opt.resume);
-      throw Exit{2};
-    }
+    tidy_checkpoint_directories(opt);
+    if (!opt.resume.empty())
+      if (const std::string why = backend::why_not_resumable(job, check, opt.resume); !why.empty()) {
+        std::cerr << "partune: error: " << why << "\n";
+        throw Exit{2};
+      }
     if (nproc > 1) {
       backend::SuperviseOptions so;
       so.executable = backend::current_executable_path();
-      const int status = backend::supervise_local_ranks(own_arguments(), nproc, so);
-      if (status != 0) throw Exit{status};
+      const int status = backend::supervise_local_ranks(backend::current_arguments(), nproc, so);
+      if (status != 0) throw Exit{status == 2 ? 2 : 1};  // a rank died: 1 (bad input the ranks found: 2)
       return true;
     }
   } else if (opt.nproc > 0 && opt.nproc != opt.run.environment->world_size &&
@@ -78,6 +80,8 @@ bool supervised_ranks(const Job& job, Options& opt) {
     std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
               << opt.run.environment->rank << " of a launcher's world\n";
     throw Exit{2};
+  } else if (opt.run.environment->hosts_store()) {
+    tidy_checkpoint_directories(opt);  // rank 0 of an external launcher, before the rendezvous
   }
   return false;
 }
@@ -119,25 +123,22 @@ void register_run(CLI::App& app) {
   cmd->add_option("--steps", opt->steps, "training steps to run")->check(count_in(1, 1000000));
   cmd->add_option("--nproc", opt->nproc,
                   "local ranks to start and supervise (default: the job's world size); not with a launcher's RANK/WORLD_SIZE")
-      ->check(count_in(1, 1024));
+      ->check(count_in(1, 4096));
   cmd->add_option("--set", opt->overrides, "override a job key, e.g. --set microbatches=4");
   cmd->add_option("--trace", opt->trace, "write a Chrome trace-event file of every executed instruction of every rank");
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->add_option("--save", opt->save, "after the last step, write a sharded checkpoint into this directory (atomic)");
   cmd->add_option("--resume", opt->resume, "continue from the latest checkpoint in this directory");
   cmd->add_option("--scale-layers", opt->run.scale.layers, "transformer layers to run (default: the job's if the model is small, else 2)")
-      ->check(count_in(1, 1000000));
-  cmd->add_option("--scale-hidden", opt->run.scale.hidden, "hidden size (default: the job's if small, else 64)")
-      ->check(count_in(1, 1000000));
-  cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)")
-      ->check(count_in(1, 1000000));
-  cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)")
-      ->check(count_in(1, 1000000));
-  cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)")
-      ->check(count_in(1, 1000000));
+      ->check(count_in(1, 4096));
+  cmd->add_option("--scale-hidden", opt->run.scale.hidden, "hidden size (default: the job's if small, else 64)")->check(count_in(1, 65536));
+  cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)")->check(count_in(1, 1024));
+  cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)")->check(count_in(1, 65536));
+  cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)")->check(count_in(1, 1048576));
   cmd->add_option("--seed", opt->run.seed, "seed of the model initialisation and of the synthetic tokens");
   cmd->add_option("--data", opt->run.data_file, "byte-level tokens from this text file (default: synthetic tokens)");
-  cmd->add_option("--lr", opt->run.learning_rate, "learning rate (default: 1e-3 Adam, 0.1 SGD)")->check(number_in(0, 10, true));
+  cmd->add_option("--lr", opt->run.learning_rate, "learning rate (default: 1e-3 Adam, 0.1 SGD)")
+      ->check(number_in(0, 10, true));
   cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)")
       ->check(count_in(1, 1024));
   cmd->callback([opt] {

@@ -19,9 +19,6 @@ void register_calibrate(CLI::App& app);
 // partune validate: simulator against the LibTorch backend (cmd_validate.cpp).
 void register_validate(CLI::App& app);
 
-// Parses and runs the chosen sub-command; maps errors to exit statuses (2: bad input).
-int run_app(CLI::App& app, int argc, char** argv);
-
 // Thrown by a command to end with this exit status after it printed its message.
 struct Exit {
   int code;

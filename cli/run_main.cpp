@@ -1,6 +1,7 @@
 // build/partune-run: `partune run` and `partune calibrate`, the commands that need LibTorch.
 // `partune run ...` / `partune calibrate ...` start this executable with the same
 // arguments (see main.cpp), so LibTorch loads only for them.
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "partune/backend/memory_accounting.hpp"
 
@@ -11,5 +12,5 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   partune::cli::register_run(app);
   partune::cli::register_calibrate(app);
-  return partune::cli::run_app(app, argc, argv);
+  return partune::cli::run_command_line(app, argc, argv);
 }

@@ -271,6 +271,30 @@ nlohmann::json read_checkpoint_meta(const std::string& dir, int step) {
   return meta;
 }
 
+std::vector<std::string> remove_interrupted_save_leftovers(const std::string& dir_text) {
+  const fs::path dir(dir_text);
+  std::vector<std::string> touched;
+  if (!directory_exists(dir)) return touched;
+  for (const fs::path& entry : entries_of(dir)) {
+    const std::string name = entry.filename().string();
+    const bool temporary = name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos;
+    if (parse_step(name, ".partial-step-") || name.rfind(".deleting-", 0) == 0 || temporary) {
+      remove_tree(entry);
+      touched.push_back(name);
+    } else if (const auto k = parse_step(name, ".replaced-step-")) {
+      if (directory_exists(step_path(dir, *k))) {
+        remove_tree(entry);  // the commit that replaced it got as far as renaming the new one in
+        touched.push_back(name);
+      } else {
+        rename_path(entry, step_path(dir, *k));  // the only copy: a commit stopped between its renames
+        touched.push_back(name + " (restored as " + step_name(*k) + ")");
+      }
+    }
+  }
+  if (!touched.empty()) fsync_path(dir, true);
+  return touched;
+}
+
 void read_rank_shard(const std::string& dir, int step, int rank,
                      const std::function<void(torch::serialize::InputArchive&)>& load) {
   const int world_size = read_checkpoint_meta(dir, step)["world_size"].get<int>();

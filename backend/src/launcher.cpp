@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -96,6 +97,12 @@ std::optional<RankEnvironment> rank_environment_from_env() {
         "MASTER_PORT is not set: WORLD_SIZE={} ranks need the port of the rendezvous store", e.world_size));
   }
 
+  if (const auto v = env_value("PARTUNE_RENDEZVOUS_TIMEOUT_S")) {
+    e.rendezvous_timeout_s = parse_env_int("PARTUNE_RENDEZVOUS_TIMEOUT_S", *v);
+    if (e.rendezvous_timeout_s < 1 || e.rendezvous_timeout_s > 3600)
+      throw std::runtime_error(
+          fmt::format("PARTUNE_RENDEZVOUS_TIMEOUT_S={} is not between 1 and 3600 seconds", e.rendezvous_timeout_s));
+  }
   if (const auto v = env_value("PARTUNE_STORE_HOSTED")) {
     if (*v == "1")
       e.store_hosted_by_launcher = true;
@@ -122,6 +129,16 @@ std::string current_executable_path() {
   buffer.resize(static_cast<std::size_t>(n));
   return buffer;
 }
+
+std::vector<std::string> current_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  return args;
+}
+
+const char* rendezvous_world_size_key() { return "partune/rendezvous/world_size"; }
 
 // ---------------------------------------------------------------------------------------
 // The supervisor.
@@ -432,6 +449,8 @@ int supervise_local_ranks(const std::vector<std::string>& rank_argv, int nproc, 
     throw std::runtime_error(fmt::format("cannot run {} for the ranks: {}", executable, std::strerror(errno)));
 
   const std::unique_ptr<c10d::TCPStore> store = start_rendezvous_store();
+  const std::string world = std::to_string(nproc);
+  store->set(rendezvous_world_size_key(), std::vector<std::uint8_t>(world.begin(), world.end()));
   const std::vector<RankLaunch> launches = prepare_rank_launches(rank_argv, nproc, store->getPort());
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull < 0) throw std::runtime_error(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));

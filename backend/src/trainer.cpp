@@ -50,7 +50,39 @@ nlohmann::json layout_of(const Job& job, const BackendModelConfig& c) {
             {"vocab", c.vocab}, {"seq_len", c.seq_len}, {"tied_embeddings", c.tied_embeddings}}}};
 }
 
+// "world 2 = pipeline 1 x tensor 1 x data 2": a layout in the words of the job.
+std::string layout_text(const nlohmann::json& l) {
+  const auto v = [&](const char* key) { return l.contains(key) ? l[key].dump() : std::string("?"); };
+  return fmt::format("world {} = pipeline {} x tensor {} x data {}", v("world_size"), v("pipeline_parallel_degree"),
+                     v("tensor_parallel_degree"), v("data_parallel_degree"));
+}
+
+// Empty when the checkpoint of `step` in DIR was saved with layout `ours`; else one line
+// naming the directory, the layout the checkpoint holds, this run's, and the first key
+// that differs.
+std::string layout_mismatch(const std::string& dir, int step, const nlohmann::json& meta, const nlohmann::json& ours) {
+  const nlohmann::json theirs = meta.value("layout", nlohmann::json::object());
+  for (auto it = ours.begin(); it != ours.end(); ++it)
+    if (!theirs.contains(it.key()) || theirs[it.key()] != it.value())
+      return fmt::format("--resume {}: the checkpoint of step {} holds the layout {} ({} = {}); this run's is {} ({} = {})",
+                         dir, step, layout_text(theirs), it.key(),
+                         theirs.contains(it.key()) ? theirs[it.key()].dump() : "none", layout_text(ours), it.key(),
+                         it.value().dump());
+  return {};
+}
+
 }  // namespace
+
+std::string why_not_resumable(const Job& original, const RunOptions& options, const std::string& dir) {
+  try {
+    const std::optional<int> step = latest_checkpoint_step(dir);
+    if (!step) return fmt::format("--resume {}: no checkpoint there (no 'latest' file)", dir);
+    const BackendModelConfig config = scaled_model(original.model, options.scale);
+    return layout_mismatch(dir, *step, read_checkpoint_meta(dir, *step), layout_of(scaled_job(original, config), config));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
 
 std::string why_not_runnable(const Job& original, const RunOptions& options) {
   BackendModelConfig config;
@@ -172,11 +204,18 @@ struct Trainer::Impl {
 
 Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  if (const std::string why = why_not_runnable(original, options); !why.empty()) throw std::runtime_error(why);
+  const std::string why = why_not_runnable(original, options);
+  s.distributed = options.environment.has_value() && options.environment->world_size > 1;
+  const std::chrono::milliseconds timeout(std::int64_t{1000} * options.collective_timeout_s);
+  // The rendezvous first (bounded, communicators.hpp): a rank that cannot run tells the
+  // others, and a WORLD_SIZE mismatch is named as such, instead of leaving them waiting.
+  if (s.distributed)
+    s.store = join_rendezvous(*options.environment, timeout, why);
+  else if (!why.empty())
+    throw std::runtime_error(why);
   s.options = options;
   s.config = scaled_model(original.model, options.scale);
   s.job = scaled_job(original, s.config);
-  s.distributed = options.environment.has_value() && options.environment->world_size > 1;
   if (options.environment) s.env = *options.environment;
   s.microbatches = s.job.parallel.microbatches * s.job.training.gradient_accumulation;
   s.microbatch_size = s.job.microbatch_size();
@@ -184,20 +223,7 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   torch::set_num_threads(s.threads);
   install_cpu_memory_accounting();
 
-  const std::chrono::milliseconds timeout(std::int64_t{1000} * options.collective_timeout_s);
   if (s.distributed) {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(s.env.master_port);
-    so.isServer = s.env.hosts_store();
-    so.waitWorkers = false;
-    so.timeout = timeout;
-    try {
-      s.store = c10::make_intrusive<c10d::TCPStore>(s.env.master_addr, so);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format("rank {}: cannot reach the rendezvous store at {}:{} (hosted by {}): {}",
-                                           s.env.rank, s.env.master_addr, s.env.master_port,
-                                           s.env.store_host_description(), e.what()));
-    }
     s.watchdog = std::make_unique<Watchdog>(s.env);
     s.comms = std::make_unique<Communicators>(s.job, s.env.rank, s.store, timeout);
   }
@@ -295,13 +321,8 @@ int Trainer::resume(const std::string& dir) {
   const std::optional<int> step = latest_checkpoint_step(dir);
   if (!step) throw std::runtime_error(fmt::format("--resume {}: no checkpoint there (no 'latest' file)", dir));
   const nlohmann::json meta = read_checkpoint_meta(dir, *step);
-  const nlohmann::json ours = layout_of(s.job, s.config);
-  const nlohmann::json theirs = meta.value("layout", nlohmann::json::object());
-  for (auto it = ours.begin(); it != ours.end(); ++it)
-    if (!theirs.contains(it.key()) || theirs[it.key()] != it.value())
-      throw std::runtime_error(fmt::format("--resume {}: the checkpoint of step {} has {} = {}, this run has {}", dir,
-                                           *step, it.key(), theirs.contains(it.key()) ? theirs[it.key()].dump() : "none",
-                                           it.value().dump()));
+  if (const std::string why = layout_mismatch(dir, *step, meta, layout_of(s.job, s.config)); !why.empty())
+    throw std::runtime_error(why);
   read_rank_shard(dir, *step, s.env.rank, [&](torch::serialize::InputArchive& archive) { s.executor->load(archive); });
   s.steps_done = *step;
   s.barrier();

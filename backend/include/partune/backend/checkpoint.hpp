@@ -13,7 +13,9 @@
 // name, fsynced and renamed, and the directory fsynced, so a crash at any point leaves
 // `latest` naming a complete checkpoint: the previous one until the final rename of
 // `latest`, the new one after it. Only the checkpoint `latest` names and the one before
-// it are kept.
+// it are kept. What a save interrupted by a crash leaves behind (a partial directory,
+// temporary files) is never read, and is removed at the next start
+// (remove_interrupted_save_leftovers, checkpoint_directory.hpp).
 //
 // Errors: std::runtime_error naming the path and what is wrong.
 #include <functional>
@@ -22,6 +24,8 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/serialize/archive.h>
+
+#include "partune/backend/checkpoint_directory.hpp"
 
 namespace partune::backend {
 
@@ -38,14 +42,6 @@ void write_rank_shard(const std::string& dir, int step, int rank,
 // moved away first), points `latest` at it, and deletes the checkpoints older than the
 // previous one (and abandoned partial saves of earlier steps).
 void commit_checkpoint(const std::string& dir, int step, int world_size, const nlohmann::json& layout);
-
-// The step `latest` names; nullopt when DIR or DIR/latest does not exist. Partial saves are
-// never considered. Throws when `latest` is malformed or names a checkpoint that is not
-// there.
-std::optional<int> latest_checkpoint_step(const std::string& dir);
-
-// The checkpoint's meta.json (with "step", "world_size", "layout").
-nlohmann::json read_checkpoint_meta(const std::string& dir, int step);
 
 // Reads rank `rank`'s shard of checkpoint `step`: `load` takes the rank's tensors from the
 // archive. Throws when the checkpoint has no shard for that rank (it was saved by fewer

@@ -11,11 +11,29 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "partune/backend/launcher.hpp"
 
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
 
 namespace partune::backend {
+
+// The rendezvous of a multi-rank run: this rank's connection to the store every rank
+// shares (the server too on the rank that hosts it, env.hosts_store()). Bounded by
+// env.rendezvous_timeout_s; throws std::runtime_error naming the cause:
+//  - the rank hosting the store finds MASTER_PORT already in use on this machine;
+//  - another rank cannot reach the store ("could not reach rank 0 at HOST:PORT within N s");
+//  - ranks started with different WORLD_SIZE values (both numbers named; every rank
+//    writes its own and compares it with the host's);
+//  - the hosting rank does not hear from every other rank within the timeout (naming them).
+// `local_failure` (non-empty: this rank cannot run, e.g. why_not_runnable) is written to
+// the store for the others (the hosting rank just throws it) and then thrown. A cause
+// found here is written under partune/failed, so that the other ranks stop naming it.
+// Afterwards the store's operations time out after `operation_timeout`.
+c10::intrusive_ptr<c10d::TCPStore> join_rendezvous(const RankEnvironment& env, std::chrono::milliseconds operation_timeout,
+                                                   const std::string& local_failure = {});
 
 struct Communicator {
   c10::intrusive_ptr<c10d::ProcessGroup> group;  // null when this rank is alone in it

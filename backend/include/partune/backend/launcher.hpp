@@ -27,6 +27,10 @@ struct RankEnvironment {
   // PARTUNE_STORE_HOSTED=1: the supervisor hosts the store and watches the ranks (no rank
   // hosts it, and heartbeats need not be compared: the supervisor sees a death directly).
   bool store_hosted_by_launcher = false;
+  // How long a rank waits to join the rendezvous (reach the store, and, on the rank that
+  // hosts it, hear from every other rank) before it gives up naming the cause:
+  // PARTUNE_RENDEZVOUS_TIMEOUT_S, 1 to 3600, default 60.
+  int rendezvous_timeout_s = 60;
 
   // Whether this rank starts the store server: rank 0, unless the launcher hosts it.
   bool hosts_store() const { return !store_hosted_by_launcher && rank == 0; }
@@ -36,7 +40,7 @@ struct RankEnvironment {
 
 // The rank's environment: RANK, WORLD_SIZE, LOCAL_RANK (default: RANK), LOCAL_WORLD_SIZE
 // (default: WORLD_SIZE), MASTER_ADDR (default 127.0.0.1), MASTER_PORT (required when
-// WORLD_SIZE > 1) and PARTUNE_STORE_HOSTED (1 or 0). nullopt when neither RANK nor
+// WORLD_SIZE > 1), PARTUNE_STORE_HOSTED (1 or 0) and PARTUNE_RENDEZVOUS_TIMEOUT_S. nullopt when neither RANK nor
 // WORLD_SIZE is set (a plain single-process run). Throws std::runtime_error naming the
 // variable and what is wrong with it ("RANK=5 is not below WORLD_SIZE=4") for a partial or
 // invalid environment.
@@ -50,6 +54,14 @@ int default_threads(int local_world_size);
 // The path of the running executable (/proc/self/exe resolved), for re-executing it as the
 // ranks. Throws std::runtime_error when it cannot be read.
 std::string current_executable_path();
+
+// This process's own arguments (/proc/self/cmdline), argv[0] first: what the ranks of a
+// local supervisor are started with.
+std::vector<std::string> current_arguments();
+
+// The store key under which whoever hosts the rendezvous store (the supervisor, or rank 0)
+// writes the world size it was started with; every rank compares its own WORLD_SIZE.
+const char* rendezvous_world_size_key();
 
 struct SuperviseOptions {
   // After the first rank fails, how long the others get to notice (their watchdogs read

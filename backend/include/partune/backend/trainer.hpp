@@ -44,6 +44,12 @@ struct StepReport {
 // rank's program against what the executor runs. Checked before any rank starts.
 std::string why_not_runnable(const Job& job, const RunOptions& options);
 
+// Why `--resume DIR` cannot continue this run (empty when it can): no checkpoint in DIR,
+// an unreadable one, or one saved with another layout (degrees, stages, model shapes,
+// optimizer), named with the layout it holds and this run's. Checked by the launcher
+// before any rank starts.
+std::string why_not_resumable(const Job& job, const RunOptions& options, const std::string& dir);
+
 class Trainer {
  public:
   // Throws std::runtime_error when why_not_runnable is not empty. With an environment,
