@@ -3,7 +3,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <new>
 #include <filesystem>
 #include <stdexcept>
 
@@ -25,9 +27,10 @@ std::string scenario_root() {
 std::vector<std::string> list_presets(const std::string& kind) {
   std::vector<std::string> names;
   const fs::path dir = fs::path(scenario_root()) / kind;
-  if (!fs::is_directory(dir)) return names;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".yaml") names.push_back(it->path().stem().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -53,25 +56,52 @@ bool looks_like_path(const std::string& s) {
   };
   return s.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml");
 }
+
+// Why `ref` cannot be a preset name or a path ("" when it can), checked before any
+// file-system call: a preset name is letters, digits, '.', '-' and '_'; a path is one
+// only when it looks like one (looks_like_path).
+std::string bad_reference(const std::string& ref) {
+  if (ref.empty()) return "an empty name";
+  for (const char c : ref)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "a name with control characters";
+  if (looks_like_path(ref)) return ref.size() > 4096 ? "a path longer than 4096 characters" : "";
+  if (ref.size() > 200) return "a preset name longer than 200 characters";
+  if (ref[0] == '.') return "'" + ref + "' is not a preset name (it starts with '.')";
+  for (const char c : ref)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+      return "'" + ref + "' is not a preset name (letters, digits, '.', '-' and '_'; a path contains '/')";
+  return "";
+}
+
+bool exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
 }  // namespace
 
 Resolved resolve_reference(const YAML::Node& value, const std::string& file, const std::string& key,
                            const std::string& preset_kind) {
   auto load_ref = [&](const std::string& ref) -> Resolved {
+    if (const std::string why = bad_reference(ref); !why.empty()) throw ScenarioError(file, key, why);
     std::string path;
     if (looks_like_path(ref)) {
       path = resolve_path(file, ref);
     } else {
       path = scenario_root() + "/" + preset_kind + "/" + ref + ".yaml";
-      if (!fs::exists(path)) {
+      if (!exists(path)) {
         std::string known;
         for (const auto& n : list_presets(preset_kind)) known += (known.empty() ? "" : ", ") + n;
         throw ScenarioError(file, key, "no preset '" + ref + "' in " + scenario_root() + "/" +
                                            preset_kind + " (known: " + known + ")");
       }
     }
-    if (!fs::exists(path)) throw ScenarioError(file, key, "file '" + path + "' does not exist");
-    return {load_yaml_file(path), path, ""};
+    if (!exists(path)) throw ScenarioError(file, key, "file '" + path + "' does not exist");
+    try {
+      return {load_yaml_file(path), path, ""};
+    } catch (const ScenarioError& e) {
+      // The referenced file is refused: say which key of which file pointed at it.
+      throw ScenarioError(file, key, e.what());
+    }
   };
   if (value.IsScalar()) return load_ref(value.as<std::string>());
   if (!value.IsMap()) throw ScenarioError(file, key, "expected a preset name, a file path or a mapping");
@@ -92,30 +122,28 @@ ModelSpec parse_model(const Reader& r) {
   if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   ModelSpec m;
   m.name = r.get_string("name", "model");
-  m.layers = r.get_int("layers");
-  m.hidden = r.get_int("hidden");
-  m.heads = r.get_int("heads");
-  m.vocab = r.get_int("vocab");
-  m.seq_len = r.get_int("seq_len");
-  m.ffn_hidden = r.get_int("ffn_hidden", 4 * m.hidden);
+  m.layers = r.get_int("layers", 1, limits::kMaxLayers);
+  m.hidden = r.get_int("hidden", 1, limits::kMaxHidden);
+  m.heads = r.get_int("heads", 1, limits::kMaxHidden);
+  m.vocab = r.get_int("vocab", 1, limits::kMaxVocab);
+  m.seq_len = r.get_int("seq_len", 1, limits::kMaxSeqLen);
+  m.ffn_hidden = r.get_int("ffn_hidden", 1, limits::kMaxFfnHidden, 4 * m.hidden);
   m.tied_embeddings = r.get_bool("tied_embeddings", true);
   m.attention = get_enum(r, "attention", AttentionKind::mha);
-  for (const char* k : {"layers", "hidden", "heads", "vocab", "seq_len", "ffn_hidden"})
-    if (r.has(k) && r.get_int(k) < 1) r.fail(k, "must be >= 1");
   if (m.hidden % m.heads != 0)
     r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden));
   switch (m.attention) {
     case AttentionKind::mha:
-      m.kv_heads = r.get_int("kv_heads", m.heads);
+      m.kv_heads = r.get_int("kv_heads", 1, limits::kMaxHidden, m.heads);
       if (m.kv_heads != m.heads) r.fail("kv_heads", "must equal heads for attention: mha");
       break;
     case AttentionKind::mqa:
-      m.kv_heads = r.get_int("kv_heads", 1);
+      m.kv_heads = r.get_int("kv_heads", 1, limits::kMaxHidden, 1);
       if (m.kv_heads != 1) r.fail("kv_heads", "must be 1 for attention: mqa");
       break;
     case AttentionKind::gqa:
-      m.kv_heads = r.get_int("kv_heads");
-      if (m.kv_heads < 1 || m.heads % m.kv_heads != 0)
+      m.kv_heads = r.get_int("kv_heads", 1, limits::kMaxHidden);
+      if (m.heads % m.kv_heads != 0)
         r.fail("kv_heads", "must divide heads (" + std::to_string(m.heads) + ")");
       break;
   }
@@ -127,15 +155,9 @@ namespace {
 CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProfile& fallback) {
   r.allow_only({"net_efficiency", "compute_overlap", "launch_us", "source"});
   CollectiveProfile c = fallback;
-  if (r.has("launch_us")) {
-    c.launch_latency = r.get_double("launch_us") * 1e-6;
-    if (c.launch_latency < 0) r.fail("launch_us", "must be >= 0");
-  }
+  c.launch_latency = r.get_non_negative("launch_us", c.launch_latency / units::us) * units::us;
   c.net_efficiency = r.get_fraction("net_efficiency", c.net_efficiency);
-  if (r.has("compute_overlap")) {
-    c.compute_overlap = r.get_double("compute_overlap");
-    if (c.compute_overlap < 0 || c.compute_overlap > 1) r.fail("compute_overlap", "must be in [0, 1]");
-  }
+  c.compute_overlap = r.get_in_range("compute_overlap", 0, 1, c.compute_overlap);
   return c;
 }
 
@@ -162,8 +184,7 @@ void read_gpu(const Reader& r, InstanceType& it) {
     it.gpu.gemm.max_efficiency = ge.get_fraction("max_efficiency", it.gpu.gemm.max_efficiency);
     it.gpu.gemm.tile = ge.get_positive("tile", it.gpu.gemm.tile);
     it.gpu.gemm.sm_count = ge.get_positive("sm_count", it.gpu.gemm.sm_count);
-    it.gpu.gemm.k_half = ge.get_double("k_half", it.gpu.gemm.k_half);
-    if (it.gpu.gemm.k_half < 0) ge.fail("k_half", "must be >= 0");
+    it.gpu.gemm.k_half = ge.get_non_negative("k_half", it.gpu.gemm.k_half);
   }
   if (g.has("attention")) {
     const Reader at = g.child("attention");
@@ -187,8 +208,7 @@ void read_links(const Reader& r, InstanceType& it) {
 
   const Reader net = r.child("network");
   net.allow_only({"nics_per_node", "nic_bw_Gbps", "latency_us", "efficiency"});
-  it.nics_per_node = net.get_int("nics_per_node");
-  if (it.nics_per_node < 1) net.fail("nics_per_node", "must be >= 1");
+  it.nics_per_node = net.get_int("nics_per_node", 1, limits::kMaxGpusPerNode);
   it.nic.bw = units::gbit_to_bytes(net.get_positive("nic_bw_Gbps"));
   it.nic.latency = net.get_positive("latency_us") * units::us;
   it.nic.efficiency = net.get_fraction("efficiency", 1.0);
@@ -196,8 +216,7 @@ void read_links(const Reader& r, InstanceType& it) {
   const Reader pcie = r.child("pcie");
   pcie.allow_only({"bw_GBps", "gpus_per_switch"});
   it.pcie_bw = pcie.get_positive("bw_GBps") * units::giga;
-  it.gpus_per_pcie_switch = pcie.get_int("gpus_per_switch", 1);
-  if (it.gpus_per_pcie_switch < 1) pcie.fail("gpus_per_switch", "must be >= 1");
+  it.gpus_per_pcie_switch = pcie.get_int("gpus_per_switch", 1, limits::kMaxGpusPerNode, 1);
 }
 
 // instance_type.host and .collectives, both optional.
@@ -205,7 +224,7 @@ void read_host_and_collectives(const Reader& r, InstanceType& it) {
   if (r.has("host")) {
     const Reader h = r.child("host");
     h.allow_only({"cores", "memory_GiB", "all_busy_speed"});
-    it.host_cores = static_cast<int>(h.get_non_negative("cores", 0));
+    it.host_cores = h.get_int("cores", 0, limits::kMaxHostCores, 0);
     it.host_all_busy_speed = h.get_fraction("all_busy_speed", 1.0);
     if (it.host_all_busy_speed < 1.0 && it.host_cores == 0)
       h.fail("all_busy_speed", "needs host.cores (the cores whose speed it describes)");
@@ -232,8 +251,7 @@ InstanceType parse_instance_type(const Reader& r) {
     r.fail("calibration", "expected a mapping (written by partune calibrate)");
   InstanceType it;
   it.name = r.get_string("name");
-  it.gpus_per_node = r.get_int("gpus_per_node");
-  if (it.gpus_per_node < 1) r.fail("gpus_per_node", "must be >= 1");
+  it.gpus_per_node = r.get_int("gpus_per_node", 1, limits::kMaxGpusPerNode);
 
   read_gpu(r, it);
   read_links(r, it);
@@ -250,10 +268,9 @@ Cluster parse_cluster(const Reader& r) {
   const Resolved it = resolve_reference(r.node()["instance_type"], r.file(), r.key_path("instance_type"),
                                         "clusters");
   c.instance = parse_instance_type(Reader(it.node, it.file, it.key));
-  c.nodes = r.get_int("nodes", 1);
-  if (c.nodes < 1) r.fail("nodes", "must be >= 1");
-  c.oversubscription = r.get_double("oversubscription", 1.0);
-  if (c.oversubscription < 1.0) r.fail("oversubscription", "must be >= 1 (1 = full bisection)");
+  c.nodes = r.get_int("nodes", 1, limits::kMaxNodes, 1);
+  // 1 = full bisection.
+  c.oversubscription = r.get_in_range("oversubscription", 1.0, limits::kMaxOversubscription, 1.0);
   return c;
 }
 
@@ -261,10 +278,10 @@ namespace {
 
 void parse_training(const Reader& r, TrainingConfig& t) {
   r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation"});
-  t.global_batch = r.get_int("global_batch");
+  t.global_batch = r.get_int("global_batch", 1, limits::kMaxGlobalBatch);
   t.precision = get_enum(r, "precision", Precision::fp16);
   t.optimizer = get_enum(r, "optimizer", Optimizer::adam);
-  t.gradient_accumulation = r.get_int("gradient_accumulation", 1);
+  t.gradient_accumulation = r.get_int("gradient_accumulation", 1, limits::kMaxGradientAccumulation, 1);
 }
 
 CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, CollectiveAlgorithm fallback) {
@@ -279,13 +296,13 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "flash_attention", "sequence_parallel", "sharded_collective", "data_parallel_collective",
                 "stage_layers",
                 "lm_head_stage", "checkpointed_layers"});
-  p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1);
-  p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1);
-  p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1);
-  p.microbatches = r.get_int("microbatches", 1);
-  p.active_microbatches = r.get_int("active_microbatches", 0);
+  p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1, limits::kMaxLayers, 1);
+  p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1, limits::kMaxGpusPerNode, 1);
+  p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1, limits::kMaxRanks, 1);
+  p.microbatches = r.get_int("microbatches", 1, limits::kMaxMicrobatches, 1);
+  p.active_microbatches = r.get_int("active_microbatches", 0, limits::kMaxMicrobatches, 0);
   p.pipeline = get_enum(r, "pipeline", PipelineSchedule::interleaved);
-  p.virtual_stages = r.get_int("virtual_stages", 1);
+  p.virtual_stages = r.get_int("virtual_stages", 1, limits::kMaxVirtualStages, 1);
   try {
     p.placement_strategy = PlacementOrder::parse(r.get_string("placement_strategy", "cluster"));
   } catch (const std::invalid_argument& e) {
@@ -293,23 +310,23 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   }
   p.activation_checkpointing = get_enum(r, "activation_checkpointing", Checkpointing::none);
   p.offload_activations = r.get_bool("offload_activations", false);
-  p.activation_loading_horizon = r.get_int("activation_loading_horizon", 4);
+  p.activation_loading_horizon = r.get_int("activation_loading_horizon", 1, limits::kMaxLayers, 4);
   p.shard_optimizer_state = r.get_bool("shard_optimizer_state", false);
   p.flash_attention = r.get_bool("flash_attention", false);
   p.sequence_parallel = r.get_bool("sequence_parallel", false);
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);
   p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
-  p.stage_layers = r.get_int_list("stage_layers", {});
+  p.stage_layers = r.get_int_list("stage_layers", 1, limits::kMaxLayers, limits::kMaxLayers);
   p.lm_head_stage = get_enum(r, "lm_head_stage", LmHeadStage::last);
-  p.checkpointed_layers = r.get_int("checkpointed_layers", -1);
+  p.checkpointed_layers = r.get_int("checkpointed_layers", -1, limits::kMaxLayers, -1);
 }
 
-// An override's value as YAML; one that does not parse names the --set.
+// The value of a --set, parsed and expanded as a file's would be; an error names the --set.
 YAML::Node override_value(const std::string& value, const std::string& assignment, const std::string& origin) {
   try {
-    return YAML::Load(value);
-  } catch (const YAML::Exception& e) {
-    throw ScenarioError(origin, "--set " + assignment, "the value is not valid YAML (" + e.msg + ")");
+    return parse_yaml_text(value, origin);
+  } catch (const ScenarioError& e) {
+    throw ScenarioError(origin, "--set " + assignment, e.reason());
   }
 }
 
@@ -394,7 +411,7 @@ Job parse_job_node(YAML::Node root, const std::string& file, const std::string& 
   }
   if (r.has("parallel")) parse_parallel(r.child("parallel"), job.parallel);
   if (r.has("parallel") && r.child("parallel").has("data_parallel_degree")) {
-    const int given = r.child("parallel").get_int("data_parallel_degree");
+    const int given = r.child("parallel").get_int("data_parallel_degree", 1, limits::kMaxRanks);
     if (given != job.data_parallel_degree())
       r.child("parallel").fail("data_parallel_degree",
                                "is derived (GPUs / (pp * tp) = " + std::to_string(job.data_parallel_degree()) +
@@ -407,36 +424,56 @@ Job parse_job_node(YAML::Node root, const std::string& file, const std::string& 
 
 }  // namespace detail
 
+namespace {
+// Every exception that leaves the loader is a ScenarioError naming the file: anything
+// else (a file-system or yaml-cpp error, memory) is turned into one here.
+template <typename F>
+auto refusing_other_errors(const std::string& file, F&& load) -> decltype(load()) {
+  try {
+    return load();
+  } catch (const ScenarioError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw ScenarioError(file, "", "out of memory while reading it");
+  } catch (const std::exception& e) {
+    throw ScenarioError(file, "", e.what());
+  }
+}
+}  // namespace
+
 InstanceType load_instance_type(const std::string& name_or_path) {
-  const detail::Resolved r = detail::resolve_reference(YAML::Node(name_or_path), "<command line>",
-                                                       "instance_type", "clusters");
-  return detail::parse_instance_type(Reader(r.node, r.file, r.key));
+  return refusing_other_errors("<command line>", [&] {
+    const detail::Resolved r = detail::resolve_reference(YAML::Node(name_or_path), "<command line>",
+                                                         "instance_type", "clusters");
+    return detail::parse_instance_type(Reader(r.node, r.file, r.key));
+  });
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
-  const detail::Resolved r = detail::resolve_reference(YAML::Node(name_or_path), "<command line>",
-                                                       "model", "models");
-  return detail::parse_model(Reader(r.node, r.file, r.key));
+  return refusing_other_errors("<command line>", [&] {
+    const detail::Resolved r = detail::resolve_reference(YAML::Node(name_or_path), "<command line>", "model",
+                                                         "models");
+    return detail::parse_model(Reader(r.node, r.file, r.key));
+  });
 }
 
 Job parse_job(const std::string& yaml_text, const std::string& origin,
               const std::vector<std::string>& overrides) {
-  YAML::Node root;
-  try {
-    root = detail::expand_merge_keys(YAML::Load(yaml_text), origin, "");
-  } catch (const YAML::Exception& e) {
-    throw ScenarioError(origin, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
-  if (!root.IsMap()) throw ScenarioError(origin, "", "a job file must be a mapping");
-  for (const auto& o : overrides) detail::apply_override(root, o, origin);
-  return detail::parse_job_node(root, origin, "");
+  return refusing_other_errors(origin, [&] {
+    YAML::Node root = detail::parse_yaml_text(yaml_text, origin);
+    if (!root.IsMap()) throw ScenarioError(origin, "", "a job file must be a mapping");
+    for (const auto& o : overrides) detail::apply_override(root, o, origin);
+    return detail::parse_job_node(root, origin, "");
+  });
 }
 
 Job load_job(const std::string& path, const std::vector<std::string>& overrides) {
-  YAML::Node root = detail::load_yaml_file(path);
-  if (!root.IsMap()) throw ScenarioError(path, "", "a job file must be a mapping");
-  for (const auto& o : overrides) detail::apply_override(root, o, path);
-  return detail::parse_job_node(root, path, "");
+  return refusing_other_errors(path, [&] {
+    YAML::Node root = detail::load_yaml_file(path);
+    if (!root.IsMap()) throw ScenarioError(path, "", "a job file must be a mapping");
+    for (const auto& o : overrides) detail::apply_override(root, o, path);
+    return detail::parse_job_node(root, path, "");
+  });
 }
 
 }  // namespace partune

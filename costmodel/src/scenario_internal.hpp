@@ -9,6 +9,28 @@
 
 namespace partune::detail {
 
+// The ranges the loader allows (docs/scenarios.md, "Ranges"). They keep every product
+// of job sizes inside an int: GPUs = nodes x gpus_per_node <= 2^26; a rank's program
+// counts a chunk's layers in 16 bits (layers <= 32767) and its micro-batches
+// (microbatches x gradient_accumulation <= 2^28) in 32; virtual stages x micro-batches
+// <= 2^26.
+namespace limits {
+constexpr long long kMaxNodes = 65536;
+constexpr long long kMaxGpusPerNode = 1024;
+constexpr long long kMaxRanks = kMaxNodes * kMaxGpusPerNode;
+constexpr long long kMaxHostCores = 1 << 20;
+constexpr long long kMaxLayers = 32767;
+constexpr long long kMaxHidden = 1 << 20;
+constexpr long long kMaxFfnHidden = 1 << 22;
+constexpr long long kMaxVocab = 1 << 24;
+constexpr long long kMaxSeqLen = 1 << 24;
+constexpr long long kMaxGlobalBatch = 2147483647;
+constexpr long long kMaxGradientAccumulation = 4096;
+constexpr long long kMaxMicrobatches = 65536;
+constexpr long long kMaxVirtualStages = 1024;
+constexpr double kMaxOversubscription = 1000;
+}  // namespace limits
+
 // A value that is a preset name, a path, or an inline mapping (optionally with
 // `base:` naming a preset/path it overrides), resolved to one YAML mapping plus where
 // errors about it should point.

@@ -116,21 +116,34 @@ double metric_value(Metric m, const Estimate& e, const Estimate* baseline) {
 std::vector<Table> load_tables(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
   for (const auto& p : paths) {
-    if (fs::is_directory(p)) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(p, ec);
+    if (fs::is_directory(st)) {
       std::vector<std::string> in_dir;
-      for (const auto& e : fs::directory_iterator(p))
-        if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") in_dir.push_back(e.path().string());
+      for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().extension() == ".yaml" || it->path().extension() == ".yml")
+          in_dir.push_back(it->path().string());
+      if (ec) throw ScenarioError(p, "", "cannot list the folder: " + ec.message());
       std::sort(in_dir.begin(), in_dir.end());
       if (in_dir.empty()) throw ScenarioError(p, "", "no table files (*.yaml) in this folder");
       files.insert(files.end(), in_dir.begin(), in_dir.end());
-    } else if (fs::exists(p)) {
+    } else if (fs::exists(st)) {
       files.push_back(p);
     } else {
-      throw ScenarioError(p, "", "no such file or folder");
+      throw ScenarioError(p, "", ec && ec != std::errc::no_such_file_or_directory ? ec.message()
+                                                                                   : "no such file or folder");
     }
   }
   std::vector<Table> tables;
-  for (const auto& f : files) tables.push_back(load_table_file(f));
+  for (const auto& f : files) {
+    try {
+      tables.push_back(load_table_file(f));
+    } catch (const ScenarioError&) {
+      throw;
+    } catch (const std::exception& e) {  // a file-system or yaml-cpp error: still names the file
+      throw ScenarioError(f, "", e.what());
+    }
+  }
   return tables;
 }
 

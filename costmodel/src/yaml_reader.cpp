@@ -1,6 +1,7 @@
 #include "yaml_reader.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -55,9 +56,29 @@ double Reader::get_double(const std::string& key, double fallback) const {
   return has(key) ? get_double(key) : fallback;
 }
 
+namespace {
+std::string number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+}  // namespace
+
+double Reader::get_in_range(const std::string& key, double lo, double hi) const {
+  const double v = get_double(key);
+  if (v < lo || v > hi)
+    fail(key, "must be in [" + number(lo) + ", " + number(hi) + "], got " + node_[key].Scalar());
+  return v;
+}
+
+double Reader::get_in_range(const std::string& key, double lo, double hi, double fallback) const {
+  return has(key) ? get_in_range(key, lo, hi) : fallback;
+}
+
 double Reader::get_positive(const std::string& key) const {
   const double v = get_double(key);
-  if (v <= 0) fail(key, "must be positive, got " + node_[key].Scalar());
+  if (v <= 0 || v > kMaxQuantity)
+    fail(key, "must be in (0, " + number(kMaxQuantity) + "], got " + node_[key].Scalar());
   return v;
 }
 
@@ -66,10 +87,7 @@ double Reader::get_positive(const std::string& key, double fallback) const {
 }
 
 double Reader::get_non_negative(const std::string& key, double fallback) const {
-  if (!has(key)) return fallback;
-  const double v = get_double(key);
-  if (v < 0) fail(key, "must be >= 0, got " + node_[key].Scalar());
-  return v;
+  return has(key) ? get_in_range(key, 0, kMaxQuantity) : fallback;
 }
 
 double Reader::get_fraction(const std::string& key, double fallback) const {
@@ -79,18 +97,19 @@ double Reader::get_fraction(const std::string& key, double fallback) const {
   return v;
 }
 
-int Reader::get_int(const std::string& key) const {
+int Reader::get_int(const std::string& key, long long lo, long long hi) const {
   if (!has(key)) fail(key, "missing");
   const YAML::Node n = node_[key];
   long long v = 0;
   if (!n.IsScalar() || !YAML::convert<long long>::decode(n, v))
     fail(key, "expected an integer, got '" + (n.IsScalar() ? n.Scalar() : std::string("a collection")) + "'");
-  if (v < -2147483647LL || v > 2147483647LL) fail(key, "out of range: " + n.Scalar());
+  if (v < lo || v > hi)
+    fail(key, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + n.Scalar());
   return static_cast<int>(v);
 }
 
-int Reader::get_int(const std::string& key, int fallback) const {
-  return has(key) ? get_int(key) : fallback;
+int Reader::get_int(const std::string& key, long long lo, long long hi, int fallback) const {
+  return has(key) ? get_int(key, lo, hi) : fallback;
 }
 
 bool Reader::get_bool(const std::string& key, bool fallback) const {
@@ -102,18 +121,21 @@ bool Reader::get_bool(const std::string& key, bool fallback) const {
   return v;
 }
 
-std::vector<int> Reader::get_int_list(const std::string& key, std::vector<int> fallback) const {
-  if (!has(key)) return fallback;
+std::vector<int> Reader::get_int_list(const std::string& key, long long lo, long long hi,
+                                      std::size_t max_entries) const {
+  if (!has(key)) return {};
   const YAML::Node n = node_[key];
   if (!n.IsSequence())
     fail(key, "expected a list of integers such as [10, 14], got '" +
                   (n.IsScalar() ? n.Scalar() : std::string("a mapping")) + "'");
+  if (n.size() > max_entries) fail(key, "more than " + std::to_string(max_entries) + " entries");
   std::vector<int> out;
   for (std::size_t i = 0; i < n.size(); ++i) {
     long long v = 0;
-    if (!n[i].IsScalar() || !YAML::convert<long long>::decode(n[i], v) || v < -2147483647LL || v > 2147483647LL)
-      fail(key, "entry " + std::to_string(i) + ": expected an integer, got '" +
-                    (n[i].IsScalar() ? n[i].Scalar() : std::string("a collection")) + "'");
+    if (!n[i].IsScalar() || !YAML::convert<long long>::decode(n[i], v) || v < lo || v > hi)
+      fail(key, "entry " + std::to_string(i) + ": expected an integer in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "], got '" + (n[i].IsScalar() ? n[i].Scalar() : std::string("a collection")) +
+                    "'");
     out.push_back(static_cast<int>(v));
   }
   return out;
@@ -133,12 +155,51 @@ int Reader::get_choice(const std::string& key, std::initializer_list<const char*
   fail(key, "'" + v + "' is not one of: " + list);
 }
 
-YAML::Node expand_merge_keys(const YAML::Node& node, const std::string& file, const std::string& path) {
+namespace {
+
+// Aliases make a YAML document a graph: an alias inside the node it names is a cycle, and
+// aliases of aliases fan out exponentially. Before expansion copies the graph into a
+// tree, measure() walks it without copying: it refuses a node inside itself, nesting
+// deeper than kMaxNestingDepth, and more than kMaxExpandedNodes values in all.
+struct Measure {
+  const std::string& file;
+  std::vector<YAML::Node> open;  // the collections being walked, outermost first
+  std::size_t nodes = 0;
+
+  [[noreturn]] void fail(const std::string& path, const std::string& reason) const {
+    throw ScenarioError(file, path, reason);
+  }
+  void walk(const YAML::Node& node, const std::string& path) {
+    if (++nodes > kMaxExpandedNodes)
+      fail(path, "the document expands to more than " + std::to_string(kMaxExpandedNodes) +
+                     " values (aliases that repeat aliases): refused");
+    if (!node.IsSequence() && !node.IsMap()) return;
+    if (open.size() >= kMaxNestingDepth)
+      fail(path, "nested more than " + std::to_string(kMaxNestingDepth) + " levels deep: refused");
+    for (const YAML::Node& o : open)
+      if (o.is(node))
+        fail(path, "an alias or merge key refers to a mapping or list that contains it (a cycle): refused");
+    open.push_back(node);
+    std::size_t i = 0;
+    for (const auto& item : node) {
+      if (node.IsSequence()) {
+        walk(item, path + "[" + std::to_string(i++) + "]");
+        continue;
+      }
+      if (!item.first.IsScalar()) fail(path, "a key must be a plain name, not a list or mapping");
+      const std::string& k = item.first.Scalar();
+      walk(item.second, k == "<<" ? path : path.empty() ? k : path + "." + k);
+    }
+    open.pop_back();
+  }
+};
+
+// Copies a measured (finite, acyclic) document into a tree with merge keys applied.
+YAML::Node expand(const YAML::Node& node, const std::string& file, const std::string& path) {
   if (node.IsSequence()) {
     YAML::Node out(YAML::NodeType::Sequence);
     std::size_t i = 0;
-    for (const auto& item : node)
-      out.push_back(expand_merge_keys(item, file, path + "[" + std::to_string(i++) + "]"));
+    for (const auto& item : node) out.push_back(expand(item, file, path + "[" + std::to_string(i++) + "]"));
     return out;
   }
   if (!node.IsMap()) return node;
@@ -152,22 +213,44 @@ YAML::Node expand_merge_keys(const YAML::Node& node, const std::string& file, co
     // who reads the node.
     if (own[k].IsDefined() || (k == "<<" && has_merge))
       throw ScenarioError(file, key_path, "given twice in the same mapping");
-    if (k == "<<") merged = expand_merge_keys(kv.second, file, path), has_merge = true;
-    else own[k] = expand_merge_keys(kv.second, file, key_path);
+    if (k == "<<") merged = expand(kv.second, file, path), has_merge = true;
+    else own[k] = expand(kv.second, file, key_path);
   }
   return has_merge ? deep_merge(merged, own) : own;
 }
 
+}  // namespace
+
+YAML::Node expand_merge_keys(const YAML::Node& node, const std::string& file, const std::string& path) {
+  Measure m{file, {}, 0};
+  m.walk(node, path);
+  return expand(node, file, path);
+}
+
+YAML::Node parse_yaml_text(const std::string& text, const std::string& file) {
+  try {
+    return expand_merge_keys(YAML::Load(text), file, "");
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(file, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
 YAML::Node load_yaml_file(const std::string& file) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) throw ScenarioError(file, "", "no such file");
+    throw ScenarioError(file, "", "cannot open the file: " + ec.message());
+  }
+  if (std::filesystem::is_directory(status)) throw ScenarioError(file, "", "is a directory, not a YAML file");
   std::ifstream in(file);
   if (!in) throw ScenarioError(file, "", "cannot open the file");
   std::stringstream ss;
   ss << in.rdbuf();
-  try {
-    return expand_merge_keys(YAML::Load(ss.str()), file, "");
-  } catch (const YAML::Exception& e) {
-    throw ScenarioError(file, "", "invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
+  if (in.bad()) throw ScenarioError(file, "", "cannot read the file");
+  if (ss.str().size() > kMaxFileBytes)
+    throw ScenarioError(file, "", "larger than " + std::to_string(kMaxFileBytes / (1 << 20)) + " MiB: refused");
+  return parse_yaml_text(ss.str(), file);
 }
 
 YAML::Node deep_merge(const YAML::Node& base, const YAML::Node& over) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <type_traits>
 
+#include "partune/costmodel/simulation_size.hpp"
 #include "partune/sim/simulator.hpp"
 #include "world.hpp"
 
@@ -206,6 +207,23 @@ SimOutcome finish_child(Child& c) {
   return out;
 }
 
+// The size gate (simulation_size.hpp), before any program is built: all ranks first, and
+// only when they are too many, the ranks World's symmetry rules simulate.
+void check_size(const Job& job, const SimOptions& options) {
+  const double limit = simulation_memory_limit();
+  const std::string hint = "simulate with symmetry (no --no-symmetry), fewer micro-batches or layers, or use "
+                           "`partune estimate`";
+  const double world = job.world_size();
+  const SimulationSize all = simulation_size(job, world, options.granularity, options.record_events);
+  if (all.bytes <= limit && all.ranks <= kMaxSimulatedRanks) return;
+  double ranks = world;
+  if (world <= kMaxSimulatedRanks && options.use_symmetry && !job.cluster.instance.ranks_share_host_compute()) {
+    if (const int block = replica_cluster_size(job); block > 0) ranks = ranks * block / job.data_parallel_degree();
+    if (tensor_groups_are_symmetric(job)) ranks /= job.parallel.tensor_parallel_degree;
+  }
+  check_simulation_size(job, simulation_size(job, ranks, options.granularity, options.record_events), limit, hint);
+}
+
 }  // namespace
 
 std::vector<SimOutcome> simulate_each(const std::vector<Job>& jobs, const SimOptions& options, int workers,
@@ -214,14 +232,28 @@ std::vector<SimOutcome> simulate_each(const std::vector<Job>& jobs, const SimOpt
     throw std::logic_error("simulator: this process runs " + std::to_string(threads) +
                            " threads; simulations fork, so they must be started from a process that runs one");
   std::vector<SimOutcome> outcomes(jobs.size());
+  std::vector<bool> refused(jobs.size(), false);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    try {
+      check_size(jobs[i], options);
+    } catch (const ScenarioError& e) {
+      outcomes[i].error = e.what(), refused[i] = true;
+    }
+  }
   std::vector<Child> running;
   std::size_t next = 0, done = 0;
   const std::size_t limit = static_cast<std::size_t>(std::max(1, workers));
   while (next < jobs.size() || !running.empty()) {
     while (running.size() < limit && next < jobs.size()) {
+      if (refused[next]) {
+        ++next;
+        if (on_done) on_done(++done);
+        continue;
+      }
       running.push_back(start_child(jobs[next], options, next));
       ++next;
     }
+    if (running.empty()) break;
     std::vector<pollfd> fds;
     for (const Child& c : running) fds.push_back({c.fd, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), -1) < 0) {
@@ -240,6 +272,7 @@ std::vector<SimOutcome> simulate_each(const std::vector<Job>& jobs, const SimOpt
 }
 
 SimResult simulate(const Job& job, const SimOptions& options) {
+  check_size(job, options);  // ScenarioError: bad input, not a failed simulation
   SimOutcome out = std::move(simulate_each({job}, options, 1).front());
   if (!out.ok) throw std::runtime_error("simulator: " + out.error);
   return std::move(out.result);

@@ -1,0 +1,26 @@
+# Runs one command on bad input and checks that it is refused cleanly:
+#   cmake -DCMD=<prog;arg;...> -DEXPECT_RC=2 -DSECONDS=<n> [-DSTDERR_HAS=<re;re;...>] -P expect_exit.cmake
+# The exit status must be exactly EXPECT_RC (a crash or a hang fails), within SECONDS
+# (a generous bound for a loaded machine), with one line on stderr matching every STDERR_HAS.
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${SECONDS})
+set(failed FALSE)
+if(NOT rc STREQUAL "${EXPECT_RC}")
+  message(SEND_ERROR "expected exit status ${EXPECT_RC} within ${SECONDS} s, got '${rc}'")
+  set(failed TRUE)
+endif()
+string(REGEX MATCHALL "\n" newlines "${err}")
+list(LENGTH newlines lines)
+if(NOT lines EQUAL 1)
+  message(SEND_ERROR "expected one line on stderr, got ${lines}")
+  set(failed TRUE)
+endif()
+foreach(re IN LISTS STDERR_HAS)
+  if(NOT err MATCHES "${re}")
+    message(SEND_ERROR "stderr does not match '${re}'")
+    set(failed TRUE)
+  endif()
+endforeach()
+if(failed)
+  message("command: ${CMD}\nexit status: ${rc}\n--- stdout ---\n${out}\n--- stderr ---\n${err}")
+  message(FATAL_ERROR "check failed")
+endif()
