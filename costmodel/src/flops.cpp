@@ -35,11 +35,12 @@ double model_flops_per_step(const ModelSpec& m, double global_batch) {
 
 double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
                                double checkpointed_fraction) {
-  const LayerFlops lf = layer_forward_flops(m, global_batch);
-  double recompute = 0;
-  if (ckpt == Checkpointing::full) recompute = m.layers * lf.total();
-  if (ckpt == Checkpointing::selective) recompute = m.layers * lf.attention();
+  const double recompute = m.layers * recomputed_forward_flops(m, global_batch, ckpt);
   return model_flops_per_step(m, global_batch) + checkpointed_fraction * recompute;
+}
+
+double recomputed_forward_flops(const ModelSpec& m, double sequences, Checkpointing ckpt) {
+  return transformer_layer_plan(m, whole_model(sequences)).recomputed_flops(ckpt);
 }
 
 double megatron_model_flops(double B, double s, double l, double h, double V) {

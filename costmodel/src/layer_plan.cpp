@@ -115,6 +115,7 @@ PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, do
   op.k = m.head_dim();
   op.stored = 2.0 * tokens * (h + 2.0 * kv) / t * scale;
   op.recomputable = c.flash_attention ? 0.0 : 5.0 * m.heads * s * s * b / t * scale;
+  op.selective_recompute = true;
   return op;
 }
 
@@ -215,10 +216,46 @@ double LayerPlan::attention_flops() const {
   return sum;
 }
 
+bool recomputed(const PlanOp& op, Checkpointing policy) {
+  switch (policy) {
+    case Checkpointing::none: return false;
+    case Checkpointing::selective: return op.selective_recompute;
+    case Checkpointing::full: return op.kind != PlanOpKind::tensor_comm;
+  }
+  return false;
+}
+
+namespace {
+// What `op` keeps for backward under `policy`: nothing of its own under full (the layer
+// keeps its input instead), else its stored bytes and, unless it is recomputed, its
+// recomputable ones.
+double kept_bytes(const PlanOp& op, Checkpointing policy) {
+  if (policy == Checkpointing::full) return 0.0;
+  return op.stored + (recomputed(op, policy) ? 0.0 : op.recomputable);
+}
+}  // namespace
+
 double LayerPlan::stored_bytes(Checkpointing policy) const {
   if (policy == Checkpointing::full) return input_bytes;
   double sum = 0;
-  for (const PlanOp& op : ops) sum += op.stored + (policy == Checkpointing::selective ? 0.0 : op.recomputable);
+  for (const PlanOp& op : ops) sum += kept_bytes(op, policy);
+  return sum;
+}
+
+double LayerPlan::recomputed_flops(Checkpointing policy) const {
+  double gemm = 0, attention = 0;  // summed as forward_flops sums them
+  for (const PlanOp& op : ops) {
+    if (!recomputed(op, policy)) continue;
+    if (op.kind == PlanOpKind::gemm) gemm += op.flops;
+    if (op.kind == PlanOpKind::attention_core) attention += op.flops;
+  }
+  return gemm + attention;
+}
+
+double LayerPlan::recomputed_bytes(Checkpointing policy) const {
+  double sum = 0;
+  for (const PlanOp& op : ops)
+    if (recomputed(op, policy)) sum += op.stored + op.recomputable - kept_bytes(op, policy);
   return sum;
 }
 

@@ -59,6 +59,12 @@ double full_layer_bytes(const Job& job, double sequences) {
   return transformer_layer_plan(job.model, c).stored_bytes(Checkpointing::none);
 }
 
+double recomputed_layer_bytes(const Job& job, double sequences) {
+  PlanConfig c = plan_config(job);
+  c.sequences = sequences;
+  return transformer_layer_plan(job.model, c).recomputed_bytes(job.parallel.activation_checkpointing);
+}
+
 double stored_stage_bytes(const Job& job, double sequences, int stage) {
   const int checkpointed = job.checkpointed_layers_on_stage(stage);
   return checkpointed * stored_layer_bytes(job, sequences) +
@@ -116,10 +122,7 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   const double in_flight = in_flight_microbatches(pc, stage);
   const double per_layer_stored = stored_layer_bytes(job, b);
   // Recomputing a checkpointed layer materialises what it did not keep.
-  if (checkpointed > 0) {
-    if (pc.activation_checkpointing == Checkpointing::selective) mb.activation_working = full_layer - per_layer_stored;
-    if (pc.activation_checkpointing == Checkpointing::full) mb.activation_working = full_layer;
-  }
+  if (checkpointed > 0) mb.activation_working = recomputed_layer_bytes(job, b);
   // Checkpointed layers keep what the policy keeps (and only that is offloaded); the
   // others keep their full activations.
   const double checkpointed_layers = checkpointed * in_flight;

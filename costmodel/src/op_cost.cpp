@@ -28,57 +28,80 @@ double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double 
 
 namespace {
 
+// One op's forward and backward seconds.
+struct OpTime {
+  double fwd = 0, bwd = 0;
+};
+
 // A GEMM Y[m x n] = X[m x k] W[k x n]: backward computes dX = dY W^T (m x k x n) and
 // dW = X^T dY (k x n x m).
-void add_gemm(const GpuProfile& gpu, Precision p, const PlanOp& op, LayerTime& lt) {
-  lt.gemm_fwd += gemm_time(gpu, p, op.m, op.n, op.k);
-  lt.gemm_bwd += gemm_time(gpu, p, op.m, op.k, op.n) + gemm_time(gpu, p, op.k, op.n, op.m);
+OpTime gemm_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op) {
+  return {gemm_time(gpu, p, op.m, op.n, op.k), gemm_time(gpu, p, op.m, op.k, op.n) + gemm_time(gpu, p, op.k, op.n, op.m)};
 }
 
 // The attention core over op.m score elements (b x heads/t x s x s) at head_dim op.k.
-void add_attention(const GpuProfile& gpu, Precision p, const PlanOp& op, bool flash, LayerTime& lt) {
+OpTime attention_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op, bool flash) {
   const double peak = gpu.peak_flops(p), d = op.k;
   if (flash) {
     // Causal FlashAttention does half the score FLOPs; backward is 2.5x forward
     // (FlashAttention's own accounting).
     const double rate = peak * gpu.attention.flash_efficiency;
-    lt.attention_fwd += 0.5 * op.flops / rate + gpu.kernel_overhead;
-    lt.attention_bwd += 2.5 * 0.5 * op.flops / rate + gpu.kernel_overhead;
-    return;
+    return {0.5 * op.flops / rate + gpu.kernel_overhead, 2.5 * 0.5 * op.flops / rate + gpu.kernel_overhead};
   }
   // Batched GEMMs at an efficiency that falls with head_dim (the contraction of QK^T),
   // plus passes over the scores: scale, mask, softmax, dropout.
   const double eff = gpu.attention.score_bmm_efficiency * (d / (d + 64.0)) / (128.0 / 192.0);
   const double rate = peak * std::min(eff, gpu.gemm.max_efficiency);
-  lt.attention_fwd += op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_fwd) +
-                      4 * gpu.kernel_overhead;
-  lt.attention_bwd += 2.0 * op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_bwd) +
-                      8 * gpu.kernel_overhead;
+  return {op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_fwd) + 4 * gpu.kernel_overhead,
+          2.0 * op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_bwd) +
+              8 * gpu.kernel_overhead};
 }
+
+// The time of a set of ops in one pass, by part: GEMMs, the attention core, and the
+// memory-bound kernels, which stream their bytes at HBM speed and each pay the
+// small-kernel floor.
+struct PassTime {
+  double gemm = 0, attention = 0, bytes = 0;
+  int kernels = 0;
+  double elementwise(const GpuProfile& gpu) const {
+    return kernels > 0 ? memory_bound_time(gpu, bytes) + kernels * gpu.kernel_overhead : 0.0;
+  }
+  // As LayerTime::forward() adds its parts.
+  double total(const GpuProfile& gpu) const { return gemm + attention + elementwise(gpu); }
+};
 
 }  // namespace
 
 LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention) {
-  LayerTime lt;
-  double bytes_fwd = 0, bytes_bwd = 0;
-  int kernels_fwd = 0, kernels_bwd = 0;
+  PassTime fwd, bwd, selective, full;  // the last two: the forward of the recomputed ops
+  auto add = [&](const PlanOp& op, PassTime& pass, double time, double bytes, int kernels) {
+    if (op.kind == PlanOpKind::gemm) pass.gemm += time;
+    if (op.kind == PlanOpKind::attention_core) pass.attention += time;
+    pass.bytes += bytes;
+    pass.kernels += kernels;
+  };
   for (const PlanOp& op : plan.ops) {
+    OpTime t;
     switch (op.kind) {
-      case PlanOpKind::gemm: add_gemm(gpu, p, op, lt); break;
-      case PlanOpKind::attention_core: add_attention(gpu, p, op, flash_attention, lt); break;
-      case PlanOpKind::memory_bound:
-        bytes_fwd += op.bytes;
-        bytes_bwd += op.backward_bytes;
-        kernels_fwd += op.kernels;
-        kernels_bwd += op.backward_kernels;
-        break;
-      case PlanOpKind::tensor_comm: break;  // collectives are costed by collective.hpp
+      case PlanOpKind::gemm: t = gemm_op_time(gpu, p, op); break;
+      case PlanOpKind::attention_core: t = attention_op_time(gpu, p, op, flash_attention); break;
+      case PlanOpKind::memory_bound: break;  // its bytes and launches are added up below
+      case PlanOpKind::tensor_comm: continue;  // collectives are costed by collective.hpp
     }
+    add(op, fwd, t.fwd, op.bytes, op.kernels);
+    add(op, bwd, t.bwd, op.backward_bytes, op.backward_kernels);
+    if (recomputed(op, Checkpointing::selective)) add(op, selective, t.fwd, op.bytes, op.kernels);
+    if (recomputed(op, Checkpointing::full)) add(op, full, t.fwd, op.bytes, op.kernels);
   }
-  // The memory-bound kernels stream their bytes at HBM speed and each pays the
-  // small-kernel floor.
-  if (kernels_fwd > 0) lt.elementwise_fwd = memory_bound_time(gpu, bytes_fwd) + kernels_fwd * gpu.kernel_overhead;
-  if (kernels_bwd > 0) lt.elementwise_bwd = memory_bound_time(gpu, bytes_bwd) + kernels_bwd * gpu.kernel_overhead;
+  LayerTime lt;
+  lt.gemm_fwd = fwd.gemm;
+  lt.attention_fwd = fwd.attention;
+  lt.elementwise_fwd = fwd.elementwise(gpu);
+  lt.gemm_bwd = bwd.gemm;
+  lt.attention_bwd = bwd.attention;
+  lt.elementwise_bwd = bwd.elementwise(gpu);
+  lt.recompute_selective = selective.total(gpu);
+  lt.recompute_full = full.total(gpu);
   return lt;
 }
 

@@ -50,11 +50,11 @@ std::vector<int> group_ranks(const GroupSpan& span, int gpus_per_node) {
   return ranks;
 }
 
-// The sibling groups fill the node, so a NIC carries as many flows as it has GPUs behind
-// it; each simulated member stands for the siblings beside it on its NIC.
+// The sibling groups fill the node, so a network port carries as many flows as it has
+// GPUs behind it; each simulated member stands for the siblings beside it on its port.
 double nic_share(int local_gpu, const std::vector<int>& ranks, const InstanceType& inst) {
   const int G = inst.gpus_per_node;
-  auto nic = [&](int gpu) { return std::min(inst.nics_per_node - 1, gpu / inst.gpus_per_nic()); };
+  auto nic = [&](int gpu) { return network_port_of(inst, gpu); };
   int gpus = 0, members = 0;
   for (int l = 0; l < G; ++l) gpus += nic(l) == nic(local_gpu) ? 1 : 0;
   for (int r : ranks) members += r < G && nic(r) == nic(local_gpu) ? 1 : 0;

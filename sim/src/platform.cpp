@@ -16,6 +16,17 @@ constexpr int kMirrorBase = 1 << 29;
 constexpr int kIntraMirrorBase = 1 << 30;
 }  // namespace
 
+int network_ports(const InstanceType& inst) { return std::max(1, std::min(inst.nics_per_node, inst.gpus_per_node)); }
+
+double network_port_bw(const InstanceType& inst) {
+  const double nics_per_port = static_cast<double>(inst.nics_per_node) / network_ports(inst);
+  return inst.nic.bw * inst.nic.efficiency * nics_per_port;
+}
+
+int network_port_of(const InstanceType& inst, int local_gpu) {
+  return std::min(network_ports(inst) - 1, local_gpu / inst.gpus_per_nic());
+}
+
 Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool mirrors)
     : job_(job), gpus_per_node_(job.cluster.instance.gpus_per_node), mirrors_(mirrors) {
   const InstanceType& inst = job.cluster.instance;
@@ -28,7 +39,8 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
   cpu_.assign(nodes, nullptr);
   cores_.assign(nodes, nullptr);
   nvswitch_port_.assign(world, nullptr);
-  nic_.assign(static_cast<std::size_t>(nodes) * inst.nics_per_node, nullptr);
+  const int ports = network_ports(inst);
+  nic_.assign(static_cast<std::size_t>(nodes) * ports, nullptr);
   const int switches = std::max(1, gpus_per_node_ / inst.gpus_per_pcie_switch);
   pcie_.assign(static_cast<std::size_t>(nodes) * switches, nullptr);
   uplink_.assign(nodes, nullptr);
@@ -56,9 +68,8 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
       // with all_busy_speed 1 is a core each; more ranks than cores share them.
       cores_[n] = zone_->create_host("cores" + id, kHostSpeed * inst.host_cores * inst.host_all_busy_speed);
     }
-    for (int j = 0; j < inst.nics_per_node; ++j)
-      nic_[n * inst.nics_per_node + j] =
-          zone_->create_split_duplex_link("nic" + id + "." + std::to_string(j), inst.nic.bw * inst.nic.efficiency);
+    for (int j = 0; j < ports; ++j)
+      nic_[n * ports + j] = zone_->create_split_duplex_link("nic" + id + "." + std::to_string(j), network_port_bw(inst));
     for (int s = 0; s < switches; ++s)
       pcie_[n * switches + s] = zone_->create_split_duplex_link("pcie" + id + "." + std::to_string(s), inst.pcie_bw);
     if (job.cluster.oversubscription > 1.0)
@@ -88,7 +99,7 @@ s4u::Host* Platform::compute_host(int rank) const {
 
 int Platform::nic_of(int rank) const {
   const InstanceType& inst = job_.cluster.instance;
-  return node_of(rank) * inst.nics_per_node + std::min(inst.nics_per_node - 1, (rank % gpus_per_node_) / inst.gpus_per_nic());
+  return node_of(rank) * network_ports(inst) + network_port_of(inst, rank % gpus_per_node_);
 }
 
 void Platform::route(int from, int to) {

@@ -1,7 +1,8 @@
 #pragma once
 // Private to sim/: the SimGrid platform of a cluster. One host per simulated GPU (and
-// one per node for host memory); per GPU a full-duplex NVSwitch port; per node its NICs
-// (each shared by gpus_per_nic GPUs, as on the real machine), its PCIe switches to host
+// one per node for host memory); per GPU a full-duplex NVSwitch port; per node its
+// network ports (network_port_of: a NIC shared by gpus_per_nic GPUs, as on p4d's 4 NICs
+// for 8 GPUs, or a GPU's own NICs together, as p5's 4 a GPU), its PCIe switches to host
 // memory and, when the fabric is over-subscribed, an uplink. Routes are declared only
 // between hosts that talk, so large clusters stay cheap.
 #include <simgrid/s4u.hpp>
@@ -14,6 +15,16 @@
 #include "partune/costmodel/placement.hpp"
 
 namespace partune::sim {
+
+// A node's network as the simulator lays it out: min(nics_per_node, gpus_per_node) ports,
+// each carrying an equal share of the node's NICs, so the node moves node_net_bw() and a
+// GPU reaches its share of it. With fewer NICs than GPUs a port is one NIC that
+// gpus_per_nic GPUs share (p4d: 2, p3dn: 8); with more NICs than GPUs a port is one
+// GPU's NICs together (p5: 4 x 100 Gbps), as NCCL spreads a GPU's traffic over the NICs
+// behind its PCIe switch.
+int network_ports(const InstanceType& inst);
+double network_port_bw(const InstanceType& inst);  // bytes/s, NIC efficiency applied
+int network_port_of(const InstanceType& inst, int local_gpu);  // 0 .. network_ports - 1
 
 class Platform {
  public:

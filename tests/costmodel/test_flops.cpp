@@ -1,7 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include "job_fixtures.hpp"
 #include "partune/costmodel/flops.hpp"
+#include "partune/costmodel/layer_plan.hpp"
+#include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/scenario.hpp"
 
 using namespace partune;
@@ -118,6 +122,67 @@ TEST_CASE("selective checkpointing adds exactly the attention-core forward FLOPs
     CHECK(hardware_flops_per_step(m, B, Checkpointing::selective) -
               model_flops_per_step(m, B) ==
           Approx(l * 4.0 * B * s * s * h).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("recomputed FLOPs per layer: the attention core under selective, the forward under full",
+          "[flops][layer_plan]") {
+  // Korthikanti et al. 2022, §4.2: selective recomputation repeats Q K^T (2 b s^2 h) and
+  // attention over V (2 b s^2 h); full recomputation one whole layer forward,
+  // 24 b s h^2 + 4 b s^2 h for a 4h FFN and as many key/value heads as heads.
+  SECTION("tiny model l=2 h=4 s=8, b=1, every op by hand") {
+    const ModelSpec m = make_model(2, 4, 2, 16, 16, 8);
+    CHECK(recomputed_forward_flops(m, 1, Checkpointing::none) == 0);
+    CHECK(recomputed_forward_flops(m, 1, Checkpointing::selective) == 2 * 2.0 * 1 * 8 * 8 * 4);  // 1024
+    CHECK(recomputed_forward_flops(m, 1, Checkpointing::full) == 768 + 512 + 512 + 256 + 1024 + 1024);
+  }
+  SECTION("GPT-3 175B, b=1: 4 b s^2 h = 206,158,430,208; 24 b s h^2 + 4 b s^2 h = 7,627,861,917,696") {
+    const ModelSpec m = load_model("gpt3-175b");
+    CHECK(recomputed_forward_flops(m, 1, Checkpointing::selective) == Approx(206158430208.0).epsilon(1e-12));
+    CHECK(recomputed_forward_flops(m, 1, Checkpointing::full) == Approx(7627861917696.0).epsilon(1e-12));
+    CHECK(recomputed_forward_flops(m, 4, Checkpointing::selective) == Approx(4 * 206158430208.0).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("the recompute rule is the layer plan's flags: FLOPs, time and memory follow them",
+          "[flops][layer_plan]") {
+  // GPT-2 small (s 1024, h 768, a 12), b = 8, t = 1, no FlashAttention, on an A100.
+  const ModelSpec m = load_model("gpt2-small");
+  const GpuProfile gpu = load_instance_type("p4d.24xlarge").gpu;
+  PlanConfig c;
+  c.sequences = 8;
+  const double s = 1024, h = 768, b = 8, a = 12;
+  LayerPlan plan = transformer_layer_plan(m, c);
+  const auto time = [&](const LayerPlan& p) { return plan_time(gpu, p, Precision::fp16, false); };
+  SECTION("as built: selective repeats the attention core and drops its scores (5 a s^2 b bytes)") {
+    CHECK(plan.recomputed_flops(Checkpointing::selective) == 4 * b * s * s * h);
+    CHECK(plan.recomputed_bytes(Checkpointing::selective) == 5 * a * s * s * b);
+    CHECK(plan.stored_bytes(Checkpointing::none) - plan.stored_bytes(Checkpointing::selective) ==
+          5 * a * s * s * b);
+    // Full rebuilds every byte the layer keeps without checkpointing, 34 s b h + 5 a s^2 b.
+    CHECK(plan.recomputed_bytes(Checkpointing::full) == 34 * s * b * h + 5 * a * s * s * b);
+    CHECK(time(plan).recompute(Checkpointing::none) == 0);
+    CHECK(time(plan).recompute(Checkpointing::selective) > 0);
+    CHECK(time(plan).recompute(Checkpointing::selective) < time(plan).recompute(Checkpointing::full));
+  }
+  SECTION("an attention core not marked for selective recomputation: nothing is recomputed or dropped") {
+    LayerPlan unmarked = plan;
+    for (PlanOp& op : unmarked.ops) op.selective_recompute = false;
+    CHECK(unmarked.recomputed_flops(Checkpointing::selective) == 0);
+    CHECK(unmarked.recomputed_bytes(Checkpointing::selective) == 0);
+    CHECK(unmarked.stored_bytes(Checkpointing::selective) == unmarked.stored_bytes(Checkpointing::none));
+    CHECK(time(unmarked).recompute(Checkpointing::selective) == 0);
+    CHECK(time(unmarked).recompute(Checkpointing::full) == time(plan).recompute(Checkpointing::full));
+  }
+  SECTION("marking fc1 as well adds its FLOPs (2 b s h 4h) and its GEMM's forward time") {
+    LayerPlan more = plan;
+    for (PlanOp& op : more.ops)
+      if (std::string(op.name) == "fc1") op.selective_recompute = true;
+    CHECK(more.recomputed_flops(Checkpointing::selective) == 4 * b * s * s * h + 2 * b * s * h * 4 * h);
+    CHECK(time(more).recompute(Checkpointing::selective) ==
+          Approx(time(plan).recompute(Checkpointing::selective) + gemm_time(gpu, Precision::fp16, b * s, 4 * h, h))
+              .epsilon(1e-12));
+    CHECK(time(more).recompute(Checkpointing::full) == time(plan).recompute(Checkpointing::full));
   }
 }
 

@@ -178,6 +178,25 @@ TEST_CASE("full checkpointing stores each layer's input: 2 s b h bytes per in-fl
   }
 }
 
+TEST_CASE("selective checkpointing drops the attention scores: 5 a s^2 b bytes per layer, rebuilt one layer at a time",
+          "[memory]") {
+  // GPT-2 small (s 1024, h 768, a 12), b = 8: a layer keeps 34 s b h bytes and the scores
+  // 5 a s^2 b = 80 s b h (Korthikanti et al. 2022, Table 2, t = 1).
+  const double s = 1024, h = 768, a = 12, b = 8;
+  Job j = p4d_job("gpt2-small", 1, 64);  // dp 8 -> b = 8
+  j.parallel.activation_checkpointing = Checkpointing::selective;
+  require_valid(j);
+  REQUIRE(j.microbatch_size() == 8);
+  const MemoryBreakdown mb = stage_memory(j, 0);
+  CHECK(mb.activations == 12 * 34 * s * b * h);
+  CHECK(mb.activation_working == 5 * a * s * s * b);
+  SECTION("with FlashAttention there are no scores: nothing to rebuild") {
+    j.parallel.flash_attention = true;
+    CHECK(stage_memory(j, 0).activations == 12 * 34 * s * b * h);
+    CHECK(stage_memory(j, 0).activation_working == 0);
+  }
+}
+
 TEST_CASE("a job that cannot fit is reported with the reason in GiB", "[memory][estimator]") {
   // GPT-3 175B on one p4d node with tp 8: 174.6e9 / 8 x 16 bytes = 349 GB of model states
   // per 40 GiB GPU.

@@ -5,7 +5,8 @@
 // against collective_cost within 1%, per algorithm and kind, from 1 KiB to 4 GiB, for
 // groups of 2 to 1024 inside one node and across nodes with 1, 2, 4 and 8 members per node, on
 // p4d.24xlarge (2 GPUs per NIC, ring.net_efficiency 0.55) and p3dn.24xlarge (8 GPUs on
-// one NIC, NVLink2).
+// one NIC, NVLink2); and on p5.48xlarge (four 100 Gbps NICs per GPU) across 2 to 16
+// nodes.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -103,6 +104,36 @@ TEST_CASE("send_recv (a pipeline hop): closed form = simulated time", "[sim][col
   for (const GroupSpan& span : {GroupSpan{2, 1, 2}, GroupSpan{2, 2, 1}})
     for (double bytes : kSizes) cases.push_back({CollectiveKind::send_recv, CollectiveAlgorithm::ring, bytes, span});
   for (const char* instance : {"p4d.24xlarge", "p3dn.24xlarge"}) CHECK(check_agreement(instance, cases) < 0.01);
+}
+
+// p5.48xlarge has 32 NICs for 8 GPUs: each GPU drives four of them, 400 Gbps, the node
+// 3200 Gbps (the closed form's node_net_bw / gpus_per_node a GPU).
+const std::vector<GroupSpan> kP5Spans{{2, 2, 1}, {16, 16, 1}, {4, 2, 2},  {32, 16, 2},
+                                      {8, 2, 4}, {16, 4, 4},  {16, 2, 8}, {128, 16, 8}};
+
+TEST_CASE("p5.48xlarge (four NICs a GPU): closed form = simulated time for every algorithm across 2-16 nodes",
+          "[sim][collective]") {
+  for (CollectiveAlgorithm algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
+                                   CollectiveAlgorithm::hierarchical, CollectiveAlgorithm::all_to_all}) {
+    std::vector<sim::CollectiveCase> cases;
+    for (CollectiveKind kind : kAllKinds)
+      for (const GroupSpan& span : kP5Spans)
+        for (double bytes : kSizes) cases.push_back({kind, algo, bytes, span});
+    INFO(to_string(algo));
+    CHECK(check_agreement("p5.48xlarge", cases) < 0.01);
+  }
+}
+
+TEST_CASE("p5.48xlarge: a GPU's network share is four 100 Gbps NICs, not one", "[sim][collective]") {
+  // Ring all-reduce of 4 GiB over 16 p5 nodes, one member per node, the sibling groups
+  // filling the node: each member moves 2(n-1)/n S over its own four NICs at
+  // 4 x 12.5 GB/s x 0.65 (network.efficiency; ring.net_efficiency 1), written out from
+  // scenarios/clusters/p5.48xlarge.yaml. One NIC a GPU would take four times as long.
+  const InstanceType inst = load_instance_type("p5.48xlarge");
+  const double S = 4 * GiB, n = 16;
+  const double expected = 2 * (n - 1) / n * S / (4 * 12.5e9 * 0.65) + 2 * (n - 1) * 75e-6;
+  CHECK(sim::simulate_collective(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, GroupSpan{16, 16, 1},
+                                 inst) == Approx(expected).epsilon(1e-3));
 }
 
 TEST_CASE("the idle platform really moves the bytes: a 4 GiB all-reduce across nodes is NIC-bound",

@@ -29,12 +29,18 @@ double logits_forward_flops(const ModelSpec& m, double sequences);
 // Per optimizer step, whole model, global batch B: forward + backward (backward = 2x
 // forward), no recompute.
 double model_flops_per_step(const ModelSpec& m, double global_batch);
-// As above plus the forward work repeated by activation recompute: full checkpointing
-// recomputes every layer's forward (the 96 formula), selective only the attention core.
+// As above plus the forward work repeated by activation recompute
+// (recomputed_forward_flops per checkpointed layer): full checkpointing recomputes every
+// layer's forward (the 96 formula), selective only the attention core.
 // `checkpointed_fraction` is the share of the model's layers that are checkpointed
 // (Job::checkpointed_fraction(); parallel.checkpointed_layers): only they recompute.
 double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
                                double checkpointed_fraction = 1.0);
+
+// Forward FLOPs of one layer's ops that `ckpt` recomputes in backward for `sequences`
+// sequences (the layer plan's `recomputed` rule: none, the attention core, the whole
+// forward).
+double recomputed_forward_flops(const ModelSpec& m, double sequences, Checkpointing ckpt);
 
 // The closed forms, kept separate so tests compare the op-by-op sum against them.
 double megatron_model_flops(double B, double s, double l, double h, double V);

@@ -59,8 +59,12 @@ struct PlanOp {
   double bytes = 0, backward_bytes = 0;
   int kernels = 0, backward_kernels = 0;
   // Bytes kept for backward per micro-batch on this rank: `stored` always, `recomputable`
-  // only without selective recomputation (the attention core's scores; 0 with flash).
+  // only when the op is not recomputed (the attention core's scores; 0 with flash).
   double stored = 0, recomputable = 0;
+  // Selective recomputation repeats this op in backward rather than keep its
+  // `recomputable` bytes (the attention core, Korthikanti et al. 2022 §4.2). Full
+  // recomputation repeats every op that computes (`recomputed` below).
+  bool selective_recompute = false;
   // tensor_comm: the conjugate and its payload (collective.hpp's S: the full activation).
   Conjugate conjugate = Conjugate::f;
   double comm_bytes = 0;
@@ -85,9 +89,22 @@ struct LayerPlan {
   double attention_flops() const;
   double stored_bytes(Checkpointing policy) const;  // what one micro-batch keeps
   double shard_gradient_params() const;              // 0 without sequence parallelism
+  // The ops `policy` repeats in backward (`recomputed`): their forward FLOPs, and the
+  // bytes recomputing them materialises beside what the layer kept (full: every op's
+  // stored bytes; selective: the attention scores).
+  double recomputed_flops(Checkpointing policy) const;
+  double recomputed_bytes(Checkpointing policy) const;
   // The op called `name` (nullptr when the plan has none).
   const PlanOp* find(const char* name) const;
 };
+
+// Whether backward repeats `op` under `policy`: nothing without checkpointing, the ops
+// marked selective_recompute under selective, every op that computes (GEMMs, the
+// attention core, the memory-bound kernels) under full. The one recompute rule: FLOPs
+// (recomputed_flops), memory (recomputed_bytes, stored_bytes) and op times
+// (op_cost.hpp's LayerTime::recompute) all filter the plan's ops through it. The tensor
+// collectives repeated under full are tensor_collectives' PlanPass::recompute.
+bool recomputed(const PlanOp& op, Checkpointing policy);
 
 // What a plan depends on besides the model.
 struct PlanConfig {

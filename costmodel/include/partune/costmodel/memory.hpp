@@ -44,6 +44,12 @@ double stored_layer_bytes(const Job& job, double sequences);
 // no 5as/ht term with FlashAttention): what stored_layer_bytes gives without checkpointing.
 double full_layer_bytes(const Job& job, double sequences);
 
+// Bytes recomputing one checkpointed layer materialises beside what it kept, per
+// micro-batch (the stage's activation_working): the layer plan's recomputed_bytes under
+// the job's policy, i.e. the whole layer's activations under full, the attention scores
+// under selective (none with FlashAttention).
+double recomputed_layer_bytes(const Job& job, double sequences);
+
 // What one micro-batch leaves stored on `stage` for backward: its checkpointed layers
 // (Job::checkpointed_layers_on_stage) at stored_layer_bytes, the others at full_layer_bytes.
 double stored_stage_bytes(const Job& job, double sequences, int stage);

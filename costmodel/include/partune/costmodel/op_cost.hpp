@@ -24,18 +24,23 @@ struct LayerTime {
   double attention_bwd = 0;
   double elementwise_bwd = 0;
 
+  // Forward time of the ops backward repeats under selective and under full
+  // recomputation (layer_plan.hpp's `recomputed`), summed as forward() sums them.
+  double recompute_selective = 0;
+  double recompute_full = 0;
+
   double forward() const { return gemm_fwd + attention_fwd + elementwise_fwd; }
   double backward() const { return gemm_bwd + attention_bwd + elementwise_bwd; }
   // Forward work repeated in backward under the checkpointing policy.
   double recompute(Checkpointing c) const {
-    return c == Checkpointing::full ? forward()
-         : c == Checkpointing::selective ? attention_fwd : 0.0;
+    return c == Checkpointing::full ? recompute_full : c == Checkpointing::selective ? recompute_selective : 0.0;
   }
 };
 
 // The time of a plan's ops on one rank: its GEMMs (backward: input and weight gradients),
 // its attention core (standard or flash), its memory-bound kernels. Tensor collectives
-// are not included (collective.hpp costs them).
+// are not included (collective.hpp costs them). With the whole forward it sums the forward
+// of the ops each checkpointing policy recomputes (LayerTime::recompute).
 LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention);
 // plan_time of a transformer layer without sequence parallelism.
 LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p,
