@@ -3,12 +3,14 @@
 #include "partune/sim/collective_time.hpp"
 
 #include <simgrid/s4u.hpp>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xbt/log.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -144,9 +146,13 @@ std::vector<double> simulate_collectives(const InstanceType& instance, const std
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error(std::string("simulate_collectives: pipe: ") + std::strerror(errno));
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("simulate_collectives: fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // The child dies with its parent (as simulate_each's do).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(4);
     ::close(fds[0]);
     int status = 0;
     try {
