@@ -227,14 +227,29 @@ BucketStretch bucket_stretch(double comm, double overlap, double backward, doubl
 // The drain over every stage: the sum of the stretches, plus the largest bucket time
 // still running once the chain reaches the first stage.
 double drain_exposed(const Context& c, double overlap, const std::function<double(int)>& stage_comm) {
+  // Uniform stages come in three kinds (first, middle, last): work each out once.
+  const bool uniform = c.pc.stage_layers.empty() && c.stages.uniform_tensor_groups();
+  struct Kind {
+    int stage = -1;
+    double backward = 0;
+    BucketStretch bucket;
+  } kinds[3];
+  auto kind_of = [&](int s) -> const Kind& {
+    Kind& k = kinds[!uniform ? 1 : s == 0 ? 0 : s == c.pp - 1 ? 2 : 1];
+    if (k.stage != s && (k.stage < 0 || !uniform)) {
+      const StageCost cost = c.stages.cost(s);
+      k.stage = s;
+      k.backward = cost.backward + cost.recompute;
+      k.bucket = bucket_stretch(stage_comm(s), overlap, k.backward, c.job.layers_on_stage(s) + 1.0);
+    }
+    return k;
+  };
   double stretches = 0, after = 0, leftover = 0;  // after: chain time from stage s to the end
   for (int s = 0; s < c.pp; ++s) {
-    const StageCost cost = c.stages.cost(s);
-    const double backward = cost.backward + cost.recompute;
-    const BucketStretch b = bucket_stretch(stage_comm(s), overlap, backward, c.job.layers_on_stage(s) + 1.0);
-    stretches += b.stretch;
-    leftover = std::max(leftover, b.leftover - after);
-    after += backward + b.stretch;
+    const Kind& k = kind_of(s);
+    stretches += k.bucket.stretch;
+    leftover = std::max(leftover, k.bucket.leftover - after);
+    after += k.backward + k.bucket.stretch;
   }
   return stretches + std::max(0.0, leftover);
 }

@@ -118,11 +118,14 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   const double b = job.microbatch_size();
   const double layers = job.layers_on_stage(stage);
   const double checkpointed = job.checkpointed_layers_on_stage(stage);
-  const double full_layer = full_layer_bytes(job, b);
+  PlanConfig config = plan_config(job);
+  config.sequences = b;
+  const LayerPlan plan = transformer_layer_plan(job.model, config);  // one plan for the three figures
+  const double full_layer = plan.stored_bytes(Checkpointing::none);
   const double in_flight = in_flight_microbatches(pc, stage);
-  const double per_layer_stored = stored_layer_bytes(job, b);
+  const double per_layer_stored = plan.stored_bytes(pc.activation_checkpointing);
   // Recomputing a checkpointed layer materialises what it did not keep.
-  if (checkpointed > 0) mb.activation_working = recomputed_layer_bytes(job, b);
+  if (checkpointed > 0) mb.activation_working = plan.recomputed_bytes(pc.activation_checkpointing);
   // Checkpointed layers keep what the policy keeps (and only that is offloaded); the
   // others keep their full activations.
   const double checkpointed_layers = checkpointed * in_flight;

@@ -143,6 +143,8 @@ int same_stage_gpus(const Placement& p, int gpus_per_node, int gpus_per_link) {
   // Links serve aligned runs of gpus_per_link ranks; the layout repeats with the period of
   // the pipeline coordinate and of the nodes.
   const int stride = p.stride(Axis::pipeline), degree = p.degree(Axis::pipeline);
+  // A stage's ranks come in runs of `stride`: runs that hold whole links share them alone.
+  if (degree == 1 || stride % gpus_per_link == 0) return std::min(gpus_per_link, p.world_size());
   const long period = std::lcm(static_cast<long>(gpus_per_node), static_cast<long>(stride) * degree);
   const int limit = static_cast<int>(std::min<long>(p.world_size(), period));
   int most = 1;
