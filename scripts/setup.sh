@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every Debian package partune needs. Idempotent and non-interactive:
+# Installs every Debian package partune needs (and any named as arguments). Idempotent and non-interactive:
 # packages already present are left alone, so re-running costs one apt query.
 set -euo pipefail
 
@@ -17,6 +17,8 @@ packages=(
   libtorch-dev libgloo-dev  # backend/ (optional at configure time)
   libopenblas0-openmp     # without it LibTorch uses reference BLAS (~25x slower matmul)
 )
+
+packages+=("$@")   # extra packages a script needs (fuzz.sh: clang)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -323,10 +323,17 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
 
 // The value of a --set, parsed and expanded as a file's would be; an error names the --set.
 YAML::Node override_value(const std::string& value, const std::string& assignment, const std::string& origin) {
+  const std::string key = "--set " + assignment;
+  YAML::Node node;
   try {
-    return parse_yaml_text(value, origin);
+    node = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(origin, key, "the value is not valid YAML (" + e.msg + ")");
+  }
+  try {
+    return expand_merge_keys(node, origin, "");
   } catch (const ScenarioError& e) {
-    throw ScenarioError(origin, "--set " + assignment, e.reason());
+    throw ScenarioError(origin, key, e.reason());
   }
 }
 

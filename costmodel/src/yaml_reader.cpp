@@ -243,14 +243,20 @@ YAML::Node load_yaml_file(const std::string& file) {
     throw ScenarioError(file, "", "cannot open the file: " + ec.message());
   }
   if (std::filesystem::is_directory(status)) throw ScenarioError(file, "", "is a directory, not a YAML file");
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
   if (!in) throw ScenarioError(file, "", "cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // Read at most one chunk past the limit: a device or a pipe that never ends
+  // (/dev/zero) is refused like a file too large, not read until memory runs out.
+  std::string text;
+  char chunk[1 << 16];
+  while (in && text.size() <= kMaxFileBytes) {
+    in.read(chunk, sizeof chunk);
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
   if (in.bad()) throw ScenarioError(file, "", "cannot read the file");
-  if (ss.str().size() > kMaxFileBytes)
+  if (text.size() > kMaxFileBytes)
     throw ScenarioError(file, "", "larger than " + std::to_string(kMaxFileBytes / (1 << 20)) + " MiB: refused");
-  return parse_yaml_text(ss.str(), file);
+  return parse_yaml_text(text, file);
 }
 
 YAML::Node deep_merge(const YAML::Node& base, const YAML::Node& over) {

@@ -152,5 +152,5 @@ TEST_CASE("a --set value that is not YAML names the --set", "[bad-input]") {
   const ScenarioError e = refused([] { parse_job(job("  nodes: 1\n"), kOrigin, {"microbatches=[1"}); });
   CHECK(e.file() == kOrigin);
   CHECK(e.key() == "--set microbatches=[1");
-  CHECK_THAT(e.reason(), Catch::Contains("invalid YAML"));
+  CHECK_THAT(e.reason(), Catch::Contains("the value is not valid YAML"));
 }
