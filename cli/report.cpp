@@ -106,6 +106,8 @@ std::string estimate_text(const Job& job, const Estimate& e, double peak_bytes) 
   mrow("stored activations", m.activations);
   mrow("activation working set", m.activation_working);
   mrow("logits and loss", m.logits);
+  const double shared = m.logits + m.activation_working - m.transient();
+  if (shared > 0) s += fmt::format("  {:<36} {:>12}\n", "  not live together (logits, working)", "-" + gib(shared));
   mrow("communication buffers", m.communication_buffers);
   mrow("reserved (context, allocator)", m.reserved);
   s += fmt::format("  {:<36} {:>12} of {}\n", "total", gib(m.total()), gib(e.memory_capacity));

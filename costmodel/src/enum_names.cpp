@@ -52,4 +52,18 @@ const std::vector<EnumName<LmHeadStage>>& enum_names<LmHeadStage>() {
   return table;
 }
 
+template <>
+const std::vector<EnumName<ShardingFlavor>>& enum_names<ShardingFlavor>() {
+  static const std::vector<EnumName<ShardingFlavor>> table = {
+      {ShardingFlavor::smp, "smp"}, {ShardingFlavor::zero3, "zero3"}, {ShardingFlavor::fsdp, "fsdp"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<BackwardPrefetch>>& enum_names<BackwardPrefetch>() {
+  static const std::vector<EnumName<BackwardPrefetch>> table = {
+      {BackwardPrefetch::pre, "pre"}, {BackwardPrefetch::post, "post"}, {BackwardPrefetch::none, "none"}};
+  return table;
+}
+
 }  // namespace partune

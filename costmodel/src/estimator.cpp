@@ -19,6 +19,7 @@
 #include "partune/costmodel/flops.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/sharding.hpp"
 #include "partune/costmodel/stage_cost.hpp"
 #include "partune/costmodel/units.hpp"
 
@@ -107,9 +108,11 @@ Slots stage_slots(const Context& c) {
   return out;
 }
 
-// 2. Sharded data parallelism, per micro-batch: per layer an all-gather of its weights
-// before forward and again before backward and a reduce-scatter of its gradients after,
-// prefetched one layer ahead so each hides under the neighbouring layer's compute.
+// 2. Sharded data parallelism, per micro-batch (sharding.hpp's plan): per layer the
+// gather units of its weights before forward and again before backward and the
+// reduce-scatter calls of its gradients after, each call paying its latency, the next
+// layer's gather issued ahead so it hides under this layer's compute (in backward only
+// when the flavour prefetches before the gradient kernels).
 struct PerMicrobatch {
   double total = 0, exposed = 0;
 };
@@ -118,22 +121,28 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   if (c.sdp <= 1) return out;
   const ModelSpec& model = c.job.model;
   const LayerTime& lt = c.stages.layer_time();
+  const ShardingPlan plan = sharding_plan(c.job);
   const double layers = c.job.layers_on_stage(slots.critical);
   const double checkpointed = c.job.checkpointed_layers_on_stage(slots.critical);
   const double recompute = lt.recompute(c.pc.activation_checkpointing);
   const CollectiveAlgorithm ag_algo = collective_algorithm(c.pc, CommGroup::sharded, OpKind::all_gather);
   const CollectiveAlgorithm rs_algo = collective_algorithm(c.pc, CommGroup::sharded, OpKind::reduce_scatter);
-  const double layer_bytes = model.layer_params() / c.tp * c.eb;
-  const double ag = c.cost(CollectiveKind::all_gather, ag_algo, layer_bytes, c.sdp_span);
-  const double rs = c.cost(CollectiveKind::reduce_scatter, rs_algo, layer_bytes, c.sdp_span);
+  const double ag = plan.gather_calls() *
+                    c.cost(CollectiveKind::all_gather, ag_algo, plan.gather_elements() * c.eb, c.sdp_span);
+  const double rs = plan.reduce_calls *
+                    c.cost(CollectiveKind::reduce_scatter, rs_algo, plan.reduce_elements * c.eb, c.sdp_span);
   const double ag_ov = c.overlap(CommGroup::sharded, OpKind::all_gather);
   const double rs_ov = c.overlap(CommGroup::sharded, OpKind::reduce_scatter);
   out.total = layers * (2 * ag + rs);
-  const double bwd_overlap = (ag * ag_ov + rs * rs_ov) / (ag + rs);
+  // Backward: the gather hides under the gradient kernels only when it is issued before
+  // them; else it waits alone and the reduce-scatter hides by itself.
+  auto backward = [&](double kernels) {
+    if (!plan.backward_prefetch_before_compute) return ag + exposed(rs, rs_ov, kernels);
+    return exposed(ag + rs, (ag * ag_ov + rs * rs_ov) / (ag + rs), kernels);
+  };
   // The first layer's gather has nothing to hide under.
-  out.exposed = layers * exposed(ag, ag_ov, lt.forward()) +
-                checkpointed * exposed(ag + rs, bwd_overlap, lt.backward() + recompute) +
-                (layers - checkpointed) * exposed(ag + rs, bwd_overlap, lt.backward()) + ag;
+  out.exposed = layers * exposed(ag, ag_ov, lt.forward()) + checkpointed * backward(lt.backward() + recompute) +
+                (layers - checkpointed) * backward(lt.backward()) + ag;
   // Embedding and head weights are gathered and reduced the same way; a head on stage 0
   // gathers the tied weight once more for its own forward and backward.
   const double head_bytes = (model.embedding_params() + model.head_params()) / c.tp * c.eb;

@@ -56,8 +56,9 @@ struct PlanBuilder {
 
   // Y[tokens x out] = X[tokens x in] W: keeps its input (`stored_input` bytes) for the
   // weight gradient.
-  void gemm(const char* name, double in, double out, double stored_input) {
+  void gemm(const char* name, double in, double out, double stored_input, double bias) {
     PlanOp op;
+    op.params = in * out + bias;
     op.name = name;
     op.kind = PlanOpKind::gemm;
     op.m = tokens;
@@ -95,6 +96,8 @@ struct PlanBuilder {
   void shard_gradient(double params) {
     if (c.sequence_parallel) plan.ops.back().shard_gradient_params = params;
   }
+  // The op just added holds `params` parameter elements on this rank.
+  void holds(double params) { plan.ops.back().params += params; }
   Conjugate entry() const { return c.sequence_parallel ? Conjugate::sp_gather : Conjugate::f; }
   Conjugate exit() const { return c.sequence_parallel ? Conjugate::sp_scatter : Conjugate::g; }
   // The full activation b*s*h in the training precision: the collectives' S.
@@ -132,23 +135,25 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   p.plan.input_bytes = 2.0 * Ts * h * p.scale;
   // Layer norm: reads and writes h per token (4h bytes), keeps its input.
   p.memory_bound("input_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.holds(2.0 * h);
   p.shard_gradient(2.0 * h);  // weight and bias
   p.comm("attention_in", p.entry(), S);
-  p.gemm("qkv", h, (h + 2.0 * kv) / t, column_input);
+  p.gemm("qkv", h, (h + 2.0 * kv) / t, column_input, (h + 2.0 * kv) / t);
   p.plan.ops.push_back(attention_core(m, c, T, p.scale));
-  p.gemm("projection", h / t, h, 2.0 * T * h / t);
+  p.gemm("projection", h / t, h, 2.0 * T * h / t, h);  // its bias is replicated
   p.shard_gradient(h);  // its bias, added after the reduce-scatter
   p.comm("attention_out", p.exit(), S);
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
   // (7h bytes a token); keeps the mask.
   p.memory_bound("attention_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
   p.memory_bound("mlp_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.holds(2.0 * h);
   p.shard_gradient(2.0 * h);
   p.comm("mlp_in", p.entry(), S);
-  p.gemm("fc1", h, f / t, column_input);
+  p.gemm("fc1", h, f / t, column_input, f / t);
   // GeLU over the rank's f/t columns: reads and writes them, keeps its input.
   p.memory_bound("activation", 4.0 * T * f / t, 2, 2.0 * T * f / t);
-  p.gemm("fc2", f / t, h, 2.0 * T * f / t);
+  p.gemm("fc2", f / t, h, 2.0 * T * f / t, h);
   p.shard_gradient(h);
   p.comm("mlp_out", p.exit(), S);
   p.memory_bound("mlp_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
@@ -166,6 +171,7 @@ LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   lookup.backward_bytes = 3.0 * T * h * eb;
   lookup.kernels = 1;
   lookup.backward_kernels = 1;
+  lookup.params = static_cast<double>(m.vocab) * h / p.t + static_cast<double>(m.seq_len) * h;
   p.plan.ops.push_back(lookup);
   // With sequence parallelism the lookups' partial sums are reduce-scattered (sp_scatter)
   // and each rank adds its shard's positions: the position table's gradient is the
@@ -181,7 +187,10 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   const double T = p.tokens, h = m.hidden, v = static_cast<double>(m.vocab) / p.t;
   const double eb = bytes_per_element(c.precision);
   p.comm("head_in", p.entry(), p.activation_bytes());
-  p.gemm("logits", h, v, 0.0);  // its input is the last layer's output, kept there
+  // Its input is the last layer's output, kept there. A tied projection is the
+  // embedding's table (held there); the final norm before it travels with it.
+  p.gemm("logits", h, v, 0.0, 0.0);
+  p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + 2.0 * h;
   p.shard_gradient(2.0 * h);     // the final norm before it, on the sequence shard
   // Cross-entropy in fp32 over the local vocabulary slice: reads the logits and writes
   // the probabilities forward, reads them and writes the gradient backward. It keeps the
@@ -256,6 +265,12 @@ double LayerPlan::recomputed_bytes(Checkpointing policy) const {
   double sum = 0;
   for (const PlanOp& op : ops)
     if (recomputed(op, policy)) sum += op.stored + op.recomputable - kept_bytes(op, policy);
+  return sum;
+}
+
+double LayerPlan::params() const {
+  double sum = 0;
+  for (const PlanOp& op : ops) sum += op.params;
   return sum;
 }
 

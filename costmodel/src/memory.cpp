@@ -1,6 +1,7 @@
 #include "partune/costmodel/memory.hpp"
 
 #include "partune/costmodel/layer_plan.hpp"
+#include "partune/costmodel/sharding.hpp"
 
 #include <algorithm>
 
@@ -101,8 +102,10 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     mb.optimizer_states = params * sb.optimizer / sdp;
   }
   if (sdp > 1) {
-    // Two layers' full weights: the one computing, the one prefetched.
-    mb.gathered_parameters = 2.0 * m.layer_params() / tp * sb.param;
+    // The units in use and those gathered ahead (sharding.hpp), and the parameters below
+    // the persistence threshold, whole on every rank.
+    const ShardingPlan plan = sharding_plan(job);
+    mb.gathered_parameters = (plan.live_gathered() + job.layers_on_stage(stage) * plan.persistent) * sb.param;
   }
   if (dp > 1) {
     // Gradient buckets: each layer's full gradients are flattened into a buffer that
@@ -144,7 +147,8 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     // backward back to back, and interleaving keeps the head on one chunk. A head on the
     // first stage runs its forward and backward back to back under every schedule.
     const bool gpipe = pc.pipeline == PipelineSchedule::simple && !job.lm_head_on_first_stage();
-    mb.logits = logits_bytes_per_microbatch(job) * (gpipe ? in_flight : 1.0);
+    mb.logits_one_microbatch = logits_bytes_per_microbatch(job);
+    mb.logits = mb.logits_one_microbatch * (gpipe ? in_flight : 1.0);
   }
   mb.reserved = inst.gpu.reserved_bytes;
   return mb;

@@ -8,6 +8,7 @@
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/sharding.hpp"
 #include "partune/costmodel/stage_cost.hpp"
 
 #include "head_placement.hpp"
@@ -61,6 +62,7 @@ class ProgramBuilder {
     layer_param_bytes_ = m.layer_params() / tp_ * eb_;
     stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
     sharded_ = sdp_ > 1;
+    if (sharded_) sharding_ = sharding_plan(job);
     per_layer_ = sharded_ || options.granularity == Granularity::layer;
   }
 
@@ -241,19 +243,35 @@ class ProgramBuilder {
     return in;
   }
 
-  // --- sharded data parallel: each layer's weights are gathered before use, the next
-  // layer's gather is started (prefetched) before this layer's kernels.
+  // --- sharded data parallel (sharding.hpp): each layer's gather units are gathered
+  // before use; the next layer's gather is started (prefetched) before this layer's
+  // kernels, or after them / not at all in backward as the flavour's prefetch says.
   void gather_layer(int mb, int chunk, int layer, int layers_in_chunk, bool descending) {
     if (prefetched_ < 0) prefetched_ = start_async(sharded_gather(mb, chunk, layer));
     wait(prefetched_);
     prefetched_ = -1;
-    const int next = descending ? layer - 1 : layer + 1;
+    if (descending && !sharding_.backward_prefetch_before_compute) return;  // prefetch_after
+    prefetch(mb, chunk, descending ? layer - 1 : layer + 1, layers_in_chunk, descending);
+  }
+  void prefetch(int mb, int chunk, int next, int layers_in_chunk, bool descending) {
+    if (descending && !sharding_.backward_prefetch) return;
     if (next >= 0 && next < layers_in_chunk) prefetched_ = start_async(sharded_gather(mb, chunk, next));
   }
-  // The embedding and head weights are sharded too; they travel with the layer beside them.
+  // The embedding and head weights are sharded too: one more unit with the layer beside
+  // them. A call's bytes are the mean of the instruction's units (count calls).
   Instruction sharded_gather(int mb, int chunk, int layer) const {
-    return collective(OpKind::all_gather, CommGroup::sharded, layer_param_bytes_ + extra_param_bytes(chunk, layer), 1,
-                      mb, chunk, layer);
+    const double extra = extra_param_bytes(chunk, layer);
+    const int calls = sharding_.gather_calls() + (extra > 0 ? 1 : 0);
+    const double bytes = sharding_.gathered * eb_ + extra;
+    return collective(OpKind::all_gather, CommGroup::sharded, bytes / calls, calls, mb, chunk, layer);
+  }
+  // The layer's gradients (all of its parameters, persistent ones too) in the flavour's
+  // reduce-scatter calls, the embedding's or head's in one more.
+  Instruction sharded_reduce(int mb, int chunk, int layer) const {
+    const double extra = extra_param_bytes(chunk, layer);
+    const int calls = sharding_.reduce_calls + (extra > 0 ? 1 : 0);
+    const double bytes = sharding_.reduce_calls * sharding_.reduce_elements * eb_ + extra;
+    return collective(OpKind::reduce_scatter, CommGroup::sharded, bytes / calls, calls, mb, chunk, layer);
   }
 
   void forward(int mb, int chunk) {
@@ -390,7 +408,8 @@ class ProgramBuilder {
     tensor_collectives_after(parts, mb, chunk, l);
     const double bucket = layer_param_bytes_ + extra_param_bytes(chunk, l);
     if (sharded_) {
-      start_async(collective(OpKind::reduce_scatter, CommGroup::sharded, bucket, 1, mb, chunk, l));
+      start_async(sharded_reduce(mb, chunk, l));
+      if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers_per_chunk_, true);
     } else if (buckets) {
       // One gradient bucket per layer, reduced while the layers below run backward.
       const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
@@ -501,6 +520,7 @@ class ProgramBuilder {
   int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, stage_ = 0, layers_per_chunk_ = 0;
   int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
   bool sharded_ = false, per_layer_ = false, head_first_ = false;
+  ShardingPlan sharding_;  // sharded data parallelism only
   StageCostModel costs_;
   LayerTime layer_;
   HeadTime head_;

@@ -5,6 +5,7 @@
 
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/sharding.hpp"
 
 namespace partune {
 
@@ -93,8 +94,14 @@ CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup gro
     case CommGroup::data:
     case CommGroup::replica: return pc.data_parallel_collective;
     case CommGroup::sharded:
+      // The SMDDP all-to-all exists for the all-gather only (seed 003); a ring all-gather
+      // runs within each node first, then across nodes, where the flavour says so
+      // (SMP's sdp_hierarchical_allgather).
       if (kind == OpKind::reduce_scatter && pc.sharded_collective == CollectiveAlgorithm::all_to_all)
         return CollectiveAlgorithm::ring;
+      if (kind == OpKind::all_gather && pc.sharded_collective == CollectiveAlgorithm::ring &&
+          sharding_settings(pc).hierarchical_allgather)
+        return CollectiveAlgorithm::hierarchical;
       return pc.sharded_collective;
     default: return CollectiveAlgorithm::ring;
   }

@@ -191,7 +191,10 @@ void read_gpu(const Reader& r, InstanceType& it) {
     at.allow_only({"flash_efficiency", "score_bmm_efficiency", "score_bytes_fwd", "score_bytes_bwd", "source"});
     auto& a = it.gpu.attention;
     a.flash_efficiency = at.get_fraction("flash_efficiency", a.flash_efficiency);
-    a.score_bmm_efficiency = at.get_fraction("score_bmm_efficiency", a.score_bmm_efficiency);
+    // The head-dim curve's value at head_dim 128 (op_cost.cpp): it implies d/(d+64)*1.5
+    // of it at head_dim d, capped by gemm.max_efficiency; 2 implies 1 at head_dim 32.
+    a.score_bmm_efficiency = at.has("score_bmm_efficiency") ? at.get_in_range("score_bmm_efficiency", 1e-4, 2.0)
+                                                            : a.score_bmm_efficiency;
     a.score_bytes_fwd = at.get_positive("score_bytes_fwd", a.score_bytes_fwd);
     a.score_bytes_bwd = at.get_positive("score_bytes_bwd", a.score_bytes_bwd);
   }
@@ -288,13 +291,27 @@ CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, Collective
   return get_enum(r, key, fallback);
 }
 
+// parallel.sharding: the flavour's knobs, each absent one left at its public default.
+void parse_sharding(const Reader& r, ShardingConfig& s) {
+  r.require_map();
+  r.allow_only({"prefetch_bucket_size", "reduce_bucket_size", "param_persistence_threshold",
+                "hierarchical_allgather", "backward_prefetch"});
+  constexpr double kMaxElements = 1e15;
+  if (r.has("prefetch_bucket_size")) s.prefetch_bucket_size = r.get_in_range("prefetch_bucket_size", 0, kMaxElements);
+  if (r.has("reduce_bucket_size")) s.reduce_bucket_size = r.get_in_range("reduce_bucket_size", 1, kMaxElements);
+  if (r.has("param_persistence_threshold"))
+    s.param_persistence_threshold = r.get_in_range("param_persistence_threshold", 0, kMaxElements);
+  if (r.has("hierarchical_allgather")) s.hierarchical_allgather = r.get_bool("hierarchical_allgather", false) ? 1 : 0;
+  s.backward_prefetch = get_enum(r, "backward_prefetch", BackwardPrefetch::pre);
+}
+
 void parse_parallel(const Reader& r, ParallelConfig& p) {
   r.allow_only({"pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree",
                 "data_parallel_degree", "microbatches", "active_microbatches", "pipeline",
                 "virtual_stages", "placement_strategy", "activation_checkpointing",
                 "offload_activations", "activation_loading_horizon", "shard_optimizer_state",
                 "flash_attention", "sequence_parallel", "sharded_collective", "data_parallel_collective",
-                "stage_layers",
+                "sharding_flavor", "sharding", "stage_layers",
                 "lm_head_stage", "checkpointed_layers"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1, limits::kMaxLayers, 1);
   p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1, limits::kMaxGpusPerNode, 1);
@@ -316,6 +333,8 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.sequence_parallel = r.get_bool("sequence_parallel", false);
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);
   p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
+  p.sharding_flavor = get_enum(r, "sharding_flavor", ShardingFlavor::smp);
+  if (r.has("sharding")) parse_sharding(r.child("sharding"), p.sharding);
   p.stage_layers = r.get_int_list("stage_layers", 1, limits::kMaxLayers, limits::kMaxLayers);
   p.lm_head_stage = get_enum(r, "lm_head_stage", LmHeadStage::last);
   p.checkpointed_layers = r.get_int("checkpointed_layers", -1, limits::kMaxLayers, -1);

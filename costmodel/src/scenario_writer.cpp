@@ -133,6 +133,15 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (pc.sequence_parallel) p["sequence_parallel"] = true;
   p["sharded_collective"] = enum_name(pc.sharded_collective);
   p["data_parallel_collective"] = enum_name(pc.data_parallel_collective);
+  if (pc.sharding_flavor != ShardingFlavor::smp) p["sharding_flavor"] = enum_name(pc.sharding_flavor);
+  const ShardingConfig& sc = pc.sharding;
+  YAML::Node sharding;
+  if (sc.prefetch_bucket_size >= 0) sharding["prefetch_bucket_size"] = sc.prefetch_bucket_size;
+  if (sc.reduce_bucket_size >= 0) sharding["reduce_bucket_size"] = sc.reduce_bucket_size;
+  if (sc.param_persistence_threshold >= 0) sharding["param_persistence_threshold"] = sc.param_persistence_threshold;
+  if (sc.hierarchical_allgather >= 0) sharding["hierarchical_allgather"] = sc.hierarchical_allgather == 1;
+  if (sc.backward_prefetch != BackwardPrefetch::pre) sharding["backward_prefetch"] = enum_name(sc.backward_prefetch);
+  if (sharding.size() > 0) p["sharding"] = sharding;
   return p;
 }
 

@@ -46,6 +46,9 @@ std::string bytes_text(double b) {
 // Values the loader insists on being positive (latencies) or in (0, 1] (efficiencies).
 double positive(double v, double floor) { return std::max(v, floor); }
 double fraction(double v) { return std::clamp(v, 1e-4, 1.0); }
+// gpu.attention.score_bmm_efficiency is the head-dim curve's value at head_dim 128: up to
+// 2 (the efficiency it implies at head_dim 32 is then 1), capped in use by max_efficiency.
+double score_key(double v) { return std::clamp(v, 1e-4, 2.0); }
 
 }  // namespace
 
@@ -70,7 +73,7 @@ double per_rank_gib(const MachineInfo& m) {
 
 // What the estimator uses at head_dim 64 (GPT-2's), clamped by max_efficiency.
 double bmm_efficiency_d64(const Calibration& c) {
-  const double score_eff = fraction(c.attention_fit.score_bmm_efficiency);
+  const double score_eff = score_key(c.attention_fit.score_bmm_efficiency);
   return std::min(score_eff * calibration::score_bmm_head_dim_scale(64), c.gemm_fit.max_efficiency);
 }
 
@@ -197,7 +200,7 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   g.kernel_overhead = c.memory_fit.kernel_overhead;
   g.reserved_bytes = 0.5 * GiB;
   g.gemm = {fraction(c.gemm_fit.max_efficiency), 1, 1, c.gemm_fit.k_half};
-  g.attention = {fraction(bmm_efficiency_d64(c)), fraction(c.attention_fit.score_bmm_efficiency), 24, 48};
+  g.attention = {fraction(bmm_efficiency_d64(c)), score_key(c.attention_fit.score_bmm_efficiency), 24, 48};
   const auto& joint = c.transfer("all");
   const auto& p2p = c.transfer("send_recv");
   it.intra_node_fabric = "loopback";

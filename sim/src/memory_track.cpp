@@ -39,10 +39,16 @@ bool MemoryTrack::holds_logits(const Instruction& in) const {
 }
 
 void MemoryTrack::compute_done(const Instruction& in) {
+  const std::pair<int, int> mb{in.microbatch, in.chunk};
   if (in.kind == OpKind::forward || in.kind == OpKind::backward) {
-    const double bytes = stored_bytes(in) + (holds_logits(in) ? sizes_.logits : 0);
+    // The logits go with the head's backward, which runs before the recompute of the
+    // layer beneath it: released there already if that layer was recomputed.
+    const bool logits = holds_logits(in) && !(in.kind == OpKind::backward && logits_released_.erase(mb));
+    const double bytes = stored_bytes(in) + (logits ? sizes_.logits : 0);
     change(in.kind == OpKind::forward ? bytes : -bytes);
   }
+  if (in.kind == OpKind::recompute && holds_logits(in) && sizes_.logits > 0 && logits_released_.insert(mb).second)
+    change(-sizes_.logits);
   // Recomputing a checkpointed layer materialises what it did not keep.
   if (in.kind == OpKind::recompute && sizes_.working > 0) peak_ = std::max(peak_, static_ + live_ + sizes_.working);
 }

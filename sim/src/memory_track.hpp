@@ -70,6 +70,7 @@ class MemoryTrack {
   std::vector<int> completed_buckets_;  // completed since the last boundary
   std::map<CopyKey, std::pair<int, double>> offload_pending_;  // -> instruction index, bytes
   std::set<CopyKey> offloaded_;
+  std::set<std::pair<int, int>> logits_released_;  // (micro-batch, chunk) freed at its recompute
   std::vector<std::pair<CopyKey, int>> completed_offloads_;  // since the last boundary
 };
 

@@ -108,7 +108,7 @@ void RankProgramRunner::run_collective(int index, const Instruction& in, double 
   req->compute_overlap =
       collective_profile(world_.job().cluster.instance, collective_algorithm(world_.job().parallel, in.group, in.kind))
           .compute_overlap;
-  if (MemoryTrack::is_bucket(in)) memory_.bucket_issued(index, in.bytes);
+  if (MemoryTrack::is_bucket(in)) memory_.bucket_issued(index, in.bytes * in.count);
   Stream& st = rs_.streams[group_index(in.group)];
   if (!in.async && st.queue.empty() && !st.busy && rs_.groups[group_index(in.group)].simulated_members == 1) {
     // Nothing is queued on this communicator and no other member must rendezvous: the

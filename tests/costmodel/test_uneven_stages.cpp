@@ -274,6 +274,7 @@ TEST_CASE("uneven stages under sharded data parallelism gather each of the stage
   // (the embedding and head travel with the layers beside them).
   Job j = uneven_job({3, 5});
   j.parallel.sharded_data_parallel_degree = 2;
+  j.parallel.sharding_flavor = ShardingFlavor::fsdp;  // gathers every parameter, one call a layer
   require_valid(j);
   for (const RankProgram& prog : build_programs(j)) {
     const int L = j.layers_on_stage(prog.coords.pipeline);
@@ -281,7 +282,7 @@ TEST_CASE("uneven stages under sharded data parallelism gather each of the stage
     double gathered = 0;
     for (const Instruction& in : prog.ops) {
       if (in.group != CommGroup::sharded) continue;
-      if (in.kind == OpKind::all_gather) ++gathers, gathered += in.bytes;
+      if (in.kind == OpKind::all_gather) ++gathers, gathered += in.bytes * in.count;
       if (in.kind == OpKind::reduce_scatter) ++scatters;
     }
     INFO("rank " << prog.rank);

@@ -19,12 +19,30 @@ enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all };
 // stage 0's embedding weight; the last stage sends its output to stage 0 and gets the
 // gradient back (docs/architecture.md, section 4.7).
 enum class LmHeadStage { last, first };
+// Sharded data parallelism as a given system runs it (sharding.hpp): SageMaker model
+// parallel's (MiCS, built on DeepSpeed's ZeRO-3), DeepSpeed ZeRO-3, PyTorch FSDP.
+enum class ShardingFlavor { smp, zero3, fsdp };
+// FSDP's backward_prefetch: the next unit's all-gather issued before the current unit's
+// gradient computation (pre), after it (post), or when the unit is reached (none).
+enum class BackwardPrefetch { pre, post, none };
 
 const char* to_string(Optimizer o);
 const char* to_string(PipelineSchedule s);
 const char* to_string(Checkpointing c);
 const char* to_string(CollectiveAlgorithm a);
 const char* to_string(LmHeadStage h);
+const char* to_string(ShardingFlavor f);
+const char* to_string(BackwardPrefetch b);
+
+// The knobs of parallel.sharding (docs/scenarios.md). -1 = the flavour's public default
+// (sharding.hpp's sharding_settings).
+struct ShardingConfig {
+  double prefetch_bucket_size = -1;         // elements gathered ahead (smp, zero3)
+  double reduce_bucket_size = -1;           // elements per gradient reduce-scatter (smp, zero3)
+  double param_persistence_threshold = -1;  // tensors below it stay whole on every rank (smp, zero3)
+  int hierarchical_allgather = -1;          // 0 / 1; -1: yes for smp, no otherwise
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;  // fsdp
+};
 
 struct TrainingConfig {
   int global_batch = 0;          // sequences per optimizer step
@@ -52,6 +70,8 @@ struct ParallelConfig {
   // reduce-scatter + all-gather. Needs tensor_parallel_degree > 1.
   bool sequence_parallel = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
+  ShardingFlavor sharding_flavor = ShardingFlavor::smp;
+  ShardingConfig sharding;
   CollectiveAlgorithm data_parallel_collective = CollectiveAlgorithm::ring;
   // Transformer layers of each pipeline stage (size pipeline_parallel_degree, sum =
   // model.layers, virtual_stages 1). Empty: layers / pp on every stage.

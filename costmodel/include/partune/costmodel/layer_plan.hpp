@@ -74,6 +74,9 @@ struct PlanOp {
   // `sequence_parallel` parameters: the norms' weights and biases, the row-parallel
   // GEMMs' biases), summed over the tensor group once a step before the optimizer.
   double shard_gradient_params = 0;
+  // Parameter elements the op holds on this rank (weights and biases; a norm's scale and
+  // shift): what sharded data parallelism gathers and reduce-scatters per op (sharding.hpp).
+  double params = 0;
 };
 
 struct LayerPlan {
@@ -89,6 +92,7 @@ struct LayerPlan {
   double attention_flops() const;
   double stored_bytes(Checkpointing policy) const;  // what one micro-batch keeps
   double shard_gradient_params() const;              // 0 without sequence parallelism
+  double params() const;                             // parameter elements on this rank
   // The ops `policy` repeats in backward (`recomputed`): their forward FLOPs, and the
   // bytes recomputing them materialises beside what the layer kept (full: every op's
   // stored bytes; selective: the attention scores).

@@ -4,6 +4,7 @@
 // micro-batch of b sequences with tensor parallel degree t and no sequence parallelism:
 //   s b h (10 + 24/t + 5 a s / (h t)) bytes   (16-bit activations)
 // FlashAttention never stores the a s^2 score matrices, so the last term goes.
+#include <algorithm>
 #include <string>
 
 #include "partune/costmodel/job.hpp"
@@ -19,14 +20,21 @@ struct MemoryBreakdown {
   double activations = 0;      // stored for backward, all in-flight micro-batches
   double activation_working = 0;   // one layer's full activations during recompute/backward
   double logits = 0;           // LM-head output and loss buffers on the head's stage
+  // Of `logits`, one micro-batch's: the head's backward frees them before the layers
+  // beneath it recompute, so they and activation_working are never live together.
+  double logits_one_microbatch = 0;
   double communication_buffers = 0;
   double reserved = 0;         // CUDA context, allocator slack
   double host_offload = 0;     // host bytes for offloaded activations (not on the GPU)
   int stage = 0;               // pipeline stage these numbers belong to
 
+  // The head's logits and the recompute working set share the peak (the larger of the two).
+  double transient() const {
+    return logits - logits_one_microbatch + std::max(logits_one_microbatch, activation_working);
+  }
   double total() const {
-    return parameters + gradients + optimizer_states + gathered_parameters + activations +
-           activation_working + logits + communication_buffers + reserved;
+    return parameters + gradients + optimizer_states + gathered_parameters + activations + transient() +
+           communication_buffers + reserved;
   }
 };
 
