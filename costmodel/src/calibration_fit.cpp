@@ -199,9 +199,9 @@ ScoreBmmFit fit_score_bmm(const std::vector<BmmSample>& samples, double peak_flo
 }
 
 std::string efficiency_fit_problem(const std::string& fit, const std::string& key, double efficiency,
-                                   const Residual& residual, double max_rms_relative) {
-  if (!std::isfinite(efficiency) || efficiency <= 0 || efficiency > 1)
-    return fmt::format("{}: {} fitted at {:.3g}, outside (0, 1]", fit, key, efficiency);
+                                   const Residual& residual, double max_rms_relative, double max_efficiency) {
+  if (!std::isfinite(efficiency) || efficiency <= 0 || efficiency > max_efficiency)
+    return fmt::format("{}: {} fitted at {:.3g}, outside (0, {:.3g}]", fit, key, efficiency, max_efficiency);
   if (!(residual.rms_relative <= max_rms_relative))
     return fmt::format("{}: rms error {:.0f}% over {} samples, above the {:.0f}% a profile may have", fit,
                        100 * residual.rms_relative, residual.samples, 100 * max_rms_relative);
