@@ -39,7 +39,8 @@ std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / units::
 
 std::string not_fit_reason(const MemoryBreakdown& m, double capacity) {
   struct Part { const char* name; double bytes; };
-  Part parts[] = {{"activations", m.activations + m.activation_working},
+  // The recompute working set counts only where it exceeds the logits it never coexists with.
+  Part parts[] = {{"activations", m.activations + m.transient() - m.logits},
                   {"optimizer states", m.optimizer_states},
                   {"parameters", m.parameters + m.gathered_parameters},
                   {"gradients", m.gradients},
@@ -121,7 +122,7 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   if (c.sdp <= 1) return out;
   const ModelSpec& model = c.job.model;
   const LayerTime& lt = c.stages.layer_time();
-  const ShardingPlan plan = sharding_plan(c.job);
+  const ShardingPlan plan = sharding_plan(c.job, c.stages.layer());
   const double layers = c.job.layers_on_stage(slots.critical);
   const double checkpointed = c.job.checkpointed_layers_on_stage(slots.critical);
   const double recompute = lt.recompute(c.pc.activation_checkpointing);
@@ -143,12 +144,19 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   // The first layer's gather has nothing to hide under.
   out.exposed = layers * exposed(ag, ag_ov, lt.forward()) + checkpointed * backward(lt.backward() + recompute) +
                 (layers - checkpointed) * backward(lt.backward()) + ag;
-  // Embedding and head weights are gathered and reduced the same way; a head on stage 0
-  // gathers the tied weight once more for its own forward and backward.
-  const double head_bytes = (model.embedding_params() + model.head_params()) / c.tp * c.eb;
-  const double head_comm = (c.job.lm_head_on_first_stage() ? 3 : 2) *
-                               c.cost(CollectiveKind::all_gather, ag_algo, head_bytes, c.sdp_span) +
-                           c.cost(CollectiveKind::reduce_scatter, rs_algo, head_bytes, c.sdp_span);
+  // Embedding and head weights are gathered and reduced the same way, one call more with
+  // the layer beside them (program.cpp's extra unit): the embedding with the first layer,
+  // the head with the last, or both with the first when the head is on stage 0, which
+  // also gathers them once more for the head's own forward and backward.
+  const bool head_first = c.job.lm_head_on_first_stage();
+  const double embedding = model.embedding_params() / c.tp * c.eb, head = model.head_params() / c.tp * c.eb;
+  auto unit = [&](double bytes) {
+    return 2 * c.cost(CollectiveKind::all_gather, ag_algo, bytes, c.sdp_span) +
+           c.cost(CollectiveKind::reduce_scatter, rs_algo, bytes, c.sdp_span);
+  };
+  const double head_comm = head_first ? unit(embedding + head) + c.cost(CollectiveKind::all_gather, ag_algo,
+                                                                        embedding + head, c.sdp_span)
+                                      : unit(embedding) + unit(head);
   const HeadTime& ht = c.stages.head_time();
   out.total += head_comm;
   out.exposed += exposed(head_comm, ag_ov, ht.logits_fwd + ht.logits_bwd);

@@ -206,8 +206,26 @@ JobViolation check_memory_and_kernels(const Job& job) {
 
 }  // namespace
 
+// parallel.sharding: a knob the flavour does not have is a mistake, not a no-op.
+JobViolation check_sharding(const Job& job) {
+  const ParallelConfig& pc = job.parallel;
+  const ShardingConfig& s = pc.sharding;
+  const bool fsdp = pc.sharding_flavor == ShardingFlavor::fsdp;
+  const char* flavor = to_string(pc.sharding_flavor);
+  if (fsdp) {
+    const char* why = "not a knob of sharding_flavor fsdp (its unit is the whole layer); it applies to smp and zero3";
+    if (s.prefetch_bucket_size >= 0) return bad("parallel.sharding.prefetch_bucket_size", why);
+    if (s.reduce_bucket_size >= 0) return bad("parallel.sharding.reduce_bucket_size", why);
+    if (s.param_persistence_threshold >= 0) return bad("parallel.sharding.param_persistence_threshold", why);
+  } else if (s.backward_prefetch != BackwardPrefetch::pre) {
+    return bad("parallel.sharding.backward_prefetch",
+               fmt::format("not a knob of sharding_flavor {}; it applies to fsdp", flavor));
+  }
+  return {};
+}
+
 JobViolation check_job(const Job& job) {
-  for (auto check : {check_degrees, check_batch, check_pipeline, check_memory_and_kernels})
+  for (auto check : {check_degrees, check_batch, check_pipeline, check_memory_and_kernels, check_sharding})
     if (JobViolation v = check(job)) return v;
   return {};
 }

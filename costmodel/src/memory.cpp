@@ -101,12 +101,6 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   } else {
     mb.optimizer_states = params * sb.optimizer / sdp;
   }
-  if (sdp > 1) {
-    // The units in use and those gathered ahead (sharding.hpp), and the parameters below
-    // the persistence threshold, whole on every rank.
-    const ShardingPlan plan = sharding_plan(job);
-    mb.gathered_parameters = (plan.live_gathered() + job.layers_on_stage(stage) * plan.persistent) * sb.param;
-  }
   if (dp > 1) {
     // Gradient buckets: each layer's full gradients are flattened into a buffer that
     // lives until its all-reduce (or reduce-scatter) completes, about when the next
@@ -124,6 +118,12 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   PlanConfig config = plan_config(job);
   config.sequences = b;
   const LayerPlan plan = transformer_layer_plan(job.model, config);  // one plan for the three figures
+  if (sdp > 1) {
+    // The units in use and those gathered ahead (sharding.hpp), and the parameters below
+    // the persistence threshold, whole on every rank.
+    const ShardingPlan sharding = sharding_plan(job, plan);
+    mb.gathered_parameters = (sharding.live_gathered() + job.layers_on_stage(stage) * sharding.persistent) * sb.param;
+  }
   const double full_layer = plan.stored_bytes(Checkpointing::none);
   const double in_flight = in_flight_microbatches(pc, stage);
   const double per_layer_stored = plan.stored_bytes(pc.activation_checkpointing);

@@ -62,7 +62,7 @@ class ProgramBuilder {
     layer_param_bytes_ = m.layer_params() / tp_ * eb_;
     stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
     sharded_ = sdp_ > 1;
-    if (sharded_) sharding_ = sharding_plan(job);
+    if (sharded_) sharding_ = sharding_plan(job, layer);
     per_layer_ = sharded_ || options.granularity == Granularity::layer;
   }
 

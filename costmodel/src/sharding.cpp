@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "partune/costmodel/layer_plan.hpp"
 
 namespace partune {
 
@@ -34,10 +33,9 @@ ShardingSettings sharding_settings(const ParallelConfig& pc) {
   return s;
 }
 
-ShardingPlan sharding_plan(const Job& job) {
+ShardingPlan sharding_plan(const Job& job, const LayerPlan& layer) {
   ShardingPlan plan;
   plan.settings = sharding_settings(job.parallel);
-  const LayerPlan layer = transformer_layer_plan(job.model, plan_config(job));
   const double params = layer.params();
   if (plan.settings.flavor == ShardingFlavor::fsdp) {
     plan.units = {params};

@@ -42,6 +42,10 @@ Job sharded_job(ShardingFlavor flavor) {
   return j;
 }
 
+ShardingPlan plan_of(const Job& job) {
+  return sharding_plan(job, transformer_layer_plan(job.model, plan_config(job)));
+}
+
 struct Counted {
   int gather_instructions = 0, gather_calls = 0, reduce_instructions = 0, reduce_calls = 0, replica = 0;
   double gathered = 0, reduced = 0, replica_bytes = 0;
@@ -98,7 +102,7 @@ TEST_CASE("reduce-scatter calls follow the reduce bucket; persistence follows th
   Job job = sharded_job(ShardingFlavor::zero3);
   job.parallel.sharding.reduce_bucket_size = 3e6;  // ceil(7,087,872 / 3e6) = 3 calls a layer
   job.parallel.sharding.param_persistence_threshold = 2e6;  // only fc1 and fc2 are gathered
-  const ShardingPlan plan = sharding_plan(job);
+  const ShardingPlan plan = plan_of(job);
   CHECK(plan.reduce_calls == 3);
   CHECK(plan.reduce_elements == Approx(kLayer / 3));
   CHECK(plan.gather_calls() == 2);
@@ -116,13 +120,13 @@ TEST_CASE("gathered parameters in memory: the unit in use and those prefetched",
   // In use: fc2 (2,360,064); ahead within 5e7: qkv, fc1 of the next layer and fc2 again
   // (the window wraps around the layer: every unit fits in the bucket).
   const double smp_live = 2362368.0 + (smp_units[0] + smp_units[1] + smp_units[2]);
-  CHECK(sharding_plan(sharded_job(ShardingFlavor::smp)).live_gathered() == Approx(smp_live));
-  CHECK(sharding_plan(sharded_job(ShardingFlavor::fsdp)).live_gathered() == Approx(2 * kLayer));
+  CHECK(plan_of(sharded_job(ShardingFlavor::smp)).live_gathered() == Approx(smp_live));
+  CHECK(plan_of(sharded_job(ShardingFlavor::fsdp)).live_gathered() == Approx(2 * kLayer));
   Job small_bucket = sharded_job(ShardingFlavor::zero3);
   small_bucket.parallel.sharding.prefetch_bucket_size = 1;  // at least the next unit is fetched
   // Largest pair (unit in use, next unit) in forward order qkv, projection, fc1, fc2:
   // fc1 + fc2 = 4,722,432.
-  CHECK(sharding_plan(small_bucket).live_gathered() == Approx(2362368.0 + 2360064.0));
+  CHECK(plan_of(small_bucket).live_gathered() == Approx(2362368.0 + 2360064.0));
   const MemoryBreakdown m = stage_memory(sharded_job(ShardingFlavor::smp), 0);
   CHECK(m.gathered_parameters == Approx((smp_live + 12 * 593664.0) * 2));
 }
@@ -175,4 +179,18 @@ TEST_CASE("FSDP's backward_prefetch orders the next gather around the gradient k
     }
     CHECK(checked > 0);
   }
+}
+
+TEST_CASE("a sharding knob the flavour does not have is refused, naming it", "[sharding][job]") {
+  Job fsdp = sharded_job(ShardingFlavor::fsdp);
+  fsdp.parallel.sharding.reduce_bucket_size = 1e6;
+  const JobViolation v = check_job(fsdp);
+  CHECK(v.key == "parallel.sharding.reduce_bucket_size");
+  CHECK(v.reason.find("fsdp") != std::string::npos);
+  Job zero3 = sharded_job(ShardingFlavor::zero3);
+  zero3.parallel.sharding.backward_prefetch = BackwardPrefetch::post;
+  CHECK(check_job(zero3).key == "parallel.sharding.backward_prefetch");
+  zero3.parallel.sharding.backward_prefetch = BackwardPrefetch::pre;
+  zero3.parallel.sharding.reduce_bucket_size = 1e6;
+  CHECK_FALSE(check_job(zero3));
 }

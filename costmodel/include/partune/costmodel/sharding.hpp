@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/layer_plan.hpp"
 
 namespace partune {
 
@@ -65,7 +66,9 @@ struct ShardingPlan {
   double live_gathered() const;
 };
 
-// The plan of `job`'s transformer layer (sharded_data_parallel_degree > 1).
-ShardingPlan sharding_plan(const Job& job);
+// The plan of `job`'s transformer layer (sharded_data_parallel_degree > 1), from its
+// layer plan (transformer_layer_plan at plan_config(job); the micro-batch size does not
+// matter, only the ops' parameters).
+ShardingPlan sharding_plan(const Job& job, const LayerPlan& layer);
 
 }  // namespace partune
