@@ -60,18 +60,18 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
       if (ins.kind == OpKind::all_reduce) {
         bucket_all_reduce(key, index, ins.async);
       } else if (ins.kind == OpKind::reduce_scatter) {
-        reduce_scatter(index, *shards.at(key), g, ins.async);
+        reduce_scatter(index, *shards.at(key), g, ins.async, ins.count);
       } else {  // all_gather: the updated slices of every bucket, after the optimizer
-        for (auto& [k, s] : shards) gather(-1, *s, g, false);
+        for (auto& [k, s] : shards) gather(-1, *s, g, false, 1);
       }
       return;
     }
     case CommGroup::sharded: {
       ParameterShards& s = *shards.at(key);
       if (ins.kind == OpKind::all_gather) {
-        gather(index, s, group(CommGroup::sharded), ins.async);
+        gather(index, s, group(CommGroup::sharded), ins.async, ins.count);
       } else {
-        reduce_scatter(index, s, group(CommGroup::sharded), ins.async);
+        reduce_scatter(index, s, group(CommGroup::sharded), ins.async, ins.count);
       }
       return;
     }
@@ -170,36 +170,64 @@ torch::Tensor Impl::embedding_gradient() {
   throw std::runtime_error("the tied embedding is in no gradient bucket");
 }
 
-// Gloo in LibTorch 1.13 has no reduce-scatter: an all-reduce of the packed gradients,
-// keeping this rank's row, under the instruction's name.
-void Impl::reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async) {
-  std::vector<torch::Tensor> packed{s.pack_gradients()};
-  for (const torch::Tensor& prm : s.params()) const_cast<torch::Tensor&>(prm).mutable_grad() = torch::Tensor();
-  auto work = g.group->allreduce(packed, sum());
-  ParameterShards* shard = &s;
-  start(index, work, [shard, packed] { shard->owned().mutable_grad().add_(packed[0].select(0, shard->index())); },
-        async);
+namespace {
+
+// The columns [first, last) of each of `calls` near-equal pieces of a row of `length`:
+// a sharded instruction of count n is n collective calls of about a n-th of its bytes
+// each, as the program (and the simulator) pays them.
+std::vector<std::pair<std::int64_t, std::int64_t>> pieces(std::int64_t length, int calls) {
+  const std::int64_t n = std::max<std::int64_t>(1, std::min<std::int64_t>(calls, std::max<std::int64_t>(length, 1)));
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t i = 0; i < n; ++i) out.emplace_back(length * i / n, length * (i + 1) / n);
+  return out;
 }
 
-void Impl::gather(int index, ParameterShards& s, const Communicator& g, bool async) {
+}  // namespace
+
+// Gloo in LibTorch 1.13 has no reduce-scatter: an all-reduce of the packed gradients,
+// keeping this rank's row, under the instruction's name; `calls` all-reduces of column
+// pieces. A process group runs its work in order, so the last call's completion is all.
+void Impl::reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async, int calls) {
+  const torch::Tensor packed = s.pack_gradients();
+  for (const torch::Tensor& prm : s.params()) const_cast<torch::Tensor&>(prm).mutable_grad() = torch::Tensor();
+  auto parts = std::make_shared<std::vector<torch::Tensor>>();
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (const auto& [first, last] : pieces(packed.size(1), calls)) {
+    std::vector<torch::Tensor> piece{packed.narrow(1, first, last - first).contiguous()};
+    works.push_back(g.group->allreduce(piece, sum()));
+    parts->push_back(piece[0]);
+  }
+  ParameterShards* shard = &s;
+  start(index, works.back(), [shard, parts, works] {
+    for (const auto& w : works) w->wait();
+    std::vector<torch::Tensor> rows;
+    for (const torch::Tensor& p : *parts) rows.push_back(p.select(0, shard->index()));
+    shard->owned().mutable_grad().add_(torch::cat(rows));
+  }, async);
+}
+
+void Impl::gather(int index, ParameterShards& s, const Communicator& g, bool async, int calls) {
   const torch::Tensor owned = s.owned().detach().contiguous();
   auto packed = std::make_shared<torch::Tensor>(torch::empty({s.degree(), owned.numel()}));
-  std::vector<std::vector<torch::Tensor>> outputs(1);
-  for (int k = 0; k < s.degree(); ++k) outputs[0].push_back(packed->select(0, k));
-  std::vector<torch::Tensor> inputs{owned};
-  auto work = g.group->allgather(outputs, inputs);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (const auto& [first, last] : pieces(owned.numel(), calls)) {
+    std::vector<std::vector<torch::Tensor>> outputs(1);  // each rank's row, these columns
+    for (int k = 0; k < s.degree(); ++k) outputs[0].push_back(packed->select(0, k).narrow(0, first, last - first));
+    std::vector<torch::Tensor> inputs{owned.narrow(0, first, last - first)};
+    works.push_back(g.group->allgather(outputs, inputs));
+  }
   ParameterShards* shard = &s;
   // The parameters' storage comes back only once the gathered rows are here: a
   // prefetched layer holds one copy of its weights in flight, not two.
-  auto done = [shard, packed] {
+  auto done = [shard, packed, works] {
+    for (const auto& w : works) w->wait();
     shard->materialise();
     shard->unpack_parameters(*packed);  // the outputs are its rows
   };
   if (index < 0) {
-    work->wait();
     done();
   } else {
-    start(index, work, done, async);
+    start(index, works.back(), done, async);
   }
 }
 

@@ -170,8 +170,9 @@ struct ProgramExecutor::Impl {
   void collective(const Instruction& ins, std::size_t i);
   void bucket_all_reduce(const BucketKey& key, int index, bool async);
   torch::Tensor embedding_gradient();
-  void reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async);
-  void gather(int index, ParameterShards& s, const Communicator& g, bool async);
+  // `calls` collective calls over near-equal column pieces (the instruction's count).
+  void reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async, int calls);
+  void gather(int index, ParameterShards& s, const Communicator& g, bool async, int calls);
   void release_after(const Instruction& ins);
   void sum_sequence_parallel_gradients(const Instruction& ins, std::size_t i);
 };

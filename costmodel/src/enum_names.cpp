@@ -66,4 +66,11 @@ const std::vector<EnumName<BackwardPrefetch>>& enum_names<BackwardPrefetch>() {
   return table;
 }
 
+template <>
+const std::vector<EnumName<LossPrecision>>& enum_names<LossPrecision>() {
+  static const std::vector<EnumName<LossPrecision>> table = {{LossPrecision::fp32, "fp32"},
+                                                             {LossPrecision::training, "training"}};
+  return table;
+}
+
 }  // namespace partune

@@ -19,6 +19,7 @@ const char* to_string(CollectiveAlgorithm a) { return enum_name(a); }
 const char* to_string(LmHeadStage h) { return enum_name(h); }
 const char* to_string(ShardingFlavor f) { return enum_name(f); }
 const char* to_string(BackwardPrefetch b) { return enum_name(b); }
+const char* to_string(LossPrecision p) { return enum_name(p); }
 
 int Job::layers_on_stage(int stage) const {
   if (!parallel.stage_layers.empty()) return parallel.stage_layers[stage];

@@ -29,6 +29,7 @@ PlanConfig plan_config(const Job& job) {
   c.sequence_parallel = job.parallel.sequence_parallel && c.tensor_degree > 1;
   c.flash_attention = job.parallel.flash_attention;
   c.precision = job.training.precision;
+  c.loss_precision = job.training.loss_precision;
   return c;
 }
 
@@ -106,7 +107,8 @@ struct PlanBuilder {
 
 // Q K^T and softmax(.) V over the rank's heads. Keeps Q, K, V (their projection's output,
 // needed to recompute the core) always, and the s x s scores (softmax output 2, dropout
-// mask 1, dropout output 2 bytes an element) unless FlashAttention recomputes them.
+// mask 1, dropout output 2 bytes an element; the softmax output alone without dropout)
+// unless FlashAttention recomputes them.
 PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, double scale) {
   const double t = c.tensor_degree, s = m.seq_len, h = m.hidden, b = c.sequences;
   const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
@@ -117,7 +119,9 @@ PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, do
   op.m = b * (m.heads / t) * s * s;     // score elements
   op.k = m.head_dim();
   op.stored = 2.0 * tokens * (h + 2.0 * kv) / t * scale;
-  op.recomputable = c.flash_attention ? 0.0 : 5.0 * m.heads * s * s * b / t * scale;
+  // Without dropout only the softmax output stays (its backward needs nothing else).
+  const double per_score = m.has_dropout() ? 5.0 : 2.0;
+  op.recomputable = c.flash_attention ? 0.0 : per_score * m.heads * s * s * b / t * scale;
   op.selective_recompute = true;
   return op;
 }
@@ -144,8 +148,9 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   p.shard_gradient(h);  // its bias, added after the reduce-scatter
   p.comm("attention_out", p.exit(), S);
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
-  // (7h bytes a token); keeps the mask.
-  p.memory_bound("attention_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
+  // (7h bytes a token); keeps the mask. Without dropout: no mask (6h, nothing kept).
+  const double mask = m.has_dropout() ? 1.0 : 0.0;
+  p.memory_bound("attention_dropout_residual", (6.0 + mask) * Ts * h, 2, mask * Ts * h);
   p.memory_bound("mlp_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
   p.holds(2.0 * h);
   p.shard_gradient(2.0 * h);
@@ -156,7 +161,7 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   p.gemm("fc2", f / t, h, 2.0 * T * f / t, h);
   p.shard_gradient(h);
   p.comm("mlp_out", p.exit(), S);
-  p.memory_bound("mlp_dropout_residual", 7.0 * Ts * h, 2, Ts * h);
+  p.memory_bound("mlp_dropout_residual", (6.0 + mask) * Ts * h, 2, mask * Ts * h);
   return std::move(p.plan);
 }
 
@@ -192,17 +197,20 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   p.gemm("logits", h, v, 0.0, 0.0);
   p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + 2.0 * h;
   p.shard_gradient(2.0 * h);     // the final norm before it, on the sequence shard
-  // Cross-entropy in fp32 over the local vocabulary slice: reads the logits and writes
-  // the probabilities forward, reads them and writes the gradient backward. It keeps the
-  // 16-bit logits and their fp32 copy (6 bytes a logit).
+  // Cross-entropy over the local vocabulary slice: reads the logits and writes the
+  // probabilities forward, reads them and writes the gradient backward. In fp32 it
+  // works on an fp32 copy and keeps it beside the 16-bit logits (6 bytes a logit); in
+  // the training precision it works in place over the logits (eb bytes a logit).
+  const bool in_place = c.loss_precision == LossPrecision::training;
+  const double work = in_place ? eb : 4.0;
   PlanOp loss;
   loss.name = "loss";
   loss.kind = PlanOpKind::memory_bound;
-  loss.bytes = T * v * (eb + 4.0);
-  loss.backward_bytes = T * v * (4.0 + eb);
+  loss.bytes = T * v * (eb + work);
+  loss.backward_bytes = T * v * (work + eb);
   loss.kernels = 3;
   loss.backward_kernels = 2;
-  loss.stored = 6.0 * T * v;
+  loss.stored = (in_place ? eb : 6.0) * T * v;
   p.plan.ops.push_back(loss);
   // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
   p.comm("loss_reduce", Conjugate::loss_reduce, 4.0 * T, 3);

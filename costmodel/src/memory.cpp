@@ -25,6 +25,15 @@ StateBytes state_bytes(Precision p, Optimizer o) {
 
 }  // namespace
 
+double largest_extra_unit(const Job& job, int stage) {
+  const ModelSpec& m = job.model;
+  const int tp = job.parallel.tensor_parallel_degree;
+  double largest = 0;
+  if (stage == 0) largest = m.embedding_params() / tp;
+  if (stage == job.lm_head_stage()) largest = std::max(largest, m.head_params() / tp);
+  return largest;
+}
+
 double stage_parameter_count(const Job& job, int stage) {
   const ModelSpec& m = job.model;
   const int pp = job.parallel.pipeline_parallel_degree, tp = job.parallel.tensor_parallel_degree;
@@ -101,15 +110,15 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   } else {
     mb.optimizer_states = params * sb.optimizer / sdp;
   }
-  if (dp > 1) {
+  const double layer_params = m.layer_params() / tp;
+  const double extras = params - job.layers_on_stage(stage) * layer_params;  // embedding, head
+  if (dp > 1 && sdp == 1) {
     // Gradient buckets: each layer's full gradients are flattened into a buffer that
     // lives until its all-reduce (or reduce-scatter) completes, about when the next
     // layer's backward ends, so two are in flight. The embedding and head parameters
     // travel in the buckets of the layers next to them. The simulator tracks each
     // bucket from the program instead (issue to completion).
-    const double layer = m.layer_params() / tp;
-    const double extras = params - job.layers_on_stage(stage) * layer;
-    mb.communication_buffers = (2.0 * layer + extras) * sb.grad;
+    mb.communication_buffers = (2.0 * layer_params + extras) * sb.grad;
   }
 
   const double b = job.microbatch_size();
@@ -122,7 +131,17 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     // The units in use and those gathered ahead (sharding.hpp), and the parameters below
     // the persistence threshold, whole on every rank.
     const ShardingPlan sharding = sharding_plan(job, plan);
-    mb.gathered_parameters = (sharding.live_gathered() + job.layers_on_stage(stage) * sharding.persistent) * sb.param;
+    // The embedding or head (one unit each) is gathered whole while it runs, with the
+    // next layer's first unit gathered ahead of it.
+    const double largest_extra = largest_extra_unit(job, stage);
+    const double in_use = std::max(sharding.live_gathered(),
+                                   largest_extra + (sharding.units.empty() ? 0.0 : sharding.units.front()));
+    mb.gathered_parameters = (in_use + job.layers_on_stage(stage) * sharding.persistent) * sb.param;
+    // Gradients waiting for their reduce-scatter: two reduce buckets (one filling, one in
+    // flight; FSDP's unit is its bucket) while the layers run backward, or the whole
+    // gradient of the embedding or head, which one kernel writes at once. The two are
+    // never live together (the head's gradient is reduced before the layers' backward).
+    mb.communication_buffers = std::max(2.0 * sharding.reduce_elements, largest_extra) * sb.grad;
   }
   const double full_layer = plan.stored_bytes(Checkpointing::none);
   const double in_flight = in_flight_microbatches(pc, stage);

@@ -263,7 +263,9 @@ class ProgramBuilder {
     const double extra = extra_param_bytes(chunk, layer);
     const int calls = sharding_.gather_calls() + (extra > 0 ? 1 : 0);
     const double bytes = sharding_.gathered * eb_ + extra;
-    return collective(OpKind::all_gather, CommGroup::sharded, bytes / calls, calls, mb, chunk, layer);
+    // No call at all when every parameter persists (a small layer under SMP's 1e6).
+    return collective(OpKind::all_gather, CommGroup::sharded, calls > 0 ? bytes / calls : 0.0, calls, mb, chunk,
+                      layer);
   }
   // The layer's gradients (all of its parameters, persistent ones too) in the flavour's
   // reduce-scatter calls, the embedding's or head's in one more.

@@ -118,7 +118,7 @@ Resolved resolve_reference(const YAML::Node& value, const std::string& file, con
 
 ModelSpec parse_model(const Reader& r) {
   r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads",
-                "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention"});
+                "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout"});
   if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   ModelSpec m;
   m.name = r.get_string("name", "model");
@@ -129,6 +129,7 @@ ModelSpec parse_model(const Reader& r) {
   m.seq_len = r.get_int("seq_len", 1, limits::kMaxSeqLen);
   m.ffn_hidden = r.get_int("ffn_hidden", 1, limits::kMaxFfnHidden, 4 * m.hidden);
   m.tied_embeddings = r.get_bool("tied_embeddings", true);
+  m.dropout = r.get_in_range("dropout", 0, 0.99, m.dropout);
   m.attention = get_enum(r, "attention", AttentionKind::mha);
   if (m.hidden % m.heads != 0)
     r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden));
@@ -280,11 +281,12 @@ Cluster parse_cluster(const Reader& r) {
 namespace {
 
 void parse_training(const Reader& r, TrainingConfig& t) {
-  r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation"});
+  r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation", "loss_precision"});
   t.global_batch = r.get_int("global_batch", 1, limits::kMaxGlobalBatch);
   t.precision = get_enum(r, "precision", Precision::fp16);
   t.optimizer = get_enum(r, "optimizer", Optimizer::adam);
   t.gradient_accumulation = r.get_int("gradient_accumulation", 1, limits::kMaxGradientAccumulation, 1);
+  t.loss_precision = get_enum(r, "loss_precision", LossPrecision::fp32);
 }
 
 CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, CollectiveAlgorithm fallback) {
@@ -373,7 +375,8 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
     section = key.substr(0, dot);
     key = key.substr(dot + 1);
   } else {
-    static const char* training_keys[] = {"global_batch", "precision", "optimizer", "gradient_accumulation"};
+    static const char* training_keys[] = {"global_batch", "precision", "optimizer", "gradient_accumulation",
+                                          "loss_precision"};
     static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type"};
     section = "parallel";
     for (const char* k : training_keys) if (key == k) section = "training";

@@ -104,6 +104,7 @@ YAML::Node model_node(const ModelSpec& m) {
   model["seq_len"] = m.seq_len;
   model["tied_embeddings"] = m.tied_embeddings;
   model["attention"] = enum_name(m.attention);
+  if (m.dropout != ModelSpec{}.dropout) model["dropout"] = m.dropout;
   return model;
 }
 
@@ -168,6 +169,8 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   root["training"]["precision"] = enum_name(job.training.precision);
   root["training"]["optimizer"] = enum_name(job.training.optimizer);
   root["training"]["gradient_accumulation"] = job.training.gradient_accumulation;
+  if (job.training.loss_precision != LossPrecision::fp32)
+    root["training"]["loss_precision"] = enum_name(job.training.loss_precision);
   root["parallel"] = parallel_node(job.parallel);
   YAML::Emitter out;
   out << root;

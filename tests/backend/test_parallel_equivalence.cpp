@@ -135,6 +135,18 @@ TEST_CASE("multi-rank: sharded data parallel 2", "[backend][multirank]") {
   check_equivalent("--set sharded_data_parallel_degree=2", 2);
 }
 
+// Each flavour's calls (sharding.hpp), run by the backend as that many collectives: ZeRO-3
+// gathers GPT-val's layer (h 256, f 1024) in 3 calls, its qkv (197,376 elements), fc1
+// (263,168) and fc2 (262,400) being above the 1e5-element persistence threshold and the
+// projection (65,792) below it; FSDP in one, its backward prefetch issued after the
+// gradient kernels. The same losses as one process.
+TEST_CASE("multi-rank: sharded data parallel 2 as ZeRO-3 and as FSDP runs it", "[backend][multirank]") {
+  check_equivalent("--set sharded_data_parallel_degree=2 --set sharding_flavor=zero3", 2);
+  check_equivalent("--set sharded_data_parallel_degree=2 --set sharding_flavor=fsdp "
+                   "--set 'sharding={backward_prefetch: post}'",
+                   2);
+}
+
 TEST_CASE("multi-rank: optimizer-state sharding over data parallel 2", "[backend][multirank]") {
   check_equivalent("--set shard_optimizer_state=true", 2);
 }

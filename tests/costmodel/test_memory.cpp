@@ -219,3 +219,30 @@ TEST_CASE("a job that cannot fit is reported with the reason in GiB", "[memory][
     CHECK(es.not_fit_reason.empty());
   }
 }
+
+TEST_CASE("without dropout a layer keeps no masks: s b h (32 + 2 a s / h)", "[memory][layer_plan]") {
+  // Korthikanti's 34 s b h counts two 1-byte dropout masks (s b h each) and the scores'
+  // 5 a s^2 b = softmax output 2 + mask 1 + dropped-out scores 2 bytes an element. With
+  // dropout 0 (BLOOM's and GPT-NeoX's configs) the masks and the dropped-out copy go:
+  // GPT-2 small shape at b = 1, 2 a s / h = 2 * 12 * 1024 / 768 = 32: 64 s b h.
+  ModelSpec m = load_model("gpt2-small");
+  const double sbh = 1024.0 * 768.0;
+  CHECK(layer_activation_bytes(m, 1, 1, false) == Approx(114 * sbh));
+  m.dropout = 0.0;
+  CHECK(layer_activation_bytes(m, 1, 1, false) == Approx((32 + 32) * sbh));
+  CHECK(layer_activation_bytes(m, 1, 1, true) == Approx(32 * sbh));
+  // t = 4: s b h (8 + 24/4 + 2 a s / (h t)) = s b h (8 + 6 + 8)
+  CHECK(layer_activation_bytes(m, 1, 4, false) == Approx(22 * sbh));
+}
+
+TEST_CASE("the loss in the training precision keeps one 16-bit buffer per logit", "[memory][layer_plan]") {
+  // GPT-2 small (vocab 50257, s 1024), one p4d node, dp 8, b 8: b s V logits on the head.
+  Job j = p4d_job("gpt2-small", 1, 64);
+  require_valid(j);
+  const double logits = 8.0 * 1024 * 50257;
+  CHECK(logits_bytes_per_microbatch(j) == Approx(6 * logits));  // fp16 logits + fp32 copy
+  j.training.loss_precision = LossPrecision::training;
+  CHECK(logits_bytes_per_microbatch(j) == Approx(2 * logits));
+  j.training.precision = Precision::fp32;  // in place over fp32 logits: 4 bytes
+  CHECK(logits_bytes_per_microbatch(j) == Approx(4 * logits));
+}

@@ -127,8 +127,16 @@ TEST_CASE("gathered parameters in memory: the unit in use and those prefetched",
   // Largest pair (unit in use, next unit) in forward order qkv, projection, fc1, fc2:
   // fc1 + fc2 = 4,722,432.
   CHECK(plan_of(small_bucket).live_gathered() == Approx(2362368.0 + 2360064.0));
+  // Stage 0 also gathers the embedding (one unit) whole, with the first layer's qkv
+  // ahead of it: 39,383,808 + 1,771,776 = 41,155,584 elements, more than a layer's window.
   const MemoryBreakdown m = stage_memory(sharded_job(ShardingFlavor::smp), 0);
-  CHECK(m.gathered_parameters == Approx((smp_live + 12 * 593664.0) * 2));
+  CHECK(m.gathered_parameters == Approx((41155584.0 + 12 * 593664.0) * 2));
+  // Gradients awaiting their reduce-scatter: the embedding's whole gradient (39,383,808),
+  // more than two reduce buckets of one layer each (2 x 7,087,872); fp16.
+  CHECK(m.communication_buffers == Approx(kEmbedding * 2));
+  Job untied = sharded_job(ShardingFlavor::fsdp);
+  untied.model.vocab = 128;  // embedding 128 x 768 + 1024 x 768 = 884,736 < 2 layers
+  CHECK(stage_memory(untied, 0).communication_buffers == Approx(2 * kLayer * 2));
 }
 
 TEST_CASE("SMP's all-gather is hierarchical, ZeRO-3's and FSDP's a flat ring", "[sharding]") {

@@ -109,10 +109,14 @@ const Mechanism kMechanisms[] = {
      [](const Job& job, const sim::EstimatorVsSimulation&) { return tensor_groups_across_nodes(job); }},
     // Per-layer gathers and reduce-scatters: the estimator hides each under the
     // neighbouring layer's kernels; the simulator queues them on one stream, so a long
-    // queue runs ahead of (or behind) the layers.
+    // queue runs ahead of (or behind) the layers. With a pipeline the estimator's bubble
+    // is (stages - 1) micro-batch steps with their exposed gathers; in the simulation
+    // those gathers run ahead during the bubble, so the difference shows as pipeline.
     {"sharded data parallelism: per-layer collectives queued on one stream", 8,
      [](const Job& job, const sim::EstimatorVsSimulation& d) {
-       return job.parallel.sharded_data_parallel_degree > 1 && largest(d) == "sharded collectives (exposed)";
+       if (job.parallel.sharded_data_parallel_degree <= 1) return false;
+       return largest(d) == "sharded collectives (exposed)" ||
+              (job.parallel.pipeline_parallel_degree > 1 && largest(d) == "pipeline (bubble, transfers, waits)");
      }},
     // Offload copies: the estimator hides a micro-batch's copies under its own forward and
     // backward; the simulator runs them across micro-batches and bubbles.

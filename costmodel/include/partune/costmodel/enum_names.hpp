@@ -21,7 +21,7 @@ struct EnumName {
 
 // Every value of E with its name, in declaration order. Specialised for Precision,
 // AttentionKind, Optimizer, PipelineSchedule, Checkpointing, CollectiveAlgorithm and
-// LmHeadStage, ShardingFlavor and BackwardPrefetch (enum_names.cpp).
+// LmHeadStage, ShardingFlavor, BackwardPrefetch and LossPrecision (enum_names.cpp).
 template <typename E>
 const std::vector<EnumName<E>>& enum_names();
 
@@ -43,6 +43,8 @@ template <>
 const std::vector<EnumName<ShardingFlavor>>& enum_names<ShardingFlavor>();
 template <>
 const std::vector<EnumName<BackwardPrefetch>>& enum_names<BackwardPrefetch>();
+template <>
+const std::vector<EnumName<LossPrecision>>& enum_names<LossPrecision>();
 
 // The name of a value ("?" for a value outside the table, e.g. a cast integer).
 template <typename E>

@@ -25,6 +25,11 @@ enum class ShardingFlavor { smp, zero3, fsdp };
 // FSDP's backward_prefetch: the next unit's all-gather issued before the current unit's
 // gradient computation (pre), after it (post), or when the unit is reached (none).
 enum class BackwardPrefetch { pre, post, none };
+// The precision of the cross-entropy over the logits: fp32 (Megatron's default: the 16-bit
+// logits are cast to an fp32 copy the loss works on in place) or the training precision,
+// in place over the logits (Megatron's --fp16-lm-cross-entropy; a module cast to half
+// precision as a whole, as SMP's fp16/bf16 modes do).
+enum class LossPrecision { fp32, training };
 
 const char* to_string(Optimizer o);
 const char* to_string(PipelineSchedule s);
@@ -33,6 +38,7 @@ const char* to_string(CollectiveAlgorithm a);
 const char* to_string(LmHeadStage h);
 const char* to_string(ShardingFlavor f);
 const char* to_string(BackwardPrefetch b);
+const char* to_string(LossPrecision p);
 
 // The knobs of parallel.sharding (docs/scenarios.md). -1 = the flavour's public default
 // (sharding.hpp's sharding_settings).
@@ -49,6 +55,7 @@ struct TrainingConfig {
   Precision precision = Precision::fp16;
   Optimizer optimizer = Optimizer::adam;
   int gradient_accumulation = 1; // sequential forward/backward passes per step
+  LossPrecision loss_precision = LossPrecision::fp32;
 };
 
 struct ParallelConfig {

@@ -117,6 +117,7 @@ struct PlanConfig {
   bool sequence_parallel = false;
   bool flash_attention = false;
   Precision precision = Precision::fp16;
+  LossPrecision loss_precision = LossPrecision::fp32;
 };
 PlanConfig plan_config(const Job& job);  // micro-batch size and the job's parallel knobs
 

@@ -20,6 +20,11 @@ struct ModelSpec {
   int seq_len = 0;
   bool tied_embeddings = true;
   AttentionKind attention = AttentionKind::mha;
+  // Dropout probability of the attention scores and the residual branches. With 0 the
+  // layer keeps no dropout masks and no dropped-out scores (Korthikanti's 5as²b becomes
+  // the softmax output's 2as²b, and the two residual masks go).
+  double dropout = 0.1;
+  bool has_dropout() const { return dropout > 0.0; }
 
   int head_dim() const { return hidden / heads; }
   // Parameters of one transformer layer (QKV, projection, two FFN matrices, biases,
