@@ -13,6 +13,18 @@ namespace {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / units::GiB); }
 
+// What goes to the host: "off", or the activations, the optimizer and the parameters on.
+std::string offload_text(const ParallelConfig& pc) {
+  std::string s;
+  auto add = [&](bool on, const char* what) {
+    if (on) s += (s.empty() ? "" : "+") + std::string(what);
+  };
+  add(pc.offload_activations, "activations");
+  add(pc.offload_optimizer, "optimizer");
+  add(pc.offload_parameters, "parameters");
+  return s.empty() ? "off" : s;
+}
+
 std::string seconds(double s) {
   if (s >= 1.0) return fmt::format("{:.3f} s", s);
   if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
@@ -56,7 +68,7 @@ std::string describe_job(const Job& job) {
                    "FlashAttention {}, sharded collective {}, {} {}\n",
                    pc.pipeline == PipelineSchedule::simple ? "GPipe" : "1F1B",
                    pc.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", pc.virtual_stages) : "",
-                   to_string(pc.activation_checkpointing), pc.offload_activations ? "on" : "off",
+                   to_string(pc.activation_checkpointing), offload_text(pc),
                    pc.shard_optimizer_state ? "on" : "off", pc.flash_attention ? "on" : "off",
                    to_string(pc.sharded_collective), to_string(job.training.precision),
                    to_string(job.training.optimizer));
@@ -90,7 +102,7 @@ std::string estimate_text(const Job& job, const Estimate& e, double peak_bytes) 
       b.data_parallel_comm > 0 ? fmt::format("  of {} total", seconds(b.data_parallel_comm)) : "");
   row("sharded all-gather/reduce-scatter (exposed)", b.sharded_exposed,
       b.sharded_comm > 0 ? fmt::format("  of {} total", seconds(b.sharded_comm)) : "");
-  row("activation offload (exposed)", b.offload_exposed,
+  row("offload copies (exposed)", b.offload_exposed,
       b.offload_traffic > 0 ? fmt::format("  of {} total", seconds(b.offload_traffic)) : "");
   row("optimizer step", b.optimizer);
 
@@ -245,6 +257,8 @@ nlohmann::json candidate_json(const search::Candidate& c) {
           {"placement_strategy", c.job.parallel.placement_strategy.name()},
           {"activation_checkpointing", to_string(c.job.parallel.activation_checkpointing)},
           {"offload_activations", c.job.parallel.offload_activations},
+          {"offload_optimizer", c.job.parallel.offload_optimizer},
+          {"offload_parameters", c.job.parallel.offload_parameters},
           {"shard_optimizer_state", c.job.parallel.shard_optimizer_state},
           {"flash_attention", c.job.parallel.flash_attention},
           {"sharded_collective", to_string(c.job.parallel.sharded_collective)},

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "executor_state.hpp"
+#include "partune/backend/memory_accounting.hpp"
 
 namespace partune::backend {
 
@@ -98,6 +99,20 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
   } else {
     params = model->parameters();
   }
+  if (job.parallel.offload_optimizer) {
+    // The optimizer's copies (and, stepping them, its state) are host memory; with
+    // offload_parameters so is the shard the gathers start from.
+    HostMemoryScope host;
+    torch::NoGradGuard no_grad;
+    device_params = params;
+    for (torch::Tensor& d : device_params) {
+      torch::Tensor h = d.detach().clone().set_requires_grad(true);
+      h.mutable_grad() = torch::zeros_like(h);
+      host_params.push_back(h);
+      if (job.parallel.offload_parameters) d.set_data(d.detach().clone());
+    }
+    params = host_params;
+  }
   if (settings.kind == Optimizer::adam)
     optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(settings.learning_rate));
   else
@@ -110,14 +125,60 @@ void Impl::optimizer_step() {
   if (!shards.empty()) {
     // Slices hold gradient sums over the data-parallel replicas: average them.
     torch::NoGradGuard no_grad;
-    for (auto& [k, s] : shards) s->owned().mutable_grad().div_(dp);
+    if (host_params.empty()) {
+      for (auto& [k, s] : shards) s->owned().mutable_grad().div_(dp);
+    } else {
+      for (torch::Tensor& h : host_params) h.mutable_grad().div_(dp);
+    }
   }
-  optimizer->step();
+  if (host_params.empty()) {
+    optimizer->step();
+  } else {
+    HostMemoryScope host;  // the optimizer state is created and stepped on the host
+    optimizer->step();
+  }
+  // With offload_parameters the updated shard stays on the host: the owned slices (the
+  // host copy the gathers start from) take it without a reload instruction.
+  if (job.parallel.offload_parameters) sync_device_from_host();
+}
+
+// offload_optimizer: the gradients the optimizer will use, device -> host.
+void Impl::offload_gradients() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < device_params.size(); ++i) {
+    const torch::Tensor& g = device_params[i].grad();
+    if (g.defined()) host_params[i].mutable_grad().copy_(g);
+    else host_params[i].mutable_grad().zero_();
+  }
+}
+
+// host -> device: the updated values after a host step (no layer), or with
+// offload_parameters a layer's shard staged for its all-gather.
+void Impl::reload_parameters(const Instruction& ins) {
+  torch::NoGradGuard no_grad;
+  if (ins.layer < 0) {
+    sync_device_from_host();
+    return;
+  }
+  staged[{ins.chunk, ins.layer}] = shards.at({ins.chunk, ins.layer})->owned().detach().clone();
+}
+
+void Impl::sync_device_from_host() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < device_params.size(); ++i) device_params[i].copy_(host_params[i]);
+}
+
+// The host copies take the device's values (at the start, and after a checkpoint loads).
+void Impl::sync_host_params() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < device_params.size(); ++i) host_params[i].copy_(device_params[i]);
 }
 
 void Impl::zero_gradients() {
   if (shards.empty()) {
-    optimizer->zero_grad();
+    optimizer->zero_grad();  // the host copies' gradients with offload_optimizer; the model's too
+    for (torch::Tensor& d : device_params)
+      if (d.grad().defined()) d.mutable_grad().zero_();
     return;
   }
   torch::NoGradGuard no_grad;
@@ -152,6 +213,8 @@ void Impl::execute(const Instruction& ins, std::size_t i, const std::set<PartKey
     case OpKind::reduce_scatter: collective(ins, i); break;
     case OpKind::offload: offload(ins, i); break;
     case OpKind::reload: reload(ins, i); break;
+    case OpKind::offload_gradients: offload_gradients(); break;
+    case OpKind::reload_parameters: reload_parameters(ins); break;
     case OpKind::wait: finish(ins.wait_for); break;  // a tensor instruction's wait: nothing in flight
     case OpKind::optimizer_step: optimizer_step(); break;
   }
@@ -288,6 +351,7 @@ void ProgramExecutor::load(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive optimizer;
   archive.read("optimizer", optimizer);
   s.optimizer->load(optimizer);
+  s.sync_host_params();
 }
 
 }  // namespace partune::backend

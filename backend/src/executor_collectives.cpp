@@ -69,7 +69,12 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
     case CommGroup::sharded: {
       ParameterShards& s = *shards.at(key);
       if (ins.kind == OpKind::all_gather) {
-        gather(index, s, group(CommGroup::sharded), ins.async, ins.count);
+        torch::Tensor source;  // offload_parameters: the shard reload_parameters brought up
+        if (auto st = staged.find(key); st != staged.end()) {
+          source = st->second;
+          staged.erase(st);
+        }
+        gather(index, s, group(CommGroup::sharded), ins.async, ins.count, source);
       } else {
         reduce_scatter(index, s, group(CommGroup::sharded), ins.async, ins.count);
       }
@@ -206,8 +211,9 @@ void Impl::reduce_scatter(int index, ParameterShards& s, const Communicator& g, 
   }, async);
 }
 
-void Impl::gather(int index, ParameterShards& s, const Communicator& g, bool async, int calls) {
-  const torch::Tensor owned = s.owned().detach().contiguous();
+void Impl::gather(int index, ParameterShards& s, const Communicator& g, bool async, int calls,
+                  const torch::Tensor& source) {
+  const torch::Tensor owned = (source.defined() ? source : s.owned().detach()).contiguous();
   auto packed = std::make_shared<torch::Tensor>(torch::empty({s.degree(), owned.numel()}));
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (const auto& [first, last] : pieces(owned.numel(), calls)) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "executor_state.hpp"
+#include "partune/backend/memory_accounting.hpp"
 
 namespace partune::backend {
 
@@ -150,6 +151,7 @@ void Impl::offload(const Instruction& ins, std::size_t i) {
   // An embedding's output stays with its graph, and so does a selective part's input
   // (its graph holds it: only a fully checkpointed part runs again from its input).
   if (part.input.defined() && !part.embedding && !part.selective) {
+    HostMemoryScope host;
     part.host_input = part.input.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
     part.input = torch::Tensor();
   }

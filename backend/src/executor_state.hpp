@@ -109,6 +109,13 @@ struct ProgramExecutor::Impl {
   std::map<BucketKey, std::unique_ptr<ParameterShards>> shards;  // ZeRO-1 or sharded
   std::set<BucketKey> resident;  // sharded buckets kept gathered through the step (tied embedding)
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  // offload_optimizer: the optimizer steps on host copies of what it updates (the owned
+  // slices, or the whole model): gradients go down to them and the updated values come
+  // back. On CPU both sides are host memory; the copies still run, so the path is the
+  // one a GPU run takes. offload_parameters: each gather starts from a copy of the shard
+  // brought up first (staged).
+  std::vector<torch::Tensor> device_params, host_params;
+  std::map<BucketKey, torch::Tensor> staged;
   torch::Tensor wte;  // this rank's tied token embedding (copy), when it syncs it
   std::set<const void*> sequence_parallel;  // parameters summed over the tensor group (by TensorImpl)
 
@@ -136,6 +143,10 @@ struct ProgramExecutor::Impl {
   void build_buckets();
   void build_optimizer(const OptimizerSettings& settings);
   void optimizer_step();
+  void offload_gradients();
+  void reload_parameters(const Instruction& ins);
+  void sync_host_params();
+  void sync_device_from_host();
   void zero_gradients();
   void execute(const Instruction& ins, std::size_t i, const std::set<PartKey>& recomputed, bool& head_ran);
 
@@ -172,7 +183,8 @@ struct ProgramExecutor::Impl {
   torch::Tensor embedding_gradient();
   // `calls` collective calls over near-equal column pieces (the instruction's count).
   void reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async, int calls);
-  void gather(int index, ParameterShards& s, const Communicator& g, bool async, int calls);
+  void gather(int index, ParameterShards& s, const Communicator& g, bool async, int calls,
+              const torch::Tensor& source = {});
   void release_after(const Instruction& ins);
   void sum_sequence_parallel_gradients(const Instruction& ins, std::size_t i);
 };

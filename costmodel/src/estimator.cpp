@@ -326,12 +326,36 @@ double step_end_sums(const Context& c, int stage) {
   return sum;
 }
 
-// 6. The optimizer step on the local shard.
+// 6. The optimizer step on the local shard, on the device or (offload_optimizer) on the host.
+double local_params(const Context& c, double stage_params) {
+  if (c.sdp > 1) return stage_params / c.sdp;
+  return c.pc.shard_optimizer_state ? stage_params / c.dp : stage_params;
+}
 double optimizer(const Context& c, double stage_params) {
-  double params = stage_params;
-  if (c.sdp > 1) params /= c.sdp;
-  else if (c.pc.shard_optimizer_state) params /= c.dp;
-  return optimizer_time(c.inst.gpu, c.job.training.optimizer, c.job.training.precision, params);
+  const TrainingConfig& t = c.job.training;
+  const double params = local_params(c, stage_params);
+  if (c.pc.offload_optimizer) return host_optimizer_time(c.inst, t.optimizer, t.precision, params);
+  return optimizer_time(c.inst.gpu, t.optimizer, t.precision, params);
+}
+
+// 6b. State offload's blocking copies over the rank's PCIe share (program.cpp): per step
+// the gradient shard down and (unless the parameters live on the host) the updated
+// shard up; with offload_parameters, per micro-batch each gather's shard up first (every
+// layer twice, the embedding and head with the layers beside them).
+double state_copies(const Context& c, const Slots& slots, double stage_params) {
+  if (!c.pc.offload_optimizer) return 0.0;
+  const int sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, std::max(1, c.inst.gpus_per_pcie_switch));
+  const double rate = c.inst.pcie_bw / sharers;
+  const double shard = local_params(c, stage_params) * c.eb;
+  double bytes = shard * (c.pc.offload_parameters ? 1.0 : 2.0);
+  if (c.pc.offload_parameters) {
+    const ShardingPlan plan = sharding_plan(c.job, c.stages.layer());
+    const double extras = stage_params - c.job.layers_on_stage(slots.critical) * c.job.model.layer_params() / c.tp;
+    const double gathered = c.job.layers_on_stage(slots.critical) * plan.gathered + extras;
+    const double microbatches = c.pc.microbatches * c.job.training.gradient_accumulation;
+    bytes += microbatches * 2.0 * gathered * c.eb / c.sdp;
+  }
+  return bytes / rate;
 }
 
 // 7. Memory: the largest stage against HBM, offloaded activations against host memory.
@@ -345,7 +369,7 @@ void memory_verdict(const Context& c, Estimate& e) {
     e.not_fit_reason = not_fit_reason(e.memory, hbm);
   } else if (host > c.inst.host_memory_bytes && c.inst.host_memory_bytes > 0) {
     e.fits = false;
-    e.not_fit_reason = fmt::format("offloaded activations need {} of host memory per node, the node has {}",
+    e.not_fit_reason = fmt::format("what is offloaded needs {} of host memory per node, the node has {}",
                                    gib(host), gib(c.inst.host_memory_bytes));
   }
 }
@@ -391,6 +415,9 @@ Estimate estimate(const Job& job) {
   br.data_parallel_comm = grads.total + sums;
   br.data_parallel_exposed = grads.exposed + sums;
   br.optimizer = optimizer(c, stage_params);
+  const double copies_of_states = state_copies(c, slots, stage_params);
+  br.offload_traffic += copies_of_states;
+  br.offload_exposed += copies_of_states;
   const double step = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_p2p +
                       br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
   Estimate e = headline_metrics(job, step);

@@ -191,6 +191,16 @@ JobViolation check_memory_and_kernels(const Job& job) {
   if (pc.offload_activations && pc.activation_checkpointing == Checkpointing::none)
     return bad("parallel.offload_activations",
                "offloading moves checkpointed activations: turn on activation_checkpointing");
+  if (pc.offload_parameters && pc.sharded_data_parallel_degree < 2)
+    return bad("parallel.offload_parameters",
+               "keeps the parameter shard on the host and gathers it from there: needs "
+               "sharded_data_parallel_degree > 1");
+  if (pc.offload_parameters && !pc.offload_optimizer)
+    return bad("parallel.offload_parameters",
+               "the parameters' shard is updated where the optimizer runs: turn on offload_optimizer as well");
+  if (pc.offload_optimizer && job.cluster.instance.host_memory_bw <= 0)
+    return bad("parallel.offload_optimizer",
+               "the optimizer steps on the host: the cluster's instance_type needs host.memory_bw_GBps");
   if (pc.flash_attention && (tc.precision == Precision::fp32 || tc.precision == Precision::tf32))
     return bad("parallel.flash_attention", "FlashAttention needs fp16 or bf16 precision");
   if (pc.sequence_parallel && tp < 2)

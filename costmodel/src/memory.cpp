@@ -98,6 +98,7 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   const double params = stage_parameter_count(job, stage);
   mb.parameters = params * sb.param / sdp;
   mb.gradients = params * sb.grad / sdp;
+  double slice_copies = 0;  // fp32 ZeRO-1's slice weights and reduced gradient (device buffers)
   if (sdp == 1 && pc.shard_optimizer_state) {
     // A sharded optimizer (ZeRO-1) updates a slice of its own beside the model's full
     // copy. In mixed precision that slice is the fp32 master weights already counted
@@ -106,7 +107,8 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     // back), so the slice's weights and its reduced gradient are two more fp32 copies of
     // 1/dp, as DeepSpeed's fp32 partitions and the backend's ParameterShards keep them.
     const bool mixed = training_is_mixed(job.training.precision);
-    mb.optimizer_states = params * (sb.optimizer + (mixed ? 0.0 : 8.0)) / dp;
+    slice_copies = mixed ? 0.0 : params * 8.0 / dp;
+    mb.optimizer_states = params * sb.optimizer / dp + slice_copies;
   } else {
     mb.optimizer_states = params * sb.optimizer / sdp;
   }
@@ -168,6 +170,18 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     const bool gpipe = pc.pipeline == PipelineSchedule::simple && !job.lm_head_on_first_stage();
     mb.logits_one_microbatch = logits_bytes_per_microbatch(job);
     mb.logits = mb.logits_one_microbatch * (gpipe ? in_flight : 1.0);
+  }
+  // ZeRO-Offload / FSDP CPU offload: the optimizer state (and the parameter shard) live
+  // on the host; the gradient shard accumulates on the device until the step.
+  if (pc.offload_optimizer) {
+    // fp32 ZeRO-1's slice copies stay: the reduce-scatter's output and the all-gather's
+    // input are device buffers.
+    mb.host_offload += mb.optimizer_states - slice_copies;
+    mb.optimizer_states = slice_copies;
+  }
+  if (pc.offload_parameters) {
+    mb.host_offload += mb.parameters;
+    mb.parameters = 0;
   }
   mb.reserved = inst.gpu.reserved_bytes;
   return mb;

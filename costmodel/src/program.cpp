@@ -247,7 +247,7 @@ class ProgramBuilder {
   // before use; the next layer's gather is started (prefetched) before this layer's
   // kernels, or after them / not at all in backward as the flavour's prefetch says.
   void gather_layer(int mb, int chunk, int layer, int layers_in_chunk, bool descending) {
-    if (prefetched_ < 0) prefetched_ = start_async(sharded_gather(mb, chunk, layer));
+    if (prefetched_ < 0) prefetched_ = start_gather(mb, chunk, layer);
     wait(prefetched_);
     prefetched_ = -1;
     if (descending && !sharding_.backward_prefetch_before_compute) return;  // prefetch_after
@@ -255,7 +255,27 @@ class ProgramBuilder {
   }
   void prefetch(int mb, int chunk, int next, int layers_in_chunk, bool descending) {
     if (descending && !sharding_.backward_prefetch) return;
-    if (next >= 0 && next < layers_in_chunk) prefetched_ = start_async(sharded_gather(mb, chunk, next));
+    if (next >= 0 && next < layers_in_chunk) prefetched_ = start_gather(mb, chunk, next);
+  }
+  // With offload_parameters the layer's shard comes from the host first (its gather
+  // starts once it is on the device).
+  int start_gather(int mb, int chunk, int layer) {
+    Instruction gather = sharded_gather(mb, chunk, layer);
+    if (pc_.offload_parameters) {
+      Instruction in = copy_of(OpKind::reload_parameters, gather.bytes * gather.count / sdp_);
+      in.microbatch = mb;
+      in.chunk = static_cast<std::int16_t>(chunk);
+      in.layer = static_cast<std::int16_t>(layer);
+      push(in);
+    }
+    return start_async(gather);
+  }
+  // A blocking device<->host copy of states (offload_optimizer, offload_parameters).
+  static Instruction copy_of(OpKind kind, double bytes) {
+    Instruction in;
+    in.kind = kind;
+    in.bytes = bytes;
+    return in;
   }
   // The embedding and head weights are sharded too: one more unit with the layer beside
   // them. A call's bytes are the mean of the instruction's units (count calls).
@@ -504,9 +524,18 @@ class ProgramBuilder {
     double local = params;
     if (sharded_) local /= sdp_;
     else if (pc_.shard_optimizer_state) local /= dp_;
-    push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
-                 optimizer_time(job_.cluster.instance.gpu, job_.training.optimizer, job_.training.precision,
-                                local)));
+    const TrainingConfig& t = job_.training;
+    if (pc_.offload_optimizer) {
+      // ZeRO-Offload: the gradient shard goes to the host, the host steps, and the updated
+      // 16-bit shard comes back (it stays there with offload_parameters: gathered from it).
+      push(copy_of(OpKind::offload_gradients, local * eb_));
+      push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
+                   host_optimizer_time(job_.cluster.instance, t.optimizer, t.precision, local)));
+      if (!pc_.offload_parameters) push(copy_of(OpKind::reload_parameters, local * eb_));
+    } else {
+      push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
+                   optimizer_time(job_.cluster.instance.gpu, t.optimizer, t.precision, local)));
+    }
     if (!sharded_ && pc_.shard_optimizer_state && dp_ > 1) {
       // Each rank updated its slice; gather the new weights back.
       push(collective(OpKind::all_gather, CommGroup::data, params * eb_, 1, -1, 0, -1));

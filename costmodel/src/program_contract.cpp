@@ -24,6 +24,8 @@ const char* to_string(OpKind k) {
     case OpKind::optimizer_step: return "optimizer_step";
     case OpKind::offload: return "offload";
     case OpKind::reload: return "reload";
+    case OpKind::offload_gradients: return "offload_gradients";
+    case OpKind::reload_parameters: return "reload_parameters";
     case OpKind::wait: return "wait";
   }
   return "?";

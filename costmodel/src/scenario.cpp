@@ -227,12 +227,13 @@ void read_links(const Reader& r, InstanceType& it) {
 void read_host_and_collectives(const Reader& r, InstanceType& it) {
   if (r.has("host")) {
     const Reader h = r.child("host");
-    h.allow_only({"cores", "memory_GiB", "all_busy_speed"});
+    h.allow_only({"cores", "memory_GiB", "all_busy_speed", "memory_bw_GBps"});
     it.host_cores = h.get_int("cores", 0, limits::kMaxHostCores, 0);
     it.host_all_busy_speed = h.get_fraction("all_busy_speed", 1.0);
     if (it.host_all_busy_speed < 1.0 && it.host_cores == 0)
       h.fail("all_busy_speed", "needs host.cores (the cores whose speed it describes)");
     it.host_memory_bytes = h.get_non_negative("memory_GiB", 0) * units::GiB;
+    if (h.has("memory_bw_GBps")) it.host_memory_bw = h.get_in_range("memory_bw_GBps", 0.01, 1e6) * units::giga;
   }
   if (r.has("collectives")) {
     const Reader c = r.child("collectives");
@@ -312,6 +313,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "data_parallel_degree", "microbatches", "active_microbatches", "pipeline",
                 "virtual_stages", "placement_strategy", "activation_checkpointing",
                 "offload_activations", "activation_loading_horizon", "shard_optimizer_state",
+                "offload_optimizer", "offload_parameters",
                 "flash_attention", "sequence_parallel", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
                 "lm_head_stage", "checkpointed_layers"});
@@ -331,6 +333,8 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.offload_activations = r.get_bool("offload_activations", false);
   p.activation_loading_horizon = r.get_int("activation_loading_horizon", 1, limits::kMaxLayers, 4);
   p.shard_optimizer_state = r.get_bool("shard_optimizer_state", false);
+  p.offload_optimizer = r.get_bool("offload_optimizer", false);
+  p.offload_parameters = r.get_bool("offload_parameters", false);
   p.flash_attention = r.get_bool("flash_attention", false);
   p.sequence_parallel = r.get_bool("sequence_parallel", false);
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);

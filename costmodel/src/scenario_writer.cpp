@@ -59,6 +59,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["host"]["cores"] = it.host_cores;
   if (it.host_all_busy_speed < 1.0) n["host"]["all_busy_speed"] = it.host_all_busy_speed;
   n["host"]["memory_GiB"] = it.host_memory_bytes / units::GiB;
+  if (it.host_memory_bw > 0) n["host"]["memory_bw_GBps"] = it.host_memory_bw / units::giga;
   n["collectives"]["ring"] = collective_node(it.ring);
   n["collectives"]["tree"] = collective_node(it.tree);
   n["collectives"]["all_to_all"] = collective_node(it.all_to_all);
@@ -129,6 +130,8 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   p["activation_checkpointing"] = enum_name(pc.activation_checkpointing);
   p["offload_activations"] = pc.offload_activations;
   p["activation_loading_horizon"] = pc.activation_loading_horizon;
+  if (pc.offload_optimizer) p["offload_optimizer"] = true;
+  if (pc.offload_parameters) p["offload_parameters"] = true;
   p["shard_optimizer_state"] = pc.shard_optimizer_state;
   p["flash_attention"] = pc.flash_attention;
   if (pc.sequence_parallel) p["sequence_parallel"] = true;

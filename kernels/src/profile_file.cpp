@@ -160,6 +160,10 @@ void add_link_comments(const Calibration& c, std::map<std::string, std::string>&
   k["pcie.gpus_per_switch"] = "[machine] every rank shares the one memory system";
   k["host.cores"] = "[machine] sched_getaffinity";
   k["host.memory_GiB"] = "[machine] /proc/meminfo MemTotal";
+  k["host.memory_bw_GBps"] = fmt::format(
+      "measured: the {}-thread copy_ rate above, read + write (each byte twice): the host\n"
+      "optimizer's memory traffic (offload_optimizer)",
+      c.max_threads);
   k["host.all_busy_speed"] = fmt::format(
       "measured: a layer's kernels (h 512, 1024 tokens: 4 GEMMs, add, gelu,\n"
       "layer_norm, softmax), one call each, alone vs on all {} cores at once",
@@ -211,6 +215,7 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   it.gpus_per_pcie_switch = m.cores;
   it.host_cores = m.cores;
   it.host_memory_bytes = m.memory_bytes;
+  it.host_memory_bw = 2.0 * c.copy_bandwidth_all;  // a copy reads and writes each byte
   if (!c.all_busy.empty()) it.host_all_busy_speed = fraction(c.all_busy_speed);
   // Gloo on CPU: the rank's own core does the copies and the syscalls (no overlap); it has
   // no tree all-reduce (as ring).

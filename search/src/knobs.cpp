@@ -175,6 +175,14 @@ void add_memory_knobs(std::vector<Knob>& k) {
       [](P p, Job& j) { j.parallel.offload_activations = p.offload; },
       [](J j) { return flag(j.parallel.offload_activations, "offload"); }));
   k.push_back(make_knob(
+      "offload_optimizer", &S::offload_optimizer, parse_bool, [](J j) { return j.parallel.offload_optimizer; },
+      [](P p, Job& j) { j.parallel.offload_optimizer = p.offload_optimizer; },
+      [](J j) { return flag(j.parallel.offload_optimizer, "offload-opt"); }));
+  k.push_back(make_knob(
+      "offload_parameters", &S::offload_parameters, parse_bool, [](J j) { return j.parallel.offload_parameters; },
+      [](P p, Job& j) { j.parallel.offload_parameters = p.offload_parameters; },
+      [](J j) { return flag(j.parallel.offload_parameters, "offload-params"); }));
+  k.push_back(make_knob(
       "shard_optimizer_state", &S::shard_optimizer_state, parse_bool,
       [](J j) { return j.parallel.shard_optimizer_state; },
       [](P p, Job& j) { j.parallel.shard_optimizer_state = p.shard_optimizer; },

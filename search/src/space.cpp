@@ -75,6 +75,9 @@ class Enumerator {
     ckpts_ = or_default(space.checkpointing, {Checkpointing::none, Checkpointing::selective, Checkpointing::full});
     offloads_ = or_default(space.offload_activations, {false, true});
     opt_shards_ = or_default(space.shard_optimizer_state, {false, true});
+    for (bool o : or_default(space.offload_optimizer, {false}))
+      for (bool p : or_default(space.offload_parameters, {false}))
+        if (!p || o) state_offloads_.emplace_back(o, p);  // parameters go with the optimizer
     flashes_ = or_default(space.flash_attention, half ? std::vector<bool>{false, true} : std::vector<bool>{false});
     algos_ = or_default(space.sharded_collectives, {CollectiveAlgorithm::ring, CollectiveAlgorithm::all_to_all});
     const auto& every = PlacementOrder::all();
@@ -172,12 +175,15 @@ class Enumerator {
             if (zero1 && (p.sharded > 1 || dp == 1)) continue;  // sharded DP already shards it
             for (bool fa : flashes_)
               for (bool sp : sps)
-                for (CollectiveAlgorithm algo : algos_) {
-                  if (p.sharded == 1 && algo != algos_.front()) continue;  // no sharded collectives
-                  p.checkpointing = ck, p.checkpointed_layers = ck_layers, p.offload = off;
-                  p.shard_optimizer = zero1, p.flash = fa, p.sequence_parallel = sp, p.sharded_collective = algo;
-                  check_and_visit(p);
-                }
+                for (CollectiveAlgorithm algo : algos_)
+                  for (const auto& [opt_off, param_off] : state_offloads_) {
+                    if (p.sharded == 1 && algo != algos_.front()) continue;  // no sharded collectives
+                    if (param_off && p.sharded == 1) continue;               // a shard to keep on the host
+                    p.checkpointing = ck, p.checkpointed_layers = ck_layers, p.offload = off;
+                    p.shard_optimizer = zero1, p.flash = fa, p.sequence_parallel = sp, p.sharded_collective = algo;
+                    p.offload_optimizer = opt_off, p.offload_parameters = param_off;
+                    check_and_visit(p);
+                  }
           }
         }
   }
@@ -200,6 +206,7 @@ class Enumerator {
   EnumerationStats stats_;
   std::vector<Checkpointing> ckpts_;
   std::vector<bool> offloads_, opt_shards_, flashes_;
+  std::vector<std::pair<bool, bool>> state_offloads_;  // (offload_optimizer, offload_parameters)
   std::vector<CollectiveAlgorithm> algos_;
   std::vector<PlacementOrder> placements_;
 };

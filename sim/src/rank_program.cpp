@@ -57,6 +57,8 @@ void RankProgramRunner::run() {
       case OpKind::reduce_scatter: run_collective(index, in, start); break;
       case OpKind::offload: run_offload(index, in); break;
       case OpKind::reload: run_reload(index, in); break;
+      case OpKind::offload_gradients:
+      case OpKind::reload_parameters: run_state_copy(in, start); break;
       case OpKind::wait: run_wait(in, start); break;
     }
     // Async work is recorded where it completes (stream actors, or its wait).
@@ -146,6 +148,16 @@ void RankProgramRunner::run_offload(int index, const Instruction& in) {
 void RankProgramRunner::run_reload(int index, const Instruction& in) {
   memory_.reload_started(in);
   comms_[index] = s4u::Comm::sendto_async(rs_.cpu, rs_.host, static_cast<uint64_t>(in.bytes * rs_.pcie_share));
+}
+
+// offload_optimizer / offload_parameters: a blocking copy of states over the rank's
+// PCIe share; the program waits for it (exposed as offload time).
+void RankProgramRunner::run_state_copy(const Instruction& in, double start) {
+  const auto bytes = static_cast<uint64_t>(in.bytes * rs_.pcie_share);
+  if (bytes == 0) return;
+  if (in.kind == OpKind::offload_gradients) s4u::Comm::sendto(rs_.host, rs_.cpu, bytes);
+  else s4u::Comm::sendto(rs_.cpu, rs_.host, bytes);
+  rs_.exposed.offload += now() - start;
 }
 
 void RankProgramRunner::run_wait(const Instruction& in, double start) {

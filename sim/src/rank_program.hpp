@@ -28,6 +28,7 @@ class RankProgramRunner final : public CollectiveObserver {
   void run_collective(int index, const Instruction& in, double start);
   void run_offload(int index, const Instruction& in);
   void run_reload(int index, const Instruction& in);
+  void run_state_copy(const Instruction& in, double start);
   void run_wait(const Instruction& in, double start);
   void wait_copy_or_send(const Instruction& in, double start);
   void wait_collective(const Instruction& in, double start);

@@ -151,6 +151,21 @@ TEST_CASE("multi-rank: optimizer-state sharding over data parallel 2", "[backend
   check_equivalent("--set shard_optimizer_state=true", 2);
 }
 
+TEST_CASE("multi-rank: optimizer state offload (ZeRO-Offload, FSDP CPU offload)", "[backend][multirank][offload]") {
+  // One rank stepping on host clones is the one-rank step itself.
+  check_equivalent("--set 'instance_type={base: local-cpu, gpus_per_node: 1}' --set microbatches=1 "
+                   "--set offload_optimizer=true",
+                   1);
+  check_equivalent("--set offload_optimizer=true", 2);
+  check_equivalent("--set shard_optimizer_state=true --set offload_optimizer=true", 2);
+  check_equivalent("--set sharded_data_parallel_degree=2 --set offload_optimizer=true", 2);
+  // The parameter shard kept on the host and gathered from there.
+  check_equivalent("--set sharded_data_parallel_degree=2 --set offload_optimizer=true --set offload_parameters=true", 2);
+  check_equivalent("--set sharded_data_parallel_degree=2 --set sharding_flavor=fsdp --set offload_optimizer=true "
+                   "--set offload_parameters=true",
+                   2);
+}
+
 TEST_CASE("multi-rank: activation checkpointing, full and selective", "[backend][multirank]") {
   check_equivalent("--set activation_checkpointing=full", 2);
   check_equivalent("--set activation_checkpointing=selective --set pipeline_parallel_degree=2", 2);

@@ -34,6 +34,8 @@ Job unusual_job() {
   pc.activation_checkpointing = Checkpointing::selective;
   pc.checkpointed_layers = 2;
   pc.offload_activations = true;
+  pc.offload_optimizer = true;
+  pc.offload_parameters = true;
   pc.shard_optimizer_state = false;
   pc.flash_attention = true;
   pc.sequence_parallel = true;
@@ -46,7 +48,8 @@ const std::vector<std::pair<std::string, std::string>> kValues = {
     {"pipeline_parallel_degree", "2"},  {"tensor_parallel_degree", "2"},   {"sharded_data_parallel_degree", "2"},
     {"sharded_collective", "all_to_all"}, {"microbatch_size", "2"},       {"pipeline", "interleaved"},
     {"virtual_stages", "2"},            {"placement_strategy", "PDT"},     {"activation_checkpointing", "selective"},
-    {"checkpointed_layers", "2"},       {"offload_activations", "true"},   {"shard_optimizer_state", "false"},
+    {"checkpointed_layers", "2"},       {"offload_activations", "true"},   {"offload_optimizer", "true"},
+    {"offload_parameters", "true"},     {"shard_optimizer_state", "false"},
     {"flash_attention", "true"},        {"sequence_parallel", "true"},
 };
 
@@ -64,6 +67,8 @@ Job changed(Job j, const std::string& key) {
   else if (key == "activation_checkpointing") pc.activation_checkpointing = Checkpointing::full;
   else if (key == "checkpointed_layers") pc.checkpointed_layers = -1;
   else if (key == "offload_activations") pc.offload_activations = false;
+  else if (key == "offload_optimizer") pc.offload_optimizer = false;
+  else if (key == "offload_parameters") pc.offload_parameters = false;
   else if (key == "shard_optimizer_state") pc.shard_optimizer_state = true;
   else if (key == "flash_attention") pc.flash_attention = false;
   else if (key == "sequence_parallel") pc.sequence_parallel = false;
@@ -127,6 +132,7 @@ TEST_CASE("apply writes every knob of a point into the job", "[search][knobs]") 
   p.placement = PlacementOrder::parse("PDT");
   p.checkpointing = Checkpointing::selective, p.checkpointed_layers = 2;
   p.offload = true, p.shard_optimizer = false, p.flash = true, p.sequence_parallel = true;
+  p.offload_optimizer = true, p.offload_parameters = true;
   const Job job = make_job(base, p);
   for (const auto& [key, text] : kValues) {
     INFO("knob " << key);
@@ -139,7 +145,7 @@ TEST_CASE("apply writes every knob of a point into the job", "[search][knobs]") 
 
 TEST_CASE("describe: a candidate's description, written out by hand", "[search][knobs]") {
   const Job job = unusual_job();
-  CHECK(describe(job) == "pp2 tp2 dp4 sdp2(all_to_all) mb4x2 1f1b-v2 PDT ckpt-selective(2/stage) offload flash sp");
+  CHECK(describe(job) == "pp2 tp2 dp4 sdp2(all_to_all) mb4x2 1f1b-v2 PDT ckpt-selective(2/stage) offload offload-opt offload-params flash sp");
   Job plain = p4d_job("gpt2-small", 1, 16);  // pp 1, tp 1, one micro-batch, cluster placement
   plain.parallel.microbatches = 2;
   CHECK(describe(plain) == "pp1 tp1 dp8 mb2x1 DPT");

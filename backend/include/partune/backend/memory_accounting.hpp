@@ -30,4 +30,23 @@ std::int64_t cpu_tensor_bytes_peak();
 // Starts a new peak from the bytes in use now (e.g. at the start of a training step).
 void reset_cpu_tensor_bytes_peak();
 
+// Storage allocated on this thread while a HostMemoryScope is alive stands for host
+// memory (state offload's optimizer state and parameter copies, offloaded activations):
+// on CPU the "device" and the host are one memory, and the cost model's peak is the
+// device's. Such storage is counted apart (cpu_host_tensor_bytes_in_use), never in the
+// figures above, until it is freed. Scopes nest.
+class HostMemoryScope {
+ public:
+  HostMemoryScope();
+  ~HostMemoryScope();
+  HostMemoryScope(const HostMemoryScope&) = delete;
+  HostMemoryScope& operator=(const HostMemoryScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Bytes of storage allocated inside a HostMemoryScope and not yet freed.
+std::int64_t cpu_host_tensor_bytes_in_use();
+
 }  // namespace partune::backend

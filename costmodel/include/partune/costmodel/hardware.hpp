@@ -88,6 +88,9 @@ struct InstanceType {
   // Meaningful where ranks compute on the host's cores (CPU profiles).
   double host_all_busy_speed = 1.0;
   double host_memory_bytes = 0;
+  // Bytes/s the host's memory sustains with every core streaming (a STREAM triad): the
+  // rate of an optimizer step offloaded to the host, shared by the node's ranks. 0: unknown.
+  double host_memory_bw = 0;
   CollectiveProfile ring;        // NCCL-style rings (GPU kernels)
   CollectiveProfile tree;        // NCCL-style double binary tree
   CollectiveProfile all_to_all;  // SMDDP-style all-to-all (CPU-driven on EFA)

@@ -70,6 +70,13 @@ struct ParallelConfig {
   Checkpointing activation_checkpointing = Checkpointing::none;
   bool offload_activations = false;
   int activation_loading_horizon = 4;  // layers reloaded ahead of backward
+  // ZeRO-Offload / FSDP CPU offload: the optimizer state, fp32 master weights and the
+  // gradient shard live in host memory and the optimizer steps on the host's cores; the
+  // gradient shard goes down and the updated 16-bit weights come back over PCIe.
+  bool offload_optimizer = false;
+  // ZeRO-3 offload_param / FSDP offload_params: the 16-bit parameter shard lives in host
+  // memory too and is copied to the device before each all-gather (sharded DP only).
+  bool offload_parameters = false;
   bool shard_optimizer_state = false;
   bool flash_attention = false;
   // Megatron's sequence parallelism (Korthikanti et al. 2022): the norms, dropouts and

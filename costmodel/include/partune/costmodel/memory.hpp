@@ -30,7 +30,8 @@ double largest_extra_unit(const Job& job, int stage);
   double logits_one_microbatch = 0;
   double communication_buffers = 0;
   double reserved = 0;         // CUDA context, allocator slack
-  double host_offload = 0;     // host bytes for offloaded activations (not on the GPU)
+  double host_offload = 0;     // host bytes per GPU (not on it): offloaded activations, and with
+                               // offload_optimizer / offload_parameters the states moved there
   int stage = 0;               // pipeline stage these numbers belong to
 
   // The head's logits and the recompute working set share the peak (the larger of the two).

@@ -40,6 +40,9 @@ enum class OpKind : std::uint8_t {
   optimizer_step,
   offload,          // device -> host copy of checkpointed activations
   reload,           // host -> device, ahead of backward
+  offload_gradients,  // offload_optimizer: this rank's gradient shard, device -> host, before the step
+  reload_parameters,  // host -> device: the updated 16-bit shard after a host step, or (offload_parameters)
+                      // a layer's shard before its all-gather
   wait,
 };
 const char* to_string(OpKind k);

@@ -20,6 +20,10 @@ struct SearchSpace {
   std::vector<Checkpointing> checkpointing;
   std::vector<bool> offload_activations;
   std::vector<bool> shard_optimizer_state;
+  // State offload (ZeRO-Offload / FSDP CPU offload) is tried only on request (default
+  // false): it trades step time for memory, so it is a way to fit, listed explicitly.
+  std::vector<bool> offload_optimizer;
+  std::vector<bool> offload_parameters;
   std::vector<bool> flash_attention;
   std::vector<bool> sequence_parallel;    // default: both where tensor degree > 1, else false
   std::vector<CollectiveAlgorithm> sharded_collectives;
@@ -45,6 +49,7 @@ struct Point {
   PlacementOrder placement;
   Checkpointing checkpointing = Checkpointing::none;
   bool offload = false, shard_optimizer = false, flash = false, sequence_parallel = false;
+  bool offload_optimizer = false, offload_parameters = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   int checkpointed_layers = -1;
 };
