@@ -1,4 +1,4 @@
-// partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--set k=v] [--json] [--trace-dir DIR]
+// partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--repeats R] [--set k=v] [--json] [--trace-dir DIR]
 // The predicted-vs-measured loop: each job is simulated (per-layer programs, every rank,
 // on the job's instance type, with the model the backend runs) and run on the LibTorch
 // backend (build/partune-run; backend_run.hpp), compared by sim/validation.hpp and
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "job_suite.hpp"
+#include "progress.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/sim/simulator.hpp"
@@ -32,7 +34,7 @@ namespace {
 struct ValidateOptions {
   std::string job, suite, trace_dir, jobs;
   std::vector<std::string> overrides;
-  int steps = 8, warmup = 3;
+  int steps = 8, warmup = 3, repeats = 3;
   bool json = false;
 };
 
@@ -44,30 +46,59 @@ struct JobCase {
   Job ran;
 };
 
-// Simulates and runs one job; its comparison, and the result object of --json (text is
-// made from it).
-sim::Comparison validate_job(const JobCase& c, const ValidateOptions& opt, nlohmann::json* out) {
-  const std::vector<RankProgram> programs = build_programs(c.ran, ProgramOptions{Granularity::layer});
-  // The prediction: every rank (no symmetry: the per-rank peaks are compared), the
-  // backend's per-layer instructions.
+// A job's prediction: its per-layer programs and their simulation (every rank, no
+// symmetry: the per-rank peaks are compared), made once for all its runs.
+struct Prediction {
+  std::vector<RankProgram> programs;
+  sim::SimResult result;
+};
+
+Prediction predict(const JobCase& c) {
+  Prediction p;
+  p.programs = build_programs(c.ran, ProgramOptions{Granularity::layer});
   sim::SimOptions so;
   so.use_symmetry = false;
   so.record_events = true;
   so.granularity = Granularity::layer;
-  const sim::SimResult predicted = sim::simulate(c.ran, so);
+  p.result = sim::simulate(c.ran, so);
+  return p;
+}
+
+// Every run of one job: its comparisons, and what the backend said of itself.
+struct JobRuns {
+  std::optional<Prediction> prediction;
+  std::vector<sim::Comparison> runs;
+  int threads_per_rank = 0;
+  std::string error;  // set when the job failed (the first failure ends it)
+};
+
+void run_once(const JobCase& c, const ValidateOptions& opt, JobRuns& j) {
+  if (!j.prediction) j.prediction = predict(c);
   const BackendRun run = run_on_backend({c.file, opt.overrides, opt.steps, c.ran.world_size(), c.model});
-  sim::Comparison cmp = sim::compare_with_measurement(c.ran, programs, predicted, run.measured, opt.warmup);
-  *out = comparison_json({c.job.name, c.file, backend::describe(c.model), run.report.value("threads_per_rank", 0)},
-                         c.ran, cmp);
+  j.runs.push_back(sim::compare_with_measurement(c.ran, j.prediction->programs, j.prediction->result, run.measured,
+                                                 opt.warmup));
+  j.threads_per_rank = run.report.value("threads_per_rank", 0);
+}
+
+// The job's result object of --json (text is made from it), with its traces written.
+nlohmann::json job_result(const JobCase& c, const ValidateOptions& opt, const JobRuns& j, const sim::Comparison& cmp) {
+  nlohmann::json out =
+      comparison_json({c.job.name, c.file, backend::describe(c.model), j.threads_per_rank}, c.ran, cmp);
   if (!opt.trace_dir.empty()) {
     const std::string pfile = opt.trace_dir + "/" + c.job.name + "-predicted.json";
     const std::string mfile = opt.trace_dir + "/" + c.job.name + "-measured.json";
-    write_chrome_trace(pfile, predicted.events, c.ran.cluster.instance.gpus_per_node);
+    write_chrome_trace(pfile, j.prediction->result.events, c.ran.cluster.instance.gpus_per_node);
     // The timed step whose time is the median stands for the run.
     write_chrome_trace(mfile, cmp.median_step_events, c.ran.cluster.instance.gpus_per_node);
-    (*out)["traces"] = {{"predicted", pfile}, {"measured", mfile}, {"measured_step", cmp.median_step + 1}};
+    out["traces"] = {{"predicted", pfile}, {"measured", mfile}, {"measured_step", cmp.median_step + 1}};
   }
-  return cmp;
+  return out;
+}
+
+// Ranks (times their threads) that outnumber this machine's cores.
+bool oversubscribed(const JobCase& c, int threads_per_rank) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 && static_cast<unsigned>(c.ran.world_size() * std::max(1, threads_per_rank)) > cores;
 }
 
 }  // namespace
@@ -81,6 +112,11 @@ void register_validate(CLI::App& app) {
   cmd->add_option("--jobs", opt->jobs, "with --suite: only these job files (names without .yaml, comma-separated)");
   cmd->add_option("--steps", opt->steps, "backend steps per job, warm-up included")->capture_default_str()->check(count_in(1, 1000000));
   cmd->add_option("--warmup", opt->warmup, "first steps left out of the measurement")->capture_default_str()->check(count_in(0, 1000000));
+  cmd->add_option("--repeats", opt->repeats,
+                  "runs of each job, interleaved with the other jobs (A B C A B C); the step time is the "
+                  "20th percentile of every timed step, with a bootstrap interval and the job's noise floor")
+      ->capture_default_str()
+      ->check(count_in(1, 1000));
   cmd->add_option("--set", opt->overrides, "override a key of every job, e.g. --set optimizer=sgd");
   cmd->add_option("--trace-dir", opt->trace_dir, "write DIR/<job>-predicted.json and DIR/<job>-measured.json (Chrome traces)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
@@ -119,23 +155,42 @@ void register_validate(CLI::App& app) {
     std::error_code ec;  // the trace folder is made before any job runs
     if (!opt->trace_dir.empty() && !fs::create_directories(opt->trace_dir, ec) && ec)
       throw OutputError(opt->trace_dir, "cannot create the folder: " + ec.message(), true);
+    // Interleaved: round r runs every job once (A B C A B C), so slow periods of the
+    // machine fall on every job alike.
+    std::vector<JobRuns> runs(cases.size());
+    const bool bar = ::isatty(STDERR_FILENO) != 0;
+    for (int r = 0; r < opt->repeats; ++r)
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        if (bar) progress_bar(static_cast<long>(r * cases.size() + i), static_cast<long>(opt->repeats * cases.size()), "runs");
+        if (!runs[i].error.empty()) continue;
+        try {
+          run_once(cases[i], *opt, runs[i]);
+        } catch (const std::exception& e) {
+          runs[i].error = e.what();
+          std::cerr << fmt::format("partune: error: {}: {}\n", cases[i].file, e.what());
+        }
+      }
+    if (bar) std::cerr << "\r\033[K" << std::flush;
     nlohmann::json results = nlohmann::json::array();
     std::vector<std::optional<sim::Comparison>> compared;
-    for (const JobCase& c : cases) {
+    std::vector<sim::SuiteOutcome> outcomes;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const JobCase& c = cases[i];
       nlohmann::json r;
-      try {
-        compared.emplace_back(validate_job(c, *opt, &r));
-      } catch (const std::exception& e) {
+      if (runs[i].error.empty()) {
+        compared.emplace_back(sim::pool_runs(runs[i].runs));
+        r = job_result(c, *opt, runs[i], *compared.back());
+      } else {
         compared.emplace_back();
-        r = failure_json(c.job.name, c.file, e.what());
-        std::cerr << fmt::format("partune: error: {}: {}\n", c.file, e.what());
+        r = failure_json(c.job.name, c.file, runs[i].error);
       }
+      const bool over = oversubscribed(c, runs[i].threads_per_rank);
+      r["oversubscribed"] = over;
       results.push_back(r);
       if (!opt->json) std::cout << job_text(r) << "\n" << std::flush;
+      outcomes.push_back({c.job.name, nullptr, over});
     }
-    std::vector<sim::SuiteOutcome> outcomes;
-    for (std::size_t i = 0; i < cases.size(); ++i)
-      outcomes.push_back({cases[i].job.name, compared[i] ? &*compared[i] : nullptr});
+    for (std::size_t i = 0; i < cases.size(); ++i) outcomes[i].comparison = compared[i] ? &*compared[i] : nullptr;
     const sim::SuiteSummary summary = sim::summarize(outcomes);
     const nlohmann::json s = summary_json(summary);
     if (opt->json) std::cout << nlohmann::json({{"jobs", results}, {"summary", s}}).dump(2) << "\n";

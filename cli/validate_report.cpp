@@ -15,6 +15,18 @@ std::string signed_pct(double pct) { return std::isfinite(pct) ? fmt::format("{:
 
 double json_pct(const nlohmann::json& v) { return v.is_null() ? NAN : v.get<double>(); }
 
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+nlohmann::json statistics_json(const sim::StepStatistics& m) {
+  return {{"statistic", fmt::format("{:g}th percentile of every timed step", 100 * sim::kLowQuantile)},
+          {"runs", m.runs},
+          {"samples", m.samples},
+          {"low_s", m.low},
+          {"low_ci95_s", {m.low_ci_lo, m.low_ci_hi}},
+          {"median_s", m.median},
+          {"noise_floor_pct", finite_or_null(m.noise_floor_pct)}};
+}
+
 }  // namespace
 
 std::string layout(const Job& job) {
@@ -54,7 +66,8 @@ nlohmann::json comparison_json(const ValidatedJob& v, const Job& ran, const sim:
           {"threads_per_rank", v.threads_per_rank},
           {"steps", {{"run", c.steps_run}, {"warmup", c.warmup}, {"timed_seconds", c.timed_seconds}}},
           {"step_time", {{"predicted_s", c.predicted_step_s}, {"measured_s", c.measured_step_s},
-                         {"error_pct", c.step_error_pct}}},
+                         {"error_pct", c.step_error_pct}, {"within_noise", c.within_noise}}},
+          {"measured_statistics", statistics_json(c.measured)},
           {"kinds", kinds},
           {"memory", memory},
           {"reserved_bytes_left_out", c.reserved_bytes_left_out},
@@ -75,6 +88,10 @@ nlohmann::json summary_json(const sim::SuiteSummary& s) {
            s.worst_abs_step_error_pct >= 0 ? nlohmann::json(s.worst_abs_step_error_pct) : nlohmann::json()},
           {"worst_job", s.worst_job},
           {"median_abs_memory_error_pct", s.median_abs_memory_error_pct},
+          {"step_errors_over", "jobs whose ranks fit the host's cores"},
+          {"oversubscribed_jobs", s.oversubscribed},
+          {"oversubscribed_median_abs_step_error_pct", finite_or_null(s.oversubscribed_median_abs_step_error_pct)},
+          {"jobs_within_noise", s.within_noise},
           {"memory_errors_over", "every rank of every job"}};
 }
 
@@ -107,8 +124,16 @@ std::string job_text(const nlohmann::json& r) {
                    r.at("layout").get<std::string>(), r.at("threads_per_rank").get<int>(),
                    r.at("threads_per_rank").get<int>() == 1 ? "" : "s");
   o << fmt::format("  model run: {}\n", r.at("model").get<std::string>());
-  o << fmt::format("  measured: median of steps {}..{} (after {} warm-up)\n", st.at("warmup").get<int>() + 1,
-                   st.at("run").get<int>(), st.at("warmup").get<int>());
+  const auto& ms = r.at("measured_statistics");
+  const nlohmann::json& floor = ms.at("noise_floor_pct");
+  o << fmt::format("  measured: {} (steps {}..{} of {} interleaved run{}: {} steps), 95% interval {:.4f}..{:.4f} s, "
+                   "median {:.4f} s; noise floor {}{}\n",
+                   ms.at("statistic").get<std::string>(), st.at("warmup").get<int>() + 1, st.at("run").get<int>(),
+                   ms.at("runs").get<int>(), ms.at("runs").get<int>() == 1 ? "" : "s", ms.at("samples").get<int>(),
+                   ms.at("low_ci95_s")[0].get<double>(), ms.at("low_ci95_s")[1].get<double>(),
+                   ms.at("median_s").get<double>(),
+                   floor.is_null() ? std::string("unknown (one run)") : fmt::format("{:.1f}%", floor.get<double>()),
+                   r.value("oversubscribed", false) ? "; oversubscribed (more rank threads than cores)" : "");
   o << fmt::format("  {:<34} {:>12} {:>12} {:>8}\n", "", "predicted", "measured", "error");
   const auto& t = r.at("step_time");
   o << fmt::format("  {:<34} {:>10.4f} s {:>10.4f} s {:>8}\n", "step time", t.at("predicted_s").get<double>(),
@@ -146,20 +171,31 @@ std::string summary_text(const nlohmann::json& results, const nlohmann::json& s)
       const double e = json_pct(m["error_pct"]);
       if (std::isfinite(e) && (!std::isfinite(worst_mem) || std::abs(e) > std::abs(worst_mem))) worst_mem = e;
     }
-    o << fmt::format("{:<30} {:>5}  {:<38} {:>8.4f} s {:>8.4f} s {:>8} {:>12}\n", r["job"].get<std::string>(),
+    o << fmt::format("{:<30} {:>5}  {:<38} {:>8.4f} s {:>8.4f} s {:>9} {:>12}\n", r["job"].get<std::string>(),
                      r["world_size"].get<int>(), r["layout"].get<std::string>(),
                      r["step_time"]["predicted_s"].get<double>(), r["step_time"]["measured_s"].get<double>(),
-                     signed_pct(json_pct(r["step_time"]["error_pct"])), signed_pct(worst_mem));
+                     signed_pct(json_pct(r["step_time"]["error_pct"])) +
+                         (r["step_time"].value("within_noise", false) ? "~"
+                          : r.value("oversubscribed", false)          ? "*"
+                                                                      : " "),
+                     signed_pct(worst_mem));
   }
   const auto pct = [](const nlohmann::json& v) {
     return std::isfinite(json_pct(v)) ? fmt::format("{:.1f}%", v.get<double>()) : std::string("n/a");
   };
-  o << fmt::format("\n{} job{}, {} failed; step time |error|: median {}, worst {}{}; peak memory |error| (every rank): "
-                   "median {}\n",
+  o << fmt::format("\n{} job{}, {} failed; step time |error|: median {}, worst {}{} (jobs that fit the cores); peak memory |error| (every "
+                   "rank): median {}\n",
                    s["jobs"].get<int>(), s["jobs"].get<int>() == 1 ? "" : "s", s["failed"].get<int>(),
                    pct(s["median_abs_step_error_pct"]), pct(s["worst_abs_step_error_pct"]),
                    s["worst_job"].get<std::string>().empty() ? "" : " (" + s["worst_job"].get<std::string>() + ")",
                    pct(s["median_abs_memory_error_pct"]));
+  if (s.value("oversubscribed_jobs", 0) > 0)
+    o << fmt::format("{} oversubscribed job{} (*: more rank threads than cores, judged apart): median |step error| {}\n",
+                     s["oversubscribed_jobs"].get<int>(), s["oversubscribed_jobs"].get<int>() == 1 ? "" : "s",
+                     pct(s["oversubscribed_median_abs_step_error_pct"]));
+  o << fmt::format("measured: the {:g}th percentile of every timed step of every run; ~: |error| inside the job's "
+                   "noise floor ({} job{})\n",
+                   100 * sim::kLowQuantile, s.value("jobs_within_noise", 0), s.value("jobs_within_noise", 0) == 1 ? "" : "s");
   const ValidationTargets t;
   o << fmt::format("memory error column: the rank with the largest |error|; targets: median |step error| <= {:g}%, "
                    "worst <= {:g}%, memory median <= {:g}%\n",

@@ -211,7 +211,8 @@ Comparison compare_with_measurement(const Job& ran, const std::vector<RankProgra
   std::vector<double> peak;
   timed_steps(measured, ran.world_size(), warmup, c, peak);
   c.predicted_step_s = predicted.metrics.step_time;
-  c.measured_step_s = median(c.timed_seconds);
+  c.measured = step_statistics({c.timed_seconds});
+  c.measured_step_s = c.measured.low;
   c.step_error_pct = error_pct(c.predicted_step_s, c.measured_step_s);
 
   const MeasuredSteps steps = split_measured_steps(programs, measured.events, c.steps_run);
@@ -226,24 +227,48 @@ Comparison compare_with_measurement(const Job& ran, const std::vector<RankProgra
 
   c.median_step = warmup;
   for (int s = warmup; s < c.steps_run; ++s)
-    if (std::abs(c.timed_seconds[static_cast<std::size_t>(s - warmup)] - c.measured_step_s) <
-        std::abs(c.timed_seconds[static_cast<std::size_t>(c.median_step - warmup)] - c.measured_step_s))
+    if (std::abs(c.timed_seconds[static_cast<std::size_t>(s - warmup)] - c.measured.median) <
+        std::abs(c.timed_seconds[static_cast<std::size_t>(c.median_step - warmup)] - c.measured.median))
       c.median_step = s;
   c.median_step_events = steps.events[static_cast<std::size_t>(c.median_step)];
+  return c;
+}
+
+Comparison pool_runs(const std::vector<Comparison>& runs) {
+  if (runs.empty()) throw std::invalid_argument("pool_runs: no run");
+  std::vector<std::size_t> order(runs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return runs[a].measured.low < runs[b].measured.low; });
+  Comparison c = runs[order[(order.size() - 1) / 2]];  // the median run (the lower of two)
+  std::vector<std::vector<double>> timed;
+  c.timed_seconds.clear();
+  for (const Comparison& r : runs) {
+    timed.push_back(r.timed_seconds);
+    c.timed_seconds.insert(c.timed_seconds.end(), r.timed_seconds.begin(), r.timed_seconds.end());
+  }
+  c.measured = step_statistics(timed);
+  c.measured_step_s = c.measured.low;
+  c.step_error_pct = error_pct(c.predicted_step_s, c.measured_step_s);
+  c.within_noise = within_noise(c.step_error_pct, c.measured);
   return c;
 }
 
 SuiteSummary summarize(const std::vector<SuiteOutcome>& outcomes) {
   SuiteSummary s;
   s.jobs = static_cast<int>(outcomes.size());
-  std::vector<double> step_errors, memory_errors;
+  std::vector<double> step_errors, memory_errors, oversubscribed_errors;
   for (const SuiteOutcome& o : outcomes) {
     if (!o.comparison) {
       ++s.failed;
       continue;
     }
     const double e = std::abs(o.comparison->step_error_pct);
-    if (std::isfinite(e)) {
+    if (o.comparison->within_noise) ++s.within_noise;
+    if (o.oversubscribed) {
+      ++s.oversubscribed;
+      if (std::isfinite(e)) oversubscribed_errors.push_back(e);
+    } else if (std::isfinite(e)) {
       step_errors.push_back(e);
       if (e > s.worst_abs_step_error_pct) s.worst_abs_step_error_pct = e, s.worst_job = o.job;
     }
@@ -253,6 +278,7 @@ SuiteSummary summarize(const std::vector<SuiteOutcome>& outcomes) {
     }
   }
   s.median_abs_step_error_pct = median(step_errors);
+  s.oversubscribed_median_abs_step_error_pct = median(oversubscribed_errors);
   s.median_abs_memory_error_pct = median(memory_errors);
   return s;
 }

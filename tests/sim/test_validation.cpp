@@ -118,7 +118,7 @@ TEST_CASE("measured steps: split per step, waits booked to the awaited kind, on 
   }
 }
 
-TEST_CASE("a job's comparison: medians over the steps after the warm-up", "[validation]") {
+TEST_CASE("a job's comparison: the steps after the warm-up, their low quantile and medians", "[validation]") {
   sim::MeasuredRun run;
   add_step(run.events, 0, 0.1, 0.5);
   add_step(run.events, 10, 0.2, 1.0);
@@ -129,8 +129,10 @@ TEST_CASE("a job's comparison: medians over the steps after the warm-up", "[vali
   const sim::Comparison c =
       sim::compare_with_measurement(one_rank_job(), one_rank_program(), predicted_run(), run, 1);
   CHECK(c.timed_seconds == std::vector<double>{5.2, 4.5, 4.9});
-  CHECK(c.measured_step_s == Approx(4.9));
-  CHECK(c.step_error_pct == Approx(100 * (5.0 - 4.9) / 4.9));
+  // Sorted 4.5 4.9 5.2: the 20th percentile at position 0.4 is 4.5 + 0.4 x 0.4 = 4.66.
+  CHECK(c.measured_step_s == Approx(4.66));
+  CHECK(c.measured.median == Approx(4.9));
+  CHECK(c.step_error_pct == Approx(100 * (5.0 - 4.66) / 4.66));
   REQUIRE(c.kinds.size() == 3);  // OpKind order: forward, backward, all_reduce
   CHECK(c.kinds[0].kind == OpKind::forward);
   CHECK(c.kinds[0].error_pct == Approx(0).margin(1e-9));
@@ -153,7 +155,7 @@ TEST_CASE("a job's comparison: medians over the steps after the warm-up", "[vali
     CHECK(s.jobs == 2);
     CHECK(s.failed == 1);
     CHECK(s.worst_job == "a");
-    CHECK(s.worst_abs_step_error_pct == Approx(100 * 0.1 / 4.9));
+    CHECK(s.worst_abs_step_error_pct == Approx(100 * 0.34 / 4.66));
     CHECK(s.median_abs_memory_error_pct == Approx(100 * 100.0 / 1100));
     CHECK(std::isnan(sim::summarize({{"b", nullptr}}).median_abs_step_error_pct));
   }

@@ -36,7 +36,7 @@ TEST_CASE("validate runs a 3-job subset of the suite on both sides", "[validate]
   const std::string traces = std::string(VALIDATE_WORK_DIR) + "/validate-traces";
   std::filesystem::remove_all(traces);
   const std::string cmd = std::string(PARTUNE_BINARY) + " validate --suite " + PARTUNE_SOURCE_DIR +
-                          "/scenarios/validation --jobs 06-tp2,14-pp2-1f1b,11-sdp2 --steps 4 --warmup 1 --json "
+                          "/scenarios/validation --jobs 06-tp2,14-pp2-1f1b,11-sdp2 --steps 4 --warmup 1 --repeats 2 --json "
                           "--trace-dir " + traces;
   INFO(cmd);
   FILE* pipe = ::popen(cmd.c_str(), "r");
@@ -68,7 +68,17 @@ TEST_CASE("validate runs a 3-job subset of the suite on both sides", "[validate]
     CHECK(st.at("predicted_s").get<double>() > 0);
     CHECK(st.at("measured_s").get<double>() > 0);
     CHECK(std::isfinite(st.at("error_pct").get<double>()));
-    CHECK(j.at("steps").at("timed_seconds").size() == 3);
+    // Two interleaved runs of 3 timed steps each, pooled; the low quantile within its
+    // interval and not above the median; two runs give a noise floor.
+    CHECK(j.at("steps").at("timed_seconds").size() == 6);
+    const auto& ms = j.at("measured_statistics");
+    CHECK(ms.at("runs").get<int>() == 2);
+    CHECK(ms.at("samples").get<int>() == 6);
+    CHECK(ms.at("low_s").get<double>() == Approx(j.at("step_time").at("measured_s").get<double>()));
+    CHECK(ms.at("low_s").get<double>() <= ms.at("median_s").get<double>());
+    CHECK(ms.at("low_ci95_s")[0].get<double>() <= ms.at("low_s").get<double>());
+    CHECK(ms.at("low_ci95_s")[1].get<double>() >= ms.at("low_s").get<double>());
+    CHECK(ms.at("noise_floor_pct").get<double>() >= 0);
     for (double s : j.at("steps").at("timed_seconds")) CHECK(s > 0);
 
     // Every predicted event kind has its measured twin.

@@ -17,6 +17,7 @@
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/sim/simulator.hpp"
+#include "partune/sim/step_statistics.hpp"
 
 namespace partune::sim {
 
@@ -67,8 +68,11 @@ struct MemoryComparison {
 // One job, predicted against measured over the steps after the warm-up.
 struct Comparison {
   int steps_run = 0, warmup = 0;
-  std::vector<double> timed_seconds;  // the steps after the warm-up
-  double predicted_step_s = 0, measured_step_s = 0, step_error_pct = 0;  // measured: the median
+  std::vector<double> timed_seconds;  // the steps after the warm-up (of every run, pooled)
+  // measured: the low quantile of the timed steps (step_statistics.hpp); the error is on it.
+  double predicted_step_s = 0, measured_step_s = 0, step_error_pct = 0;
+  StepStatistics measured;     // the timed steps' statistics over every run
+  bool within_noise = false;   // |step error| inside the job's noise floor
   std::vector<KindComparison> kinds;  // every kind either side has, in OpKind order
   std::vector<MemoryComparison> memory;  // every simulated rank
   // The simulator's peak includes the instance's reserved memory (runtime, allocator
@@ -85,14 +89,25 @@ struct Comparison {
 Comparison compare_with_measurement(const Job& ran, const std::vector<RankProgram>& programs,
                                     const SimResult& predicted, const MeasuredRun& measured, int warmup);
 
-// A suite of jobs: the errors over every job that ran.
+// Several runs of the same job (interleaved with other jobs): one comparison whose step
+// time is the statistics of every run's timed steps; kinds, memory and the median step's
+// timeline are those of the run whose own low quantile is the median run's. Throws
+// std::invalid_argument for no run.
+Comparison pool_runs(const std::vector<Comparison>& runs);
+
+// A suite of jobs: the errors over every job that ran. Jobs whose ranks outnumber the
+// host's cores are oversubscribed (no real cluster runs so): they count for memory and
+// correctness, and their step error is summarised apart from the targets'.
 struct SuiteOutcome {
   std::string job;
   const Comparison* comparison = nullptr;  // null: the job failed
+  bool oversubscribed = false;
 };
 struct SuiteSummary {
   int jobs = 0, failed = 0;
-  double median_abs_step_error_pct = 0;  // NaN when no job ran
+  int oversubscribed = 0, within_noise = 0;     // jobs that ran
+  double oversubscribed_median_abs_step_error_pct = 0;  // NaN when none
+  double median_abs_step_error_pct = 0;  // over jobs that fit the cores; NaN when none ran
   double worst_abs_step_error_pct = -1;  // < 0 when no job ran
   std::string worst_job;
   double median_abs_memory_error_pct = 0;  // over every rank of every job
