@@ -327,10 +327,7 @@ double step_end_sums(const Context& c, int stage) {
 }
 
 // 6. The optimizer step on the local shard, on the device or (offload_optimizer) on the host.
-double local_params(const Context& c, double stage_params) {
-  if (c.sdp > 1) return stage_params / c.sdp;
-  return c.pc.shard_optimizer_state ? stage_params / c.dp : stage_params;
-}
+double local_params(const Context& c, double stage_params) { return stage_params * c.job.optimizer_shard_fraction(); }
 double optimizer(const Context& c, double stage_params) {
   const TrainingConfig& t = c.job.training;
   const double params = local_params(c, stage_params);

@@ -61,6 +61,12 @@ int Job::data_parallel_degree() const {
   return mp > 0 ? world_size() / mp : 0;
 }
 
+double Job::optimizer_shard_fraction() const {
+  if (parallel.sharded_data_parallel_degree > 1) return 1.0 / parallel.sharded_data_parallel_degree;
+  if (parallel.shard_optimizer_state && data_parallel_degree() > 0) return 1.0 / data_parallel_degree();
+  return 1.0;
+}
+
 int Job::microbatch_size() const {
   const int per_step = data_parallel_degree() * parallel.microbatches *
                        training.gradient_accumulation;

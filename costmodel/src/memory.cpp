@@ -98,20 +98,16 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   const double params = stage_parameter_count(job, stage);
   mb.parameters = params * sb.param / sdp;
   mb.gradients = params * sb.grad / sdp;
-  double slice_copies = 0;  // fp32 ZeRO-1's slice weights and reduced gradient (device buffers)
-  if (sdp == 1 && pc.shard_optimizer_state) {
-    // A sharded optimizer (ZeRO-1) updates a slice of its own beside the model's full
-    // copy. In mixed precision that slice is the fp32 master weights already counted
-    // (ZeRO: 2 + 2 + 12 / dp bytes per parameter). In fp32 the model's weights cannot be
-    // the master copy (each rank updates only its slice, and the whole copy is gathered
-    // back), so the slice's weights and its reduced gradient are two more fp32 copies of
-    // 1/dp, as DeepSpeed's fp32 partitions and the backend's ParameterShards keep them.
-    const bool mixed = training_is_mixed(job.training.precision);
-    slice_copies = mixed ? 0.0 : params * 8.0 / dp;
-    mb.optimizer_states = params * sb.optimizer / dp + slice_copies;
-  } else {
-    mb.optimizer_states = params * sb.optimizer / sdp;
-  }
+  // The optimizer state of the rank's share (Job::optimizer_shard_fraction). A sharded
+  // optimizer (ZeRO-1) updates a slice of its own beside the model's full copy. In mixed
+  // precision that slice is the fp32 master weights already counted (ZeRO: 2 + 2 + 12 / dp
+  // bytes per parameter). In fp32 the model's weights cannot be the master copy (each rank
+  // updates only its slice, and the whole copy is gathered back), so the slice's weights
+  // and its reduced gradient are two more fp32 copies of 1/dp, as DeepSpeed's fp32
+  // partitions and the backend's ParameterShards keep them (device buffers).
+  const bool zero1 = sdp == 1 && pc.shard_optimizer_state;
+  const double slice_copies = zero1 && !training_is_mixed(job.training.precision) ? params * 8.0 / dp : 0.0;
+  mb.optimizer_states = params * sb.optimizer * job.optimizer_shard_fraction() + slice_copies;
   const double layer_params = m.layer_params() / tp;
   const double extras = params - job.layers_on_stage(stage) * layer_params;  // embedding, head
   if (dp > 1 && sdp == 1) {

@@ -521,9 +521,7 @@ class ProgramBuilder {
       const double bytes = static_cast<double>(m.vocab) * m.hidden / tp_ * eb_ * owned_fraction();
       push(collective(OpKind::all_reduce, CommGroup::embedding, bytes, 1, -1, 0, -1));
     }
-    double local = params;
-    if (sharded_) local /= sdp_;
-    else if (pc_.shard_optimizer_state) local /= dp_;
+    const double local = params * job_.optimizer_shard_fraction();
     const TrainingConfig& t = job_.training;
     if (pc_.offload_optimizer) {
       // ZeRO-Offload: the gradient shard goes to the host, the host steps, and the updated

@@ -112,6 +112,10 @@ struct Job {
   // parallelism splits each data-parallel group into groups of this size.
   int data_parallel_degree() const;
   int microbatch_size() const;  // sequences per micro-batch per data-parallel rank
+  // The share of a stage's parameters whose optimizer state (and step) is this rank's:
+  // 1 / sharded degree when sharded, 1 / data degree with shard_optimizer_state (ZeRO-1),
+  // else 1. Memory, the programs' optimizer step and the estimator all use it.
+  double optimizer_shard_fraction() const;
   int effective_active_microbatches() const;
 
   // --- Layers per pipeline stage (parallel.stage_layers, or layers / pp).
