@@ -156,7 +156,7 @@ void Impl::offload_gradients() {
 // offload_parameters a layer's shard staged for its all-gather.
 void Impl::reload_parameters(const Instruction& ins) {
   torch::NoGradGuard no_grad;
-  if (ins.layer < 0) {
+  if (ins.microbatch < 0) {  // after the host step
     sync_device_from_host();
     return;
   }

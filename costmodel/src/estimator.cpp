@@ -348,9 +348,11 @@ double state_copies(const Context& c, const Slots& slots, double stage_params) {
   if (c.pc.offload_parameters) {
     const ShardingPlan plan = sharding_plan(c.job, c.stages.layer());
     const double extras = stage_params - c.job.layers_on_stage(slots.critical) * c.job.model.layer_params() / c.tp;
+    // The head on stage 0 gathers the embedding and head once more for its own passes.
+    const double head_first = c.job.lm_head_on_first_stage() && slots.critical == 0 ? extras : 0.0;
     const double gathered = c.job.layers_on_stage(slots.critical) * plan.gathered + extras;
     const double microbatches = c.pc.microbatches * c.job.training.gradient_accumulation;
-    bytes += microbatches * 2.0 * gathered * c.eb / c.sdp;
+    bytes += microbatches * (2.0 * gathered + head_first) * c.eb / c.sdp;
   }
   return bytes / rate;
 }

@@ -339,8 +339,14 @@ class ProgramBuilder {
     if (sharded_) {
       // The tied weight is sharded: gather it for the head (its gradient joins the
       // embedding's reduce-scatter with layer 0's backward).
-      const int g = start_async(collective(OpKind::all_gather, CommGroup::sharded,
-                                           (embedding_params(0) + head_params(0)) * eb_, 1, mb, head_chunk_, -1));
+      const double bytes = (embedding_params(0) + head_params(0)) * eb_;
+      if (pc_.offload_parameters) {  // its shard comes from the host first, as every gather's
+        Instruction in = copy_of(OpKind::reload_parameters, bytes / sdp_);
+        in.microbatch = mb;
+        in.chunk = static_cast<std::int16_t>(head_chunk_);
+        push(in);
+      }
+      const int g = start_async(collective(OpKind::all_gather, CommGroup::sharded, bytes, 1, mb, head_chunk_, -1));
       wait(g);
     }
     push(compute(OpKind::forward, mb, head_chunk_, -1, 0, head_.logits_fwd));

@@ -155,3 +155,19 @@ TEST_CASE("fp32 ZeRO-1 offload keeps the slice's weights and reduced gradient on
   CHECK(o.host_offload - b.host_offload == Approx(kParams * 8 / 8));
   CHECK(b.optimizer_states == Approx(kParams * 16 / 8));
 }
+
+TEST_CASE("with the head on stage 0, its own gather's shard comes from the host too", "[offload][program]") {
+  Job job = p4d_job("gpt2-small", 1, 16);
+  job.parallel.pipeline_parallel_degree = 2;  // 6 layers a stage, dp 4 sharded over 4
+  job.parallel.microbatches = 2;
+  job.parallel.sharded_data_parallel_degree = 4;
+  job.parallel.lm_head_stage = LmHeadStage::first;
+  job.parallel.offload_optimizer = true;
+  job.parallel.offload_parameters = true;
+  require_valid(job);
+  // Stage 0, per micro-batch: each of its 6 layers gathered twice, and the embedding with
+  // the head once more for the head's forward and backward.
+  const Copies c = copies(build_program(job, 0));
+  CHECK(c.up == 2 * (2 * 6 + 1));
+  CHECK(c.down == 1);
+}
