@@ -13,7 +13,9 @@
 #include "progress.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/tuner.hpp"
+#include "backend_process.hpp"
 #include "report.hpp"
+#include "search_execute.hpp"
 
 namespace partune::cli {
 
@@ -27,6 +29,7 @@ struct SearchCommand {
   bool no_partition = false;
   bool json = false, estimator_only = false, simulate_contrasts = false;
   double tokens = 0, price_per_node_hour = 0;
+  ExecuteOptions execute;  // --execute K: run candidates on the backend (0: not)
 };
 
 void add_search_options(CLI::App* cmd, SearchCommand* opt) {
@@ -51,6 +54,16 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("--price-per-node-hour", opt->price_per_node_hour, "price of one node-hour for the cost estimate")
       ->check(number_in(0, 1e9, true));
   cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->add_option("--execute", opt->execute.candidates,
+                  "run the top K candidates and K more from the rest of the ranking on the LibTorch backend, "
+                  "and compare the measured ranking with the predicted one (Kendall's tau, regret)")
+      ->check(count_in(1, 1000));
+  cmd->add_option("--execute-repeats", opt->execute.repeats, "with --execute: interleaved runs of each candidate")
+      ->capture_default_str()
+      ->check(count_in(1, 100));
+  cmd->add_option("--execute-steps", opt->execute.steps, "with --execute: steps per run, 2 warm-up steps included")
+      ->capture_default_str()
+      ->check(count_in(3, 10000));
 }
 
 // The job's own search restrictions, then --fix; a bad one names where it came from.
@@ -73,7 +86,8 @@ search::SearchSpace restricted_space(const Job& base, const SearchCommand& opt) 
   return space;
 }
 
-void print_search_report(const Job& base, const search::SearchReport& report, const SearchCommand& opt) {
+void print_search_report(const Job& base, const search::SearchReport& report, const SearchCommand& opt,
+                         const nlohmann::json& execution) {
   if (report.ranked.empty() && report.estimated == 0) {
     std::cerr << "partune: no legal configuration in this space (" << report.enumerated
               << " combinations, all rejected by the job rules: check --fix and the degrees' divisibility)\n";
@@ -91,11 +105,13 @@ void print_search_report(const Job& base, const search::SearchReport& report, co
     j["rejected_by_simulator"] = nlohmann::json::array();
     for (const auto& c : report.rejected)
       j["rejected_by_simulator"].push_back({{"configuration", search::describe(c.job)}, {"reason", c.rejection}});
+    if (!execution.is_null()) j["execution"] = execution;
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << search_text(base, report, budget, opt.show);
     if (!report.rejected.empty()) std::cout << "\nruled out by the simulator (not the winner):\n";
     for (const auto& c : report.rejected) std::cout << "  " << search::describe(c.job) << ": " << c.rejection << "\n";
+    if (!execution.is_null()) std::cout << execution_text(execution);
   }
   if (!opt.explain.empty()) {
     std::cout << "\nwhy candidates matching " << fmt::format("{}", fmt::join(opt.explain, " ")) << " were dropped:\n";
@@ -105,6 +121,10 @@ void print_search_report(const Job& base, const search::SearchReport& report, co
 
 void run_search_command(const SearchCommand& opt) {
   const Job base = load_job(opt.job, opt.overrides);
+  if (opt.execute.candidates > 0 && ::access(runner_path().c_str(), X_OK) != 0) {
+    std::cerr << "partune: error: --execute needs the LibTorch backend (build/partune-run), and this build has none\n";
+    throw Exit{2};
+  }
   // Opened first: a --write-job path that cannot be written fails before the search.
   std::optional<AtomicFile> job_file;
   if (!opt.write_job.empty()) job_file.emplace(opt.write_job);
@@ -129,7 +149,18 @@ void run_search_command(const SearchCommand& opt) {
   if (terminal) so.progress = progress_bar;
   const search::SearchReport report = search::run_search(base, space, so);
   if (terminal) std::fprintf(stderr, "\r%80s\r", "");
-  print_search_report(base, report, opt);
+  nlohmann::json execution;
+  if (opt.execute.candidates > 0 && !report.ranked.empty()) {
+    ExecuteOptions eo = opt.execute;
+    eo.progress = ::isatty(STDERR_FILENO) != 0;
+    try {
+      execution = execute_candidates(report, eo);
+    } catch (const std::runtime_error& e) {
+      std::cerr << "partune: error: " << opt.job << ": " << e.what() << "\n";
+      throw Exit{1};
+    }
+  }
+  print_search_report(base, report, opt, execution);
   if (job_file) {
     job_file->write(job_yaml(report.ranked.front().job, opt.job));
     job_file->commit();

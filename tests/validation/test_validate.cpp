@@ -127,3 +127,44 @@ TEST_CASE("validate runs a 3-job subset of the suite on both sides", "[validate]
   CHECK(std::isfinite(s.at("worst_abs_step_error_pct").get<double>()));
   CHECK(std::isfinite(s.at("median_abs_memory_error_pct").get<double>()));
 }
+
+// `partune search --execute 2` end to end on the ranking suite's first job: the search
+// ranks, then the top 2 and 2 more from the rest run on the backend. Checks that both
+// sides ran for every executed candidate and that the ranking figures are finite.
+TEST_CASE("search --execute 2 runs candidates on the backend and compares the rankings", "[validate][execute]") {
+  const std::string cmd = std::string(PARTUNE_BINARY) + " search " + PARTUNE_SOURCE_DIR +
+                          "/scenarios/validation/search/01-two-ranks.yaml --execute 2 --execute-repeats 2 "
+                          "--execute-steps 4 --json 2>&1";
+  INFO(cmd);
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const nlohmann::json doc = nlohmann::json::parse(out);
+  const auto& x = doc.at("execution");
+  const auto& candidates = x.at("candidates");
+  CHECK(candidates.size() == 4);  // the top 2, and 2 from the rest of the ranking
+  CHECK(candidates.front().at("search_rank").get<int>() == 1);
+  CHECK(candidates.back().at("search_rank").get<int>() > 2);
+  for (const auto& c : candidates) {
+    INFO(c.dump());
+    REQUIRE_FALSE(c.contains("error"));
+    CHECK(c.at("predicted_step_s").get<double>() > 0);
+    CHECK(c.at("measured_step_s").get<double>() > 0);
+    CHECK(c.at("measured_ci95_s")[0].get<double>() <= c.at("measured_step_s").get<double>());
+    CHECK(std::isfinite(c.at("error_pct").get<double>()));
+    CHECK(c.at("noise_floor_pct").get<double>() >= 0);
+  }
+  const auto& a = x.at("agreement");
+  CHECK(std::abs(a.at("kendall_tau").get<double>()) <= 1);
+  CHECK(std::abs(a.at("spearman_rho").get<double>()) <= 1);
+  const int rank = a.at("measured_rank_of_predicted_best").get<int>();
+  CHECK((rank >= 1 && rank <= 4));
+  CHECK(a.at("regret_pct").get<double>() >= 0);
+  CHECK(a.at("regret_pct").get<double>() < 100);
+}
