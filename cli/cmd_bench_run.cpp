@@ -20,6 +20,7 @@
 #include "backend_process.hpp"
 #include "commands.hpp"
 #include "option_checks.hpp"
+#include "partune/costmodel/quantile.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/sim/validation.hpp"
 
@@ -27,14 +28,16 @@ namespace partune::cli {
 
 namespace {
 
-// Median samples/s of the steps after the warm-up.
-double median_samples_per_s(const nlohmann::json& report, int warmup) {
+// Samples/s of a run: that of its 20th-percentile step time after the warm-up (the
+// statistic of validate and calibrate, costmodel/quantile.hpp): the 80th percentile of
+// the steps' samples/s.
+double run_samples_per_s(const nlohmann::json& report, int warmup) {
   std::vector<double> v;
   const auto& steps = report.at("steps");
   for (std::size_t i = static_cast<std::size_t>(warmup); i < steps.size(); ++i)
     v.push_back(steps[i].at("samples_per_s").get<double>());
   if (v.empty()) throw std::runtime_error("bench run: no step after the warm-up (raise --steps)");
-  return sim::median(v);
+  return quantile(v, 1.0 - kLowQuantile);
 }
 
 struct Options {
@@ -87,7 +90,7 @@ void bench_run(const Options& opt) {
     double alone_sum = 0, slowest = std::numeric_limits<double>::infinity();
     std::string each;
     for (int i = 0; i < n; ++i) {
-      const double sps = median_samples_per_s(alone[static_cast<std::size_t>(i)]->report(), opt.warmup);
+      const double sps = run_samples_per_s(alone[static_cast<std::size_t>(i)]->report(), opt.warmup);
       each += fmt::format("{}{:.2f}", i ? " + " : "", sps);
       alone_sum += sps;
       slowest = std::min(slowest, sps);
@@ -95,7 +98,7 @@ void bench_run(const Options& opt) {
     slowest_alone.push_back(slowest);
     BackendProcess world(common_sets + fmt::format(" --nproc {}", n));
     report = world.report();
-    const double together = median_samples_per_s(report, opt.warmup);
+    const double together = run_samples_per_s(report, opt.warmup);
     std::cout << fmt::format("  round {}: alone {} = {:.2f} samples/s; world of {} {:.2f} samples/s ({:.1f}%)\n", round,
                              each, alone_sum, n, together, 100.0 * together / alone_sum)
               << std::flush;
@@ -104,11 +107,17 @@ void bench_run(const Options& opt) {
   }
   using sim::median;
   const double alone_sum = median(alone_sums), together = median(worlds);
+  // The efficiency of each round (world over its own round's alone): their spread says
+  // how much one round can be trusted.
+  std::vector<double> efficiency;
+  for (std::size_t r = 0; r < worlds.size(); ++r) efficiency.push_back(100.0 * worlds[r] / alone_sums[r]);
+  const auto [low, high] = std::minmax_element(efficiency.begin(), efficiency.end());
   const auto& m = report.at("model");
   std::cout << fmt::format("  sum of the {} alone       {:>10.2f} samples/s\n", n, alone_sum);
   std::cout << fmt::format("  data-parallel world of {} {:>10.2f} samples/s\n", n, together);
-  std::cout << fmt::format("  efficiency             {:>10.1f} %   (target >= 90% for a world of 2 on a 2-core machine)\n",
-                           100.0 * together / alone_sum);
+  std::cout << fmt::format("  efficiency             {:>10.1f} %   (medians over {} rounds; rounds {:.1f}..{:.1f}%; "
+                           "target >= 90% for a world of 2 on a 2-core machine)\n",
+                           100.0 * together / alone_sum, opt.rounds, *low, *high);
   // Data parallelism is synchronous: each step waits for the slowest replica. When the
   // cores do not deliver the same speed (a shared VM), even free communication gives
   // n x the slowest; against that bound the rest is the backend's own overhead.
@@ -116,8 +125,8 @@ void bench_run(const Options& opt) {
   std::cout << fmt::format("  lockstep bound         {:>10.2f} samples/s   ({} x the slowest alone; the world reaches "
                            "{:.1f}% of it)\n",
                            bound, n, 100.0 * together / bound);
-  std::cout << fmt::format("model run: {} layers, hidden {}, seq {}, vocab {}; {} sequences per step; median of steps "
-                           "{}..{}\n",
+  std::cout << fmt::format("model run: {} layers, hidden {}, seq {}, vocab {}; {} sequences per step; each run: the 20th-percentile "
+                           "step of steps {}..{}\n",
                            m.at("layers").get<int>(), m.at("hidden").get<int>(), m.at("seq_len").get<int>(),
                            m.at("vocab").get<int>(), job.training.global_batch, opt.warmup + 1, opt.steps);
 }
@@ -133,7 +142,7 @@ void register_bench_run(CLI::App* bench) {
   cmd->add_option("--rounds", opt->rounds, "alternating rounds (alone, then the world); medians over them")
       ->capture_default_str()
       ->check(count_in(1, 1000));
-  cmd->add_option("--warmup", opt->warmup, "first steps left out of the median")->capture_default_str()->check(count_in(0, 100000));
+  cmd->add_option("--warmup", opt->warmup, "first steps left out of each run's figure")->capture_default_str()->check(count_in(0, 100000));
   cmd->add_option("--set", opt->overrides, "override a job key for every run, e.g. --set microbatches=4");
   cmd->add_option("--scale-layers", opt->layers, "model run: layers")->capture_default_str()->check(count_in(1, 1000000));
   cmd->add_option("--scale-hidden", opt->hidden, "model run: hidden size")->capture_default_str()->check(count_in(1, 1000000));

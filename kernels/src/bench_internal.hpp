@@ -8,9 +8,11 @@
 
 namespace partune::kernels::detail {
 
-// Seconds per call of `f`: one warm-up call, then three batches of about target/3
-// seconds each; the median batch mean. Not the best: a profile must predict a sustained
-// run on these cores, whose speed wanders, not their fastest moment.
+// Seconds per call of `f`: one warm-up call, then five batches of about target/5
+// seconds each; the 20th percentile of the batch means (costmodel/quantile.hpp): the
+// statistic validate and search --execute judge a measured step on, so a profile and
+// the runs it is checked against describe the same undisturbed speed. Not the single
+// fastest batch: that is one lucky moment.
 double time_per_call(const std::function<void()>& f, double target_seconds);
 
 // LibTorch fp32 CPU kernels (compute_bench.cpp). `threads`: LibTorch intra-op threads.

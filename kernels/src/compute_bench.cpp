@@ -10,8 +10,12 @@
 #include <torch/torch.h>
 
 #include "bench_internal.hpp"
+#include "partune/costmodel/quantile.hpp"
 
 namespace partune::kernels::detail {
+
+// Batches of a timing: their 20th percentile is the call's time (quantile.hpp).
+constexpr int kBatches = 5;
 
 double time_per_call(const std::function<void()>& f, double target_seconds) {
   using clock = std::chrono::steady_clock;
@@ -21,13 +25,12 @@ double time_per_call(const std::function<void()>& f, double target_seconds) {
     return std::chrono::duration<double>(clock::now() - t0).count() / static_cast<double>(reps);
   };
   const double first = seconds_of(1);  // warm-up: page faults, thread-pool start, caches
-  const long reps = std::clamp(static_cast<long>(target_seconds / 3.0 / std::max(first, 1e-9)), 1L, 100000L);
+  const long reps = std::clamp(static_cast<long>(target_seconds / kBatches / std::max(first, 1e-9)), 1L, 100000L);
   // A call longer than the whole budget is timed twice (once more after the warm-up).
   if (first > target_seconds) return seconds_of(reps);
-  double batch[3];
+  std::vector<double> batch(kBatches);
   for (double& b : batch) b = seconds_of(reps);
-  std::sort(batch, batch + 3);
-  return batch[1];
+  return quantile(batch, kLowQuantile);
 }
 
 namespace {

@@ -16,15 +16,6 @@ constexpr std::uint64_t kSeed = 20260525;  // fixed: the same steps give the sam
 
 }  // namespace
 
-double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return NAN;
-  std::sort(values.begin(), values.end());
-  const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(values.size() - 1);
-  const auto below = static_cast<std::size_t>(std::floor(pos));
-  const std::size_t above = std::min(below + 1, values.size() - 1);
-  return values[below] + (pos - static_cast<double>(below)) * (values[above] - values[below]);
-}
-
 StepStatistics step_statistics(const std::vector<std::vector<double>>& runs) {
   if (runs.empty()) throw std::invalid_argument("step statistics of no run");
   StepStatistics s;

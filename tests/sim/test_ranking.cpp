@@ -40,7 +40,7 @@ TEST_CASE("the predicted best's measured rank and the regret of trusting it", "[
   CHECK_THROWS_AS(sim::rank_agreement({}, {}), std::invalid_argument);
 }
 
-TEST_CASE("--execute runs the top K and K more down to the bottom of the ranking", "[ranking]") {
+TEST_CASE("search --execute runs the top K and K more down to the bottom of the ranking", "[ranking]") {
   // 20 ranked, K 5: 0..4, then 5 + 14 x j / 5 for j = 1..5 rounded: 8, 11, 13, 16, 19.
   CHECK(search::execution_sample(20, 5) == std::vector<std::size_t>{0, 1, 2, 3, 4, 8, 11, 13, 16, 19});
   CHECK(search::execution_sample(6, 3) == std::vector<std::size_t>{0, 1, 2, 3, 4, 5});  // all: 6 <= 2K

@@ -33,7 +33,7 @@ struct MachineInfo {
   std::string blas_core;     // openblas_get_corename() when LibTorch runs on OpenBLAS, else empty
 };
 
-// Raw measurements. Times are seconds per call: the median mean of three timed batches.
+// Raw measurements. Times are seconds per call: the 20th percentile of five timed batches' means.
 struct GemmMeasurement {
   int threads = 1;
   std::string shape;  // "qkv h768 t1024", ..., "square 256"

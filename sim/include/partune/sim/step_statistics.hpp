@@ -8,10 +8,14 @@
 // repeated runs of the same job land). Pure functions, deterministic.
 #include <vector>
 
+#include "partune/costmodel/quantile.hpp"
+
 namespace partune::sim {
 
-// The quantile the step error is computed on: the 20th percentile of the timed steps.
-inline constexpr double kLowQuantile = 0.2;
+// The quantile the step error is computed on: the 20th percentile of the timed steps
+// (costmodel/quantile.hpp, the statistic calibrate times its kernels with too).
+using partune::kLowQuantile;
+using partune::quantile;
 
 struct StepStatistics {
   int runs = 0, samples = 0;
@@ -22,10 +26,6 @@ struct StepStatistics {
   // repeated runs of the same job land. NaN with one run (unknown).
   double noise_floor_pct = 0;
 };
-
-// The q-quantile (0 <= q <= 1) with linear interpolation between order statistics
-// (type 7, as numpy's default); NaN for no values.
-double quantile(std::vector<double> values, double q);
 
 // `runs`: each run's timed steps (warm-up left out). Throws std::invalid_argument when
 // there is no run or a run has no step.
