@@ -288,16 +288,14 @@ std::vector<std::string> unusable_fits(const Calibration& c) {
     if (!problem.empty()) out.push_back(problem);
   };
   check(calibration::efficiency_fit_problem("gemm_1_thread", "max_efficiency", c.gemm_fit.max_efficiency,
-                                            c.gemm_fit.residual, kMaxProfileFitRms));
+                                            c.gemm_fit.residual, kMaxProfileFitRms, kMaxFitEfficiency));
   // The key is the head-dim curve's value at head_dim 128 (op_cost.cpp); what must lie in
-  // (0, 1] is the efficiency it implies at the head dims measured: up to 1.1, since a bmm
-  // at full speed measured against the separately measured FMA peak lands either side of 1
-  // (seen at 1.0003 on an AMD EPYC with avx512).
+  // (0, kMaxFitEfficiency] is the efficiency it implies at the head dims measured.
   double scale = 0;
   for (const auto& a : c.attention) scale = std::max(scale, calibration::score_bmm_head_dim_scale(a.head_dim));
   check(calibration::efficiency_fit_problem("attention", "score_bmm_efficiency x head-dim scale",
                                             c.attention_fit.score_bmm_efficiency * (scale > 0 ? scale : 1.0),
-                                            c.attention_fit.residual, kMaxProfileFitRms, 1.1));
+                                            c.attention_fit.residual, kMaxProfileFitRms, kMaxFitEfficiency));
   return out;
 }
 

@@ -112,7 +112,15 @@ Calibration calibrate(const CalibrationOptions& options);
 // 2-core machine measures about 13% (GEMM) and 25% (attention); a fit that explains its
 // samples this badly describes no kernel the estimator would time.
 constexpr double kMaxProfileFitRms = 0.5;
-// The fits the profile is built from that cannot be used (an efficiency outside (0, 1],
+// The largest efficiency (of the separately measured FMA peak) a fit may report. A kernel
+// at full speed measured against a peak timed in another run lands either side of 1: seen
+// at 1.0003 (attention bmm, AMD EPYC, avx512) and 1.09 (GEMM asymptote fitted from
+// calibrate --quick's few shapes under ASan, 0.88-0.90 in the Release build on the same
+// machine). Up to this figure the profile writes the efficiency as 1; above it the fit is
+// refused (a peak or a FLOP count is wrong, as with the 7.66 that was once clamped).
+constexpr double kMaxFitEfficiency = 1.1;
+// The fits the profile is built from that cannot be used (an efficiency outside
+// (0, kMaxFitEfficiency],
 // an rms error above kMaxProfileFitRms), one line each naming the fit and why; empty when
 // the profile can be written.
 std::vector<std::string> unusable_fits(const Calibration& c);
