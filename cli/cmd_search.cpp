@@ -119,7 +119,7 @@ void print_search_report(const Job& base, const search::SearchReport& report, co
   }
 }
 
-void run_search_command(const SearchCommand& opt) {
+nlohmann::json run_search_command(const SearchCommand& opt) {
   const Job base = load_job(opt.job, opt.overrides);
   if (opt.execute.candidates > 0 && ::access(runner_path().c_str(), X_OK) != 0) {
     std::cerr << "partune: error: --execute needs the LibTorch backend (build/partune-run), and this build has none\n";
@@ -166,9 +166,20 @@ void run_search_command(const SearchCommand& opt) {
     job_file->commit();
     if (!opt.json) std::cout << "wrote " << opt.write_job << "\n";
   }
+  return execution;
 }
 
 }  // namespace
+
+nlohmann::json search_and_execute(const std::string& job, const std::vector<std::string>& overrides,
+                                  const ExecuteOptions& execute, bool json) {
+  SearchCommand opt;
+  opt.job = job;
+  opt.overrides = overrides;
+  opt.execute = execute;
+  opt.json = json;
+  return run_search_command(opt);
+}
 
 void register_search(CLI::App& app) {
   auto* cmd = app.add_subcommand("search", "Autotune: the fastest parallel configuration that fits");

@@ -1,4 +1,6 @@
 // partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--repeats R] [--set k=v] [--json] [--trace-dir DIR]
+// partune validate --search JOB [--candidates K]: search --execute K, judged on the ranking
+// targets (search_execute.hpp).
 // The predicted-vs-measured loop: each job is simulated (per-layer programs, every rank,
 // on the job's instance type, with the model the backend runs) and run on the LibTorch
 // backend (build/partune-run; backend_run.hpp), compared by sim/validation.hpp and
@@ -20,6 +22,7 @@
 #include "option_checks.hpp"
 #include "job_suite.hpp"
 #include "progress.hpp"
+#include "search_execute.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/sim/simulator.hpp"
@@ -32,7 +35,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct ValidateOptions {
-  std::string job, suite, trace_dir, jobs;
+  std::string job, suite, trace_dir, jobs, search;
+  int candidates = 5;
   std::vector<std::string> overrides;
   int steps = 8, warmup = 3, repeats = 3;
   bool json = false;
@@ -101,6 +105,20 @@ bool oversubscribed(const JobCase& c, int threads_per_rank) {
   return cores > 0 && static_cast<unsigned>(c.ran.world_size() * std::max(1, threads_per_rank)) > cores;
 }
 
+// validate --search: the search's ranking against the backend's; exit 1 on a missed target.
+void validate_search(const ValidateOptions& opt) {
+  ExecuteOptions eo;
+  eo.candidates = opt.candidates;
+  eo.repeats = opt.repeats;
+  eo.steps = opt.steps;
+  eo.warmup = opt.warmup;
+  const nlohmann::json execution = search_and_execute(opt.search, opt.overrides, eo, opt.json);
+  const std::string missed = missed_ranking_targets(execution);
+  if (missed.empty()) return;
+  std::cerr << "partune: validate: missed the targets: " << missed << "\n";
+  throw Exit{1};
+}
+
 }  // namespace
 
 void register_validate(CLI::App& app) {
@@ -117,12 +135,16 @@ void register_validate(CLI::App& app) {
                   "20th percentile of every timed step, with a bootstrap interval and the job's noise floor")
       ->capture_default_str()
       ->check(count_in(1, 1000));
+  cmd->add_option("--search", opt->search,
+                  "search this job, run the top K candidates and K from the rest of the ranking on the backend "
+                  "(search --execute K), and judge the ranking: Kendall's tau >= 0.8, regret <= 5%");
+  cmd->add_option("--candidates", opt->candidates, "with --search: K")->capture_default_str()->check(count_in(1, 1000));
   cmd->add_option("--set", opt->overrides, "override a key of every job, e.g. --set optimizer=sgd");
   cmd->add_option("--trace-dir", opt->trace_dir, "write DIR/<job>-predicted.json and DIR/<job>-measured.json (Chrome traces)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->callback([opt] {
-    if (opt->job.empty() == opt->suite.empty()) {
-      std::cerr << "partune: error: validate takes one job file or --suite DIR (not both, not neither)\n";
+    if (opt->job.empty() + opt->suite.empty() + opt->search.empty() != 2) {
+      std::cerr << "partune: error: validate takes one job file, --suite DIR or --search JOB\n";
       throw Exit{2};
     }
     if (!opt->jobs.empty() && opt->suite.empty()) {
@@ -137,6 +159,7 @@ void register_validate(CLI::App& app) {
       std::cerr << "partune: error: validate needs the LibTorch backend (build/partune-run), and this build has none\n";
       throw Exit{2};
     }
+    if (!opt->search.empty()) return validate_search(*opt);
     // Every file is loaded and checked first: a typo in the 20th job stops the suite at
     // once, naming file, key and reason (ScenarioError, exit 2).
     std::vector<JobCase> cases;

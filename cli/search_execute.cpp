@@ -23,6 +23,9 @@
 
 namespace partune::cli {
 
+constexpr double kMinKendallTau = 0.8;
+constexpr double kMaxRegretPct = 5.0;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -174,6 +177,17 @@ std::string execution_text(const nlohmann::json& x) {
                    a["predicted_best"].get<std::string>(), a["measured_rank_of_predicted_best"].get<int>(),
                    a["regret_pct"].get<double>(), a["measured_best"].get<std::string>());
   return o.str();
+}
+
+std::string missed_ranking_targets(const nlohmann::json& execution) {
+  const auto& a = execution.at("agreement");
+  std::vector<std::string> missed;
+  if (a["kendall_tau"].is_null() || a["kendall_tau"].get<double>() < kMinKendallTau)
+    missed.push_back(a["kendall_tau"].is_null() ? std::string("Kendall's tau undefined (ties)")
+                                                : fmt::format("Kendall's tau {:.2f} < {:.1f}", a["kendall_tau"].get<double>(), kMinKendallTau));
+  if (a["regret_pct"].get<double>() > kMaxRegretPct)
+    missed.push_back(fmt::format("regret {:.1f}% > {:.0f}%", a["regret_pct"].get<double>(), kMaxRegretPct));
+  return fmt::format("{}", fmt::join(missed, "; "));
 }
 
 }  // namespace partune::cli

@@ -4,6 +4,7 @@
 // repeated and interleaved (A B C A B C), and compare the measured ranking with the
 // predicted one (sim/ranking.hpp). The backend is a separate process (backend_run.hpp).
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,5 +23,14 @@ struct ExecuteOptions {
 nlohmann::json execute_candidates(const search::SearchReport& report, const ExecuteOptions& opt);
 
 std::string execution_text(const nlohmann::json& execution);
+
+// `partune search JOB --execute K` with the search's defaults (cmd_search.cpp): prints the
+// search report and the execution, returns the execution's JSON.
+nlohmann::json search_and_execute(const std::string& job, const std::vector<std::string>& overrides,
+                                  const ExecuteOptions& execute, bool json);
+
+// The ranking targets of a validation (issue 14): Kendall's tau >= 0.8 and the predicted
+// best within 5% of the measured best. Empty when met, else what was missed.
+std::string missed_ranking_targets(const nlohmann::json& execution);
 
 }  // namespace partune::cli

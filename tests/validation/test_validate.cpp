@@ -168,3 +168,30 @@ TEST_CASE("search --execute 2 runs candidates on the backend and compares the ra
   CHECK(a.at("regret_pct").get<double>() >= 0);
   CHECK(a.at("regret_pct").get<double>() < 100);
 }
+
+// `validate --search JOB` is search --execute judged on the ranking targets: exit 0 when
+// Kendall's tau >= 0.8 and the regret <= 5%, else 1 with the missed targets on stderr;
+// given with a job file or a suite as well, it is a usage error (2).
+TEST_CASE("validate --search judges the ranking and exits by the table", "[validate][execute]") {
+  const std::string job = std::string(PARTUNE_SOURCE_DIR) + "/scenarios/validation/search/01-two-ranks.yaml";
+  const auto run = [](const std::string& cmd, std::string& out) {
+    FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::array<char, 4096> buf{};
+    while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+    const int status = ::pclose(pipe);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+  };
+  std::string usage;
+  CHECK(run(std::string(PARTUNE_BINARY) + " validate " + job + " --search " + job, usage) == 2);
+  CHECK(usage.find("one job file, --suite DIR or --search JOB") != std::string::npos);
+  std::string out;
+  const int status = run(std::string(PARTUNE_BINARY) + " validate --search " + job +
+                             " --candidates 2 --repeats 1 --steps 4 --warmup 2",
+                         out);
+  INFO(out);
+  REQUIRE((status == 0 || status == 1));
+  CHECK(out.find("Kendall's τ = ") != std::string::npos);
+  CHECK((out.find("missed the targets") != std::string::npos) == (status == 1));
+}
