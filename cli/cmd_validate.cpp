@@ -168,7 +168,7 @@ void register_validate(CLI::App& app) {
       c.file = f;
       c.job = load_job(f, opt->overrides);
       try {
-        c.model = backend::scaled_model(c.job.model, backend::ScaleOptions{});
+        c.model = backend::scaled_model(c.job, backend::ScaleOptions{});
       } catch (const std::invalid_argument& e) {
         throw ScenarioError(f, "model", e.what());
       }

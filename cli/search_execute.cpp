@@ -46,7 +46,7 @@ Executed prepare(const search::Candidate& c, std::size_t rank, const fs::path& d
   Executed e;
   e.rank = rank;
   e.job = c.job;
-  e.model = backend::scaled_model(c.job.model, backend::ScaleOptions{});
+  e.model = backend::scaled_model(c.job, backend::ScaleOptions{});
   e.ran = backend::scaled_job(c.job, e.model);
   e.file = (dir / fmt::format("candidate-{}.yaml", rank + 1)).string();
   std::ofstream(e.file) << job_yaml(e.ran, "partune search --execute: candidate " + std::to_string(rank + 1));

@@ -16,6 +16,7 @@ packages=(
   libfabric-dev           # EFA/tcp probe in calibrate
   libtorch-dev libgloo-dev  # backend/ (optional at configure time)
   libopenblas0-openmp     # without it LibTorch uses reference BLAS (~25x slower matmul)
+  libblas-dev             # sgemm_ for the FlashAttention tiles (libblas.so.3: OpenBLAS at run time)
 )
 
 packages+=("$@")   # extra packages a script needs (fuzz.sh: clang)

@@ -214,7 +214,7 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
   for (int i : shard.layers)
     held_layers.emplace_back(layer_key(i),
-                             TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp, shard.conjugates).ptr());
+                             TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp, shard.conjugates, c.flash_attention).ptr());
   layers = register_module("layers", torch::nn::ModuleDict(held_layers));
   if (shard.head) {
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(kLayerNormEps)));

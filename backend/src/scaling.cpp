@@ -64,10 +64,17 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   return j;
 }
 
+BackendModelConfig scaled_model(const Job& job, const ScaleOptions& scale) {
+  BackendModelConfig c = scaled_model(job.model, scale);
+  c.flash_attention = job.parallel.flash_attention;
+  return c;
+}
+
 std::string describe(const BackendModelConfig& c) {
-  return fmt::format("{} layers, hidden {}, {} heads (head dim {}), ffn {}, vocab {}, seq {}, {}, {:.3f}M parameters",
+  return fmt::format("{} layers, hidden {}, {} heads (head dim {}), ffn {}, vocab {}, seq {}, {}, {:.3f}M parameters{}",
                      c.layers, c.hidden, c.heads, c.heads > 0 ? c.hidden / c.heads : 0, c.ffn_hidden, c.vocab,
-                     c.seq_len, c.tied_embeddings ? "tied embeddings" : "untied LM head", c.parameters() / 1e6);
+                     c.seq_len, c.tied_embeddings ? "tied embeddings" : "untied LM head", c.parameters() / 1e6,
+                     c.flash_attention ? ", flash attention" : "");
 }
 
 }  // namespace partune::backend

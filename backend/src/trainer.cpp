@@ -77,7 +77,7 @@ std::string why_not_resumable(const Job& original, const RunOptions& options, co
   try {
     const std::optional<int> step = latest_checkpoint_step(dir);
     if (!step) return fmt::format("--resume {}: no checkpoint there (no 'latest' file)", dir);
-    const BackendModelConfig config = scaled_model(original.model, options.scale);
+    const BackendModelConfig config = scaled_model(original, options.scale);
     return layout_mismatch(dir, *step, read_checkpoint_meta(dir, *step), layout_of(scaled_job(original, config), config));
   } catch (const std::exception& e) {
     return e.what();
@@ -87,7 +87,7 @@ std::string why_not_resumable(const Job& original, const RunOptions& options, co
 std::string why_not_runnable(const Job& original, const RunOptions& options) {
   BackendModelConfig config;
   try {
-    config = scaled_model(original.model, options.scale);
+    config = scaled_model(original, options.scale);
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -214,7 +214,7 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   else if (!why.empty())
     throw std::runtime_error(why);
   s.options = options;
-  s.config = scaled_model(original.model, options.scale);
+  s.config = scaled_model(original, options.scale);
   s.job = scaled_job(original, s.config);
   if (options.environment) s.env = *options.environment;
   s.microbatches = s.job.parallel.microbatches * s.job.training.gradient_accumulation;

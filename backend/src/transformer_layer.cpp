@@ -1,6 +1,8 @@
 // Attention, MLP and the pre-LN layer (transformer_layer.hpp).
 #include "partune/backend/transformer_layer.hpp"
 
+#include "partune/kernels/flash_attention.hpp"
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -13,10 +15,7 @@ namespace {
 
 // softmax(Q K^T / sqrt(d)) under the causal mask: [b, heads, s, s].
 torch::Tensor causal_probabilities(const torch::Tensor& q, const torch::Tensor& k) {
-  const std::int64_t s = q.size(-2);
-  const torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
-  const torch::Tensor future = torch::ones({s, s}, torch::kBool).triu(1);  // j > i: masked
-  return torch::softmax(scores.masked_fill(future, -std::numeric_limits<float>::infinity()), -1);
+  return kernels::attention_probabilities(q, k, true);
 }
 
 using torch::autograd::AutogradContext;
@@ -77,8 +76,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 }
 
 ParallelAttentionImpl::ParallelAttentionImpl(std::int64_t hidden_, std::int64_t heads_, TensorParallel tp,
-                                             const LayerConjugates& conjugates)
-    : hidden(hidden_), heads(heads_) {
+                                             const LayerConjugates& conjugates, bool flash)
+    : hidden(hidden_), heads(heads_), flash_attention(flash) {
   if (heads <= 0 || hidden % heads != 0) throw std::invalid_argument("ParallelAttention: heads must divide hidden");
   local_heads = tensor_slice(heads, tp ? tp->degree() : 1, tp ? tp->rank() : 0, "heads").size;
   qkv = register_module("qkv", ColumnParallelLinear(hidden, 3 * hidden, true, tp, conjugates.attention_in));
@@ -92,7 +91,10 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
   const torch::Tensor qkv_whole = qkv(x);
   const std::int64_t b = qkv_whole.size(0), s = qkv_whole.size(1), d = hidden / heads;
   const torch::Tensor qkv_out = qkv_whole.view({b, s, 3, local_heads, d}).permute({2, 0, 3, 1, 4});
-  const torch::Tensor ctx = causal_attention(qkv_out[0], qkv_out[1], qkv_out[2]);  // [b, local_heads, s, d]
+  // [b, local_heads, s, d]; FlashAttention keeps no scores, so selective recomputation has
+  // nothing of it to recompute.
+  const torch::Tensor ctx = flash_attention ? kernels::flash_attention(qkv_out[0], qkv_out[1], qkv_out[2], true)
+                                            : causal_attention(qkv_out[0], qkv_out[1], qkv_out[2]);
   // The local heads' context is this rank's column block of proj's input.
   return proj(ctx.permute({0, 2, 1, 3}).reshape({b, s, local_heads * d}));
 }
@@ -106,9 +108,9 @@ ParallelMLPImpl::ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, T
 torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) { return fc2(torch::gelu(fc1(x))); }
 
 TransformerLayerImpl::TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden,
-                                           TensorParallel tp, const LayerConjugates& conjugates) {
+                                           TensorParallel tp, const LayerConjugates& conjugates, bool flash) {
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden}).eps(kLayerNormEps)));
-  attention = register_module("attention", ParallelAttention(hidden, heads, tp, conjugates));
+  attention = register_module("attention", ParallelAttention(hidden, heads, tp, conjugates, flash));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden}).eps(kLayerNormEps)));
   mlp = register_module("mlp", ParallelMLP(hidden, ffn_hidden, tp, conjugates));
 }

@@ -207,8 +207,11 @@ JobViolation check_memory_and_kernels(const Job& job) {
   if (pc.offload_optimizer && job.cluster.instance.host_memory_bw <= 0)
     return bad("parallel.offload_optimizer",
                "the optimizer steps on the host: the cluster's instance_type needs host.memory_bw_GBps");
-  if (pc.flash_attention && (tc.precision == Precision::fp32 || tc.precision == Precision::tf32))
-    return bad("parallel.flash_attention", "FlashAttention needs fp16 or bf16 precision");
+  if (pc.flash_attention && (tc.precision == Precision::fp32 || tc.precision == Precision::tf32) &&
+      !job.cluster.instance.gpu.attention.flash_fp32)
+    return bad("parallel.flash_attention",
+               "FlashAttention needs fp16 or bf16 precision (fp32 only where the instance type's "
+               "gpu.attention.flash_fp32 is true, as on the CPU)");
   if (pc.sequence_parallel && tp < 2)
     return bad("parallel.sequence_parallel", "splits the sequence over the tensor-parallel group: needs "
                                              "tensor_parallel_degree > 1");

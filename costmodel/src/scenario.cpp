@@ -189,9 +189,11 @@ void read_gpu(const Reader& r, InstanceType& it) {
   }
   if (g.has("attention")) {
     const Reader at = g.child("attention");
-    at.allow_only({"flash_efficiency", "score_bmm_efficiency", "score_bytes_fwd", "score_bytes_bwd", "source"});
+    at.allow_only({"flash_efficiency", "flash_fp32", "score_bmm_efficiency", "score_bytes_fwd", "score_bytes_bwd",
+                   "source"});
     auto& a = it.gpu.attention;
     a.flash_efficiency = at.get_fraction("flash_efficiency", a.flash_efficiency);
+    a.flash_fp32 = at.get_bool("flash_fp32", a.flash_fp32);
     // The head-dim curve's value at head_dim 128 (op_cost.cpp): it implies d/(d+64)*1.5
     // of it at head_dim d, capped by gemm.max_efficiency; 2 implies 1 at head_dim 32.
     a.score_bmm_efficiency = at.has("score_bmm_efficiency") ? at.get_in_range("score_bmm_efficiency", 1e-4, 2.0)

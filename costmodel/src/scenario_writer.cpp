@@ -43,6 +43,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["gemm"]["sm_count"] = g.gemm.sm_count;
   n["gpu"]["gemm"]["k_half"] = g.gemm.k_half;
   n["gpu"]["attention"]["flash_efficiency"] = g.attention.flash_efficiency;
+  if (g.attention.flash_fp32) n["gpu"]["attention"]["flash_fp32"] = true;
   n["gpu"]["attention"]["score_bmm_efficiency"] = g.attention.score_bmm_efficiency;
   n["gpu"]["attention"]["score_bytes_fwd"] = g.attention.score_bytes_fwd;
   n["gpu"]["attention"]["score_bytes_bwd"] = g.attention.score_bytes_bwd;

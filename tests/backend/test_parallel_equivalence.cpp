@@ -417,3 +417,10 @@ TEST_CASE("multi-rank: sequence-parallel tensor calls per stage (tensor 2 x pipe
     }
   }
 }
+
+// FlashAttention (kernels/flash_attention.hpp) in place of the standard core: tensor 2 and
+// pipeline 2 against the one-process reference with the standard core, step by step.
+TEST_CASE("multi-rank: flash attention, tensor 2 and pipeline 2", "[backend][multirank][flash]") {
+  check_equivalent("--set flash_attention=true --set tensor_parallel_degree=2", 2);
+  check_equivalent("--set flash_attention=true --set pipeline_parallel_degree=2 --set pipeline=interleaved", 2);
+}

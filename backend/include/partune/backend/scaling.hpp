@@ -26,6 +26,7 @@ struct BackendModelConfig {
   int vocab = 256;
   int seq_len = 32;
   bool tied_embeddings = true;
+  bool flash_attention = false;  // the job's parallel.flash_attention: the attention kernel
   int head_dim() const { return hidden / heads; }
   long long parameters() const;  // exact count of the model the backend builds
 };
@@ -43,6 +44,8 @@ constexpr int kSmallSeqLen = 256;
 // multi-head attention. Tied embeddings follow the job. Throws std::invalid_argument
 // for sizes that cannot work (heads not dividing hidden, values < 1).
 BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale);
+// The job's model by the rule, with the job's choice of attention kernel.
+BackendModelConfig scaled_model(const Job& job, const ScaleOptions& scale);
 
 // The job with its model replaced by `config` (same name suffixed "-scaled" when any size
 // changed), so that build_program and the batch arithmetic see the sizes that run.

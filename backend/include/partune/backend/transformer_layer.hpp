@@ -68,13 +68,16 @@ class ParallelAttentionImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when heads do not divide hidden or the group's degree
   // does not divide heads.
+  // flash_attention: the core is kernels::flash_attention (no s x s scores kept), else
+  // causal_attention above.
   ParallelAttentionImpl(std::int64_t hidden, std::int64_t heads, TensorParallel tp = nullptr,
-                        const LayerConjugates& conjugates = {});
+                        const LayerConjugates& conjugates = {}, bool flash_attention = false);
   // x: [batch, seq, hidden] -> [batch, seq, hidden] (seq / t of both with sequence parallelism)
   torch::Tensor forward(const torch::Tensor& x);
 
   std::int64_t hidden, heads;  // of the whole layer
   std::int64_t local_heads;    // heads / t: the heads this rank computes
+  bool flash_attention = false;
   // The local QKV output is [q | k | v] of the local heads: 3 * local_heads * head_dim.
   ColumnParallelLinear qkv{nullptr};
   RowParallelLinear proj{nullptr};
@@ -95,7 +98,7 @@ TORCH_MODULE(ParallelMLP);
 class TransformerLayerImpl : public torch::nn::Module {
  public:
   TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden, TensorParallel tp = nullptr,
-                       const LayerConjugates& conjugates = {});
+                       const LayerConjugates& conjugates = {}, bool flash_attention = false);
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};

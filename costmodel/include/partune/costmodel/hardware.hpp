@@ -33,6 +33,9 @@ struct AttentionProfile {
   double score_bmm_efficiency = 0.33;      // of dense peak, QK^T and AV at head_dim 128
   double score_bytes_fwd = 12.0;           // HBM bytes moved per score element, forward
   double score_bytes_bwd = 24.0;           // and backward
+  // The device's FlashAttention kernel takes fp32 (partune's CPU kernel does; the GPU
+  // kernels take fp16/bf16 only).
+  bool flash_fp32 = false;
 };
 
 struct GpuProfile {
