@@ -27,6 +27,8 @@ nlohmann::json calibration_json(const kernels::Calibration& c, const InstanceTyp
   j["memory_rms_relative_error"] = c.memory_fit.residual.rms_relative;
   j["score_bmm_efficiency"] = it.gpu.attention.score_bmm_efficiency;
   j["attention_rms_relative_error"] = c.attention_fit.residual.rms_relative;
+  j["flash_efficiency"] = it.gpu.attention.flash_efficiency;
+  j["flash_rms_relative_error"] = c.flash_fit.residual.rms_relative;
   j["intra_node"] = {{"bw_GBps", it.intra_node.bw / 1e9},
                      {"latency_us", it.intra_node.latency * 1e6},
                      {"rms_relative_error", c.transfer("all").residual.rms_relative}};
@@ -62,6 +64,8 @@ std::string calibration_text(const kernels::Calibration& c, const InstanceType& 
                    100 * c.memory_fit.residual.rms_relative);
   o << fmt::format("  attention: score_bmm_efficiency {:.3f}  (rms error {:.1f}%)\n",
                    it.gpu.attention.score_bmm_efficiency, 100 * c.attention_fit.residual.rms_relative);
+  o << fmt::format("  flash attention: flash_efficiency {:.3f}  (rms error {:.1f}%)\n",
+                   it.gpu.attention.flash_efficiency, 100 * c.flash_fit.residual.rms_relative);
   if (!c.all_busy.empty())
     o << fmt::format("  every core busy: each keeps {:.0f}% of its speed alone (host.all_busy_speed)\n",
                      100 * it.host_all_busy_speed);

@@ -120,6 +120,10 @@ void register_bench(CLI::App& app) {
   register_bench_estimate(bench);
   register_bench_simulate(bench);
   register_bench_search(bench);
+  // Listed for --help; it runs in build/partune-run (main.cpp), which has LibTorch.
+  bench->add_subcommand("attention", "Standard attention vs FlashAttention: time and peak memory by sequence length "
+                                     "(partune bench attention --help)")
+      ->allow_extras();
 }
 
 }  // namespace partune::cli

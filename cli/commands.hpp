@@ -16,6 +16,8 @@ void register_bench_run(CLI::App* bench);
 void register_run(CLI::App& app);
 // partune calibrate: measures this machine into an instance-type file (LibTorch; partune-run).
 void register_calibrate(CLI::App& app);
+// partune bench attention: standard vs FlashAttention (partune-run; cmd_bench_attention.cpp).
+void register_bench_attention(CLI::App& app);
 // partune validate: simulator against the LibTorch backend (cmd_validate.cpp).
 void register_validate(CLI::App& app);
 

@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   // calibrate benchmarks LibTorch's kernels: it lives beside run, in partune-run.
   if (argc > 1 && (std::strcmp(argv[1], "run") == 0 || std::strcmp(argv[1], "calibrate") == 0))
     return exec_run(argc, argv);
+  // bench attention times LibTorch kernels: partune-run too.
+  if (argc > 2 && std::strcmp(argv[1], "bench") == 0 && std::strcmp(argv[2], "attention") == 0)
+    return exec_run(argc, argv);
   CLI::App app{"partune: simulate, search and run parallel training configurations"};
   app.require_subcommand(1);
   partune::cli::describe_program(app);

@@ -1,4 +1,5 @@
-// build/partune-run: `partune run` and `partune calibrate`, the commands that need LibTorch.
+// build/partune-run: `partune run`, `partune calibrate` and `partune bench attention`, the
+// commands that need LibTorch.
 // `partune run ...` / `partune calibrate ...` start this executable with the same
 // arguments (see main.cpp), so LibTorch loads only for them.
 #include "command_line.hpp"
@@ -12,5 +13,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   partune::cli::register_run(app);
   partune::cli::register_calibrate(app);
+  partune::cli::register_bench_attention(app);
   return partune::cli::run_command_line(app, argc, argv);
 }

@@ -177,6 +177,24 @@ std::vector<TransferSample> in_size_range(const std::vector<TransferSample>& sam
 
 double score_bmm_head_dim_scale(double head_dim) { return (head_dim / (head_dim + 64.0)) / (128.0 / 192.0); }
 
+FlashFit fit_flash(const std::vector<FlashSample>& samples, double peak_flops, double kernel_overhead) {
+  require_timed(samples, 1, "FlashAttention fit");
+  const auto work = [](const FlashSample& s) { return 1.75 * 4.0 * s.batch_heads * s.seq * s.seq * s.head_dim; };
+  double xy = 0, xx = 0;  // as fit_score_bmm: x u = 1 - 2 o / t with u = 1 / flash_efficiency
+  for (const auto& s : samples) {
+    const double x = work(s) / (peak_flops * s.seconds);
+    xy += x * (1.0 - 2.0 * kernel_overhead / s.seconds);
+    xx += x * x;
+  }
+  if (!(xy > 0)) throw std::invalid_argument("FlashAttention fit: the kernel overhead exceeds every measured time");
+  FlashFit f;
+  f.flash_efficiency = xx / xy;
+  f.residual = residual_of(samples, [&](const FlashSample& s) {
+    return work(s) / (peak_flops * f.flash_efficiency) + 2.0 * kernel_overhead;
+  });
+  return f;
+}
+
 ScoreBmmFit fit_score_bmm(const std::vector<BmmSample>& samples, double peak_flops, double kernel_overhead) {
   require_timed(samples, 1, "attention score fit");
   // t_pred = F / (peak * c * g(d)) + o; with u = 1/c the relative error row is

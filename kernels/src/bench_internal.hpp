@@ -20,6 +20,7 @@ GemmMeasurement bench_gemm(const std::string& shape, double m, double n, double 
 MemoryMeasurement bench_memory(const std::string& kernel, double elements, int threads, double target);
 AttentionMeasurement bench_attention(const std::string& product, double heads, double seq, double head_dim,
                                      double target);
+FlashMeasurement bench_flash(double heads, double seq, double head_dim, double target);
 
 // `kernel` ("gemm" with m, n, k, or an element-wise kernel of bench_memory with `elements`
 // in m) timed alone on this thread and on `threads` threads at once, alternately, `rounds`

@@ -160,12 +160,14 @@ struct BenchmarkPlan {
   std::vector<GemmCase> gemm_cases;
   std::vector<int> thread_counts{1};
   std::vector<AttentionCase> attention_cases;
+  std::vector<AttentionCase> flash_cases;
   std::vector<AllBusyCase> all_busy_cases;
 
   int total() const {
     return static_cast<int>(gloo_sizes.size()) + 1 + 1 + static_cast<int>(all_busy_cases.size()) +
            static_cast<int>(memory_kernels.size() * memory_sizes.size()) + 1 +
-           static_cast<int>(gemm_cases.size() * thread_counts.size()) + static_cast<int>(2 * attention_cases.size());
+           static_cast<int>(gemm_cases.size() * thread_counts.size()) + static_cast<int>(2 * attention_cases.size()) +
+           static_cast<int>(flash_cases.size());
   }
 };
 
@@ -191,6 +193,11 @@ BenchmarkPlan plan_benchmarks(bool q, int max_threads) {
   if (max_threads > 1) p.thread_counts.push_back(max_threads);
   p.attention_cases = q ? std::vector<AttentionCase>{{4, 256, 64}, {8, 256, 32}}
                         : std::vector<AttentionCase>{{12, 256, 64}, {12, 1024, 64}, {16, 512, 32}, {8, 512, 128}};
+  // FlashAttention over the sequences and head sizes a layer has (its tiles are 128 x 256:
+  // short sequences are one tile, long ones skip the masked half).
+  p.flash_cases = q ? std::vector<AttentionCase>{{4, 256, 64}, {4, 512, 32}}
+                    : std::vector<AttentionCase>{{8, 128, 32}, {4, 256, 64}, {4, 512, 64}, {2, 1024, 64},
+                                                 {1, 2048, 64}, {4, 512, 32}, {2, 512, 128}};
   // One call of each of a mid-size layer's kernels (h 512, 1024 tokens), alone and on
   // every core at once: what a core keeps of its speed while all compute.
   if (max_threads > 1) {
@@ -231,6 +238,10 @@ void run_benchmarks(Calibration& c, const BenchmarkPlan& p, bool q, const std::f
       tick("attention bmm");
       c.attention.push_back(detail::bench_attention(product, a.heads, a.seq, a.head_dim, target));
     }
+  for (const auto& a : p.flash_cases) {
+    tick("flash attention");
+    c.flash.push_back(detail::bench_flash(a.heads, a.seq, a.head_dim, target));
+  }
   for (const auto& a : p.all_busy_cases) {
     tick("every core busy");
     c.all_busy.push_back(detail::bench_all_busy(a.name, a.kernel, a.m, a.n, a.k, c.max_threads, q ? 0.2 : 0.5, q ? 1 : 3));
@@ -272,6 +283,9 @@ void fit_compute(Calibration& c) {
     else bmm.push_back({a.heads, a.seq, a.head_dim, a.seq, a.head_dim, a.seconds});
   }
   c.attention_fit = calibration::fit_score_bmm(bmm, c.fma_peak_flops, c.memory_fit.kernel_overhead);
+  std::vector<calibration::FlashSample> flash;
+  for (const auto& f : c.flash) flash.push_back({f.heads, f.seq, f.head_dim, f.seconds});
+  c.flash_fit = calibration::fit_flash(flash, c.fma_peak_flops, c.memory_fit.kernel_overhead);
   double alone = 0, busy = 0;
   for (const auto& a : c.all_busy) {
     alone += a.alone_seconds;
@@ -296,6 +310,8 @@ std::vector<std::string> unusable_fits(const Calibration& c) {
   check(calibration::efficiency_fit_problem("attention", "score_bmm_efficiency x head-dim scale",
                                             c.attention_fit.score_bmm_efficiency * (scale > 0 ? scale : 1.0),
                                             c.attention_fit.residual, kMaxProfileFitRms, kMaxFitEfficiency));
+  check(calibration::efficiency_fit_problem("flash_attention", "flash_efficiency", c.flash_fit.flash_efficiency,
+                                            c.flash_fit.residual, kMaxProfileFitRms, kMaxFitEfficiency));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "bench_internal.hpp"
+#include "partune/kernels/flash_attention.hpp"
 #include "partune/costmodel/quantile.hpp"
 
 namespace partune::kernels::detail {
@@ -188,6 +189,19 @@ AttentionMeasurement bench_attention(const std::string& product, double heads, d
   } else {
     throw std::invalid_argument("unknown attention product '" + product + "'");
   }
+  return r;
+}
+
+FlashMeasurement bench_flash(double heads, double seq, double head_dim, double target) {
+  at::set_num_threads(1);
+  const std::vector<std::int64_t> shape{1, static_cast<std::int64_t>(heads), static_cast<std::int64_t>(seq),
+                                        static_cast<std::int64_t>(head_dim)};
+  const auto q = torch::randn(shape).requires_grad_(), k = torch::randn(shape).requires_grad_(),
+             v = torch::randn(shape).requires_grad_();
+  const auto grad = torch::randn(shape);
+  FlashMeasurement r{heads, seq, head_dim, 0};
+  // As in training: the forward recorded, then its backward.
+  r.seconds = time_per_call([&] { flash_attention(q, k, v, true).backward(grad); }, target);
   return r;
 }
 

@@ -45,6 +45,7 @@ detail::TileShape tile_shape(const torch::Tensor& q, const torch::Tensor& k, con
   s.ldq = q.stride(2);
   s.ldk = k.stride(2);
   s.ldv = v.stride(2);
+  s.ldo = q.size(1) * q.size(3);  // out is [batch, seq, heads, head_dim] underneath
   s.block_q = std::min(block_q, s.seq);
   s.block_k = std::min(block_k, s.seq);
   s.causal = causal;
@@ -102,7 +103,13 @@ struct FlashAttentionFunction : public torch::autograd::Function<FlashAttentionF
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
                                const torch::Tensor& v_in, bool causal, std::int64_t block_q, std::int64_t block_k) {
     const torch::Tensor q = rows_contiguous(q_in), k = rows_contiguous(k_in), v = rows_contiguous(v_in);
-    torch::Tensor out = torch::empty(q.sizes(), q.options().memory_format(torch::MemoryFormat::Contiguous));
+    // [batch, seq, heads, head_dim] underneath, seen as [batch, heads, seq, head_dim]: the
+    // caller's merge of the heads (permute, reshape to [batch, seq, hidden]) is then a view,
+    // so the output it keeps for its projection is the one kept here for backward.
+    // (The CUDA kernels write it dense.)
+    torch::Tensor out =
+        q.is_cuda() ? torch::empty(q.sizes(), q.options().memory_format(torch::MemoryFormat::Contiguous))
+                    : torch::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).permute({0, 2, 1, 3});
     torch::Tensor lse = torch::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32));
     if (q.is_cuda()) {
       detail::cuda_forward(q, k, v, causal, out, lse);

@@ -68,8 +68,8 @@ void flash_forward_query_block(const TileShape& s, const float* q, const float* 
   float* tile = work;                          // rows x block_k scores, then probabilities
   float* m = work + s.block_q * s.block_k;     // running max per row
   float* l = m + s.block_q;                    // running sum per row
-  float* acc = out + qs.begin * d;             // the output rows accumulate in place
-  std::fill(acc, acc + rows * d, 0.0f);
+  float* acc = out + qs.begin * s.ldo;         // the output rows accumulate in place
+  for (std::int64_t r = 0; r < rows; ++r) std::fill(acc + r * s.ldo, acc + r * s.ldo + d, 0.0f);
   std::fill(m, m + rows, kMinusInf);
   std::fill(l, l + rows, 0.0f);
   for (std::int64_t kb = 0; kb < key_blocks_seen(s, qs.end); ++kb) {
@@ -83,13 +83,13 @@ void flash_forward_query_block(const TileShape& s, const float* q, const float* 
       const float m_new = std::max(m[r], row_max(row, cols));
       const float correction = m[r] == kMinusInf ? 0.0f : std::exp(m[r] - m_new);
       l[r] = l[r] * correction + exp_shift_sum(row, cols, m_new);
-      if (correction != 1.0f) scale_row(acc + r * d, d, correction);
+      if (correction != 1.0f) scale_row(acc + r * s.ldo, d, correction);
       m[r] = m_new;
     }
-    gemm_rows(false, false, rows, d, cols, 1.0f, tile, cols, v + ks.begin * s.ldv, s.ldv, 1.0f, acc, d);
+    gemm_rows(false, false, rows, d, cols, 1.0f, tile, cols, v + ks.begin * s.ldv, s.ldv, 1.0f, acc, s.ldo);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
-    scale_row(acc + r * d, d, 1.0f / l[r]);
+    scale_row(acc + r * s.ldo, d, 1.0f / l[r]);
     lse[qs.begin + r] = m[r] + std::log(l[r]);
   }
 }

@@ -9,9 +9,10 @@ namespace partune::kernels::detail {
 
 struct TileShape {
   std::int64_t seq = 0, head_dim = 0;
-  // Row strides of q, k and v (their rows may be a view into a fused QKV projection);
-  // out, dout, dq, dk and dv are dense: head_dim.
-  std::int64_t ldq = 0, ldk = 0, ldv = 0;
+  // Row strides of q, k, v (their rows may be a view into a fused QKV projection) and of
+  // out (written [batch, seq, heads, head_dim], so that the heads' merge is a view);
+  // dout, dq, dk and dv are dense: head_dim.
+  std::int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
   std::int64_t block_q = 128, block_k = 256;
   bool causal = true;
   float scale = 1.0f;  // of the scores: 1/sqrt(head_dim)

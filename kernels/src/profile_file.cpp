@@ -71,12 +71,6 @@ double per_rank_gib(const MachineInfo& m) {
   return std::floor((mem_gib - std::max(2.0, 0.15 * mem_gib)) / m.cores * 10) / 10;
 }
 
-// What the estimator uses at head_dim 64 (GPT-2's), clamped by max_efficiency.
-double bmm_efficiency_d64(const Calibration& c) {
-  const double score_eff = score_key(c.attention_fit.score_bmm_efficiency);
-  return std::min(score_eff * calibration::score_bmm_head_dim_scale(64), c.gemm_fit.max_efficiency);
-}
-
 // The file's header: what measured it, where, and how to read the rest.
 std::string profile_header(const Calibration& c, const std::string& command_line) {
   const MachineInfo& m = c.machine;
@@ -126,8 +120,11 @@ void add_device_comments(const Calibration& c, std::map<std::string, std::string
       c.gemm_fit.residual.samples, residual_text(c.gemm_fit.residual));
   k["gpu.gemm.tile"] = "a core has no output tiles or waves to quantize";
   k["gpu.gemm.k_half"] = "fitted with max_efficiency";
-  k["gpu.attention.flash_efficiency"] =
-      fmt::format("LibTorch {} has no fused CPU attention: the measured unfused bmm rate at head_dim 64", m.libtorch);
+  k["gpu.attention.flash_efficiency"] = fmt::format(
+      "fitted: partune's CPU FlashAttention (kernels/flash_attention.hpp), causal, forward +\n"
+      "backward, 1 thread, (heads, seq, head_dim) under calibration:, t = 1.75 F / (peak eff) + 2 overhead; {}",
+      residual_text(c.flash_fit.residual));
+  k["gpu.attention.flash_fp32"] = "that kernel is fp32";
   k["gpu.attention.score_bmm_efficiency"] = fmt::format(
       "fitted: torch::bmm Q K^T and A V, 1 thread, (heads, seq, head_dim) under calibration:; the\n"
       "estimator scales this key by (d/(d+64))/(128/192); {}",
@@ -204,7 +201,7 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   g.kernel_overhead = c.memory_fit.kernel_overhead;
   g.reserved_bytes = 0.5 * GiB;
   g.gemm = {fraction(c.gemm_fit.max_efficiency), 1, 1, c.gemm_fit.k_half};
-  g.attention = {fraction(bmm_efficiency_d64(c)), score_key(c.attention_fit.score_bmm_efficiency), 24, 48};
+  g.attention = {fraction(c.flash_fit.flash_efficiency), score_key(c.attention_fit.score_bmm_efficiency), 24, 48, true};
   const auto& joint = c.transfer("all");
   const auto& p2p = c.transfer("send_recv");
   it.intra_node_fabric = "loopback";
@@ -243,6 +240,8 @@ void write_fits(std::ostringstream& y, const Calibration& c) {
   y << fmt::format("}}}}\n");  // closes bandwidth_GBps and memory
   y << fmt::format("    attention: {{score_bmm_efficiency: {:.4f}, {}}}\n", c.attention_fit.score_bmm_efficiency,
                    residual_map(c.attention_fit.residual));
+  y << fmt::format("    flash_attention: {{flash_efficiency: {:.4f}, {}}}\n", c.flash_fit.flash_efficiency,
+                   residual_map(c.flash_fit.residual));
   y << "    transfers:                    # t = steps x latency + factor x bytes / bandwidth; ranges: small <= 64 KiB, large >= 1 MiB\n";
   for (const auto& f : c.transfer_fits)
     y << fmt::format("      - {{kind: {}, range: {}, latency_us: {:.3f}, bandwidth_GBps: {:.4f}, min_bytes: {:.0f}, max_bytes: {:.0f}, {}}}\n",
@@ -294,6 +293,10 @@ void write_measurements(std::ostringstream& y, const Calibration& c) {
   for (const auto& a : c.attention)
     y << fmt::format("      - [{}, {:.0f}, {:.0f}, {:.0f}, {:.4e}, {:.2f}]\n", a.product, a.heads, a.seq, a.head_dim, a.seconds,
                      2 * a.heads * a.seq * a.seq * a.head_dim / a.seconds / 1e9);
+  y << "    flash_attention:              # [heads, seq, head_dim, seconds, GFLOP/s on 1.75 x 4 heads seq^2 head_dim], causal, fwd+bwd, 1 thread\n";
+  for (const auto& f : c.flash)
+    y << fmt::format("      - [{:.0f}, {:.0f}, {:.0f}, {:.4e}, {:.2f}]\n", f.heads, f.seq, f.head_dim, f.seconds,
+                     7.0 * f.heads * f.seq * f.seq * f.head_dim / f.seconds / 1e9);
   y << "    all_busy:                     # [kernel, cores busy, seconds alone, seconds with every core busy, speed kept]\n";
   for (const auto& a : c.all_busy)
     y << fmt::format("      - [{}, {}, {:.4e}, {:.4e}, {:.3f}]\n", quoted(a.kernel), a.threads, a.alone_seconds, a.busy_seconds,

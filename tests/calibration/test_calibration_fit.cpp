@@ -174,3 +174,22 @@ TEST_CASE("a fit that explains its samples badly is refused, naming its rms erro
   CHECK(efficiency_fit_problem("attention", "score_bmm_efficiency", NAN, {}, 0.5) ==
         "attention: score_bmm_efficiency fitted at nan, outside (0, 1]");
 }
+
+// FlashAttention timings made by hand from the cost model's rule (op_cost.cpp: forward
+// 0.5 F / rate + o, backward 2.5 times its FLOPs + o, F = 4 heads s^2 d) at efficiency
+// 0.4: the fit recovers 0.4 exactly; the same timings 10% slower give 0.4 / 1.1.
+TEST_CASE("the FlashAttention fit recovers the efficiency the timings were made with", "[calibration]") {
+  const double peak = 100e9, overhead = 5e-6;
+  std::vector<FlashSample> s;
+  for (double seq : {128.0, 512.0, 2048.0})
+    for (double d : {32.0, 64.0}) {
+      const double F = 4.0 * 4 * seq * seq * d;
+      const double fwd = 0.5 * F / (peak * 0.4) + overhead, bwd = 2.5 * 0.5 * F / (peak * 0.4) + overhead;
+      s.push_back({4, seq, d, fwd + bwd});
+    }
+  const FlashFit f = fit_flash(s, peak, overhead);
+  CHECK(f.flash_efficiency == Approx(0.4).epsilon(1e-9));
+  CHECK(f.residual.rms_relative < 1e-9);
+  for (auto& x : s) x.seconds = 1.1 * (x.seconds - 2 * overhead) + 2 * overhead;
+  CHECK(fit_flash(s, peak, overhead).flash_efficiency == Approx(0.4 / 1.1).epsilon(1e-9));
+}

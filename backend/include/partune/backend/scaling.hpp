@@ -34,7 +34,7 @@ struct BackendModelConfig {
 // A model is small enough to run as it is when it has at most this many parameters and a
 // sequence of at most kSmallSeqLen tokens.
 constexpr double kSmallModelParams = 10e6;
-constexpr int kSmallSeqLen = 256;
+constexpr int kSmallSeqLen = 1024;
 
 // The rule: every size given in `scale` wins. The others keep the job's values when the
 // model is small (above), else take the defaults: 2 layers, hidden 64, 4 heads, sequence

@@ -115,4 +115,19 @@ ScoreBmmFit fit_score_bmm(const std::vector<BmmSample>& samples, double peak_flo
 // The estimator's head-dim scaling of score_bmm_efficiency (op_cost.cpp).
 double score_bmm_head_dim_scale(double head_dim);
 
+// One FlashAttention forward + backward, causal, over batch_heads heads of seq tokens.
+struct FlashSample {
+  double batch_heads = 0, seq = 0, head_dim = 0;
+  double seconds = 0;
+};
+// layer_time()'s FlashAttention: forward 0.5 F / rate + o and backward 2.5 times its FLOPs,
+// F = 4 batch_heads seq^2 head_dim (Q K^T and the context, unmasked), rate = peak *
+// flash_efficiency: t = 1.75 F / (peak flash_efficiency) + 2 o. The one unknown in
+// relative least squares.
+struct FlashFit {
+  double flash_efficiency = 0;
+  Residual residual;
+};
+FlashFit fit_flash(const std::vector<FlashSample>& samples, double peak_flops, double kernel_overhead);
+
 }  // namespace partune::calibration

@@ -48,6 +48,10 @@ struct AttentionMeasurement {
   std::string product;  // qk (Q K^T) or av (A V)
   double heads = 0, seq = 0, head_dim = 0, seconds = 0;
 };
+// FlashAttention (flash_attention.hpp) forward + backward, causal, fp32, 1 thread.
+struct FlashMeasurement {
+  double heads = 0, seq = 0, head_dim = 0, seconds = 0;
+};
 // One kernel timed alone on one core and on every core at once (each core its own copy,
 // one LibTorch thread each): how much a core slows down when all compute.
 struct AllBusyMeasurement {
@@ -85,6 +89,7 @@ struct Calibration {
   std::vector<GemmMeasurement> gemm;
   std::vector<MemoryMeasurement> memory;
   std::vector<AttentionMeasurement> attention;
+  std::vector<FlashMeasurement> flash;
   std::vector<AllBusyMeasurement> all_busy;
   std::vector<TransferMeasurement> gloo;
   FabricProbe fabric;
@@ -99,6 +104,7 @@ struct Calibration {
   calibration::GemmFit gemm_fit;            // 1 thread
   calibration::GemmFit gemm_fit_all;        // max_threads threads against max_threads x the core peak
   calibration::ScoreBmmFit attention_fit;
+  calibration::FlashFit flash_fit;          // 1 thread: gpu.attention.flash_efficiency
   std::vector<NamedAlphaBeta> transfer_fits;
   const calibration::AlphaBetaFit& transfer(const std::string& kind, const std::string& range = "all") const;
   double ring_efficiency = 1, gather_efficiency = 1;  // collectives' bandwidth / point-to-point bandwidth
