@@ -82,10 +82,10 @@ std::string estimate_text(const Job& job, const Estimate& e, double peak_bytes) 
   s += "\n";
   s += fmt::format("step time            {}\n", seconds(e.step_time));
   s += fmt::format("throughput           {:.2f} samples/s, {:.0f} tokens/s\n", e.samples_per_s, e.tokens_per_s);
-  s += fmt::format("model TFLOPs/GPU     {:.1f}   (72·B·s·l·h²·(1+s/6h+V/12lh) per step, no recompute)\n",
+  s += fmt::format("model TFLOPs/GPU     {:.1f}   (3 x the layer plan's forward FLOPs, no recompute; for GPT "
+                   "72·B·s·l·h²·(1+s/6h+V/12lh))\n",
                    e.tflops_per_gpu);
-  s += fmt::format("hardware TFLOPs/GPU  {:.1f}   (recompute counted: 96·… with full checkpointing)\n",
-                   e.hw_tflops_per_gpu);
+  s += fmt::format("hardware TFLOPs/GPU  {:.1f}   (recompute counted)\n", e.hw_tflops_per_gpu);
   s += fmt::format("MFU                  {:.1f}%  of {:.0f} TFLOP/s {} peak\n", 100 * e.mfu,
                    job.cluster.instance.gpu.peak_flops(job.training.precision) / 1e12,
                    to_string(job.training.precision));
@@ -137,6 +137,7 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
   nlohmann::json j;
   j["job"] = job.name;
   j["model"] = job.model.name;
+  j["parameters"] = job.model.total_params();  // the whole model's, every parameter once
   j["gpus"] = job.world_size();
   j["step_time_s"] = e.step_time;
   j["samples_per_s"] = e.samples_per_s;

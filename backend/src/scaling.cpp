@@ -50,7 +50,8 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   ModelSpec& m = j.model;
   const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
                     m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab && m.seq_len == c.seq_len &&
-                    m.attention == AttentionKind::mha;
+                    m.attention == AttentionKind::mha && m.mlp == MlpKind::gelu && m.norm == NormKind::layernorm &&
+                    m.positions == PositionKind::learned && m.bias;
   if (!same) m.name += "-scaled";
   m.layers = c.layers;
   m.hidden = c.hidden;
@@ -61,6 +62,11 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   m.seq_len = c.seq_len;
   m.tied_embeddings = c.tied_embeddings;
   m.attention = AttentionKind::mha;
+  // The backend builds the GPT block (gelu, layernorm, learned positions, biases).
+  m.mlp = MlpKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.positions = PositionKind::learned;
+  m.bias = true;
   return j;
 }
 

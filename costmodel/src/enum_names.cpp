@@ -5,7 +5,8 @@ namespace partune {
 template <>
 const std::vector<EnumName<Precision>>& enum_names<Precision>() {
   static const std::vector<EnumName<Precision>> table = {
-      {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}};
+      {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"},
+      {Precision::fp8, "fp8"}};
   return table;
 }
 
@@ -13,6 +14,26 @@ template <>
 const std::vector<EnumName<AttentionKind>>& enum_names<AttentionKind>() {
   static const std::vector<EnumName<AttentionKind>> table = {
       {AttentionKind::mha, "mha"}, {AttentionKind::gqa, "gqa"}, {AttentionKind::mqa, "mqa"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<MlpKind>>& enum_names<MlpKind>() {
+  static const std::vector<EnumName<MlpKind>> table = {{MlpKind::gelu, "gelu"}, {MlpKind::swiglu, "swiglu"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<NormKind>>& enum_names<NormKind>() {
+  static const std::vector<EnumName<NormKind>> table = {{NormKind::layernorm, "layernorm"},
+                                                        {NormKind::rmsnorm, "rmsnorm"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<PositionKind>>& enum_names<PositionKind>() {
+  static const std::vector<EnumName<PositionKind>> table = {{PositionKind::learned, "learned"},
+                                                            {PositionKind::rope, "rope"}};
   return table;
 }
 

@@ -8,9 +8,11 @@ namespace partune {
 
 const char* to_string(Precision p) { return enum_name(p); }  // enum_names.cpp
 
-double bytes_per_element(Precision p) {
-  return (p == Precision::fp16 || p == Precision::bf16) ? 2.0 : 4.0;
-}
+bool mixed_precision(Precision p) { return p == Precision::fp16 || p == Precision::bf16 || p == Precision::fp8; }
+
+Precision non_gemm_precision(Precision p) { return p == Precision::fp8 ? Precision::bf16 : p; }
+
+double bytes_per_element(Precision p) { return mixed_precision(p) ? 2.0 : 4.0; }
 
 double GpuProfile::peak_flops(Precision p) const {
   switch (p) {
@@ -18,6 +20,7 @@ double GpuProfile::peak_flops(Precision p) const {
     case Precision::tf32: return peak_flops_tf32;
     case Precision::fp16: return peak_flops_fp16;
     case Precision::bf16: return peak_flops_bf16;
+    case Precision::fp8: return peak_flops_fp8;
   }
   return peak_flops_fp32;
 }

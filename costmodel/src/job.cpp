@@ -219,8 +219,10 @@ JobViolation check_memory_and_kernels(const Job& job) {
     return bad("parallel.sequence_parallel", fmt::format("the sequence length {} does not split over tensor "
                                                          "degree {}", m.seq_len, tp));
   if (job.cluster.instance.gpu.peak_flops(tc.precision) <= 0)
-    return bad("training.precision", fmt::format("{} has no {} peak in its instance type",
-                                                 job.cluster.instance.gpu.name, to_string(tc.precision)));
+    return bad("training.precision",
+               fmt::format("{} has no {} peak in its instance type{}", job.cluster.instance.gpu.name,
+                           to_string(tc.precision),
+                           tc.precision == Precision::fp8 ? " (FP8 needs Hopper or later: p5.48xlarge, p5e.48xlarge)" : ""));
   return {};
 }
 

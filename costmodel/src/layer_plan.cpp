@@ -137,29 +137,40 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   // all-gathered again in backward), else the whole input.
   const double column_input = 2.0 * Ts * h;
   p.plan.input_bytes = 2.0 * Ts * h * p.scale;
-  // Layer norm: reads and writes h per token (4h bytes), keeps its input.
+  const double b = m.bias ? 1.0 : 0.0, norm = m.norm_params();
+  // The norm (layer or RMS): reads and writes h per token (4h bytes), keeps its input.
   p.memory_bound("input_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
-  p.holds(2.0 * h);
-  p.shard_gradient(2.0 * h);  // weight and bias
+  p.holds(norm);
+  p.shard_gradient(norm);  // scale (and shift)
   p.comm("attention_in", p.entry(), S);
-  p.gemm("qkv", h, (h + 2.0 * kv) / t, column_input, (h + 2.0 * kv) / t);
+  p.gemm("qkv", h, (h + 2.0 * kv) / t, column_input, b * (h + 2.0 * kv) / t);
+  // Rotary positions rotate the rank's queries and keys in place, read and written once
+  // (their backward is the inverse rotation: nothing kept).
+  if (m.positions == PositionKind::rope) p.memory_bound("rotary", 4.0 * T * (h + kv) / t, 2, 0.0);
   p.plan.ops.push_back(attention_core(m, c, T, p.scale));
-  p.gemm("projection", h / t, h, 2.0 * T * h / t, h);  // its bias is replicated
-  p.shard_gradient(h);  // its bias, added after the reduce-scatter
+  p.gemm("projection", h / t, h, 2.0 * T * h / t, b * h);  // its bias is replicated
+  if (m.bias) p.shard_gradient(h);  // its bias, added after the reduce-scatter
   p.comm("attention_out", p.exit(), S);
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
   // (7h bytes a token); keeps the mask. Without dropout: no mask (6h, nothing kept).
   const double mask = m.has_dropout() ? 1.0 : 0.0;
   p.memory_bound("attention_dropout_residual", (6.0 + mask) * Ts * h, 2, mask * Ts * h);
   p.memory_bound("mlp_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
-  p.holds(2.0 * h);
-  p.shard_gradient(2.0 * h);
+  p.holds(norm);
+  p.shard_gradient(norm);
   p.comm("mlp_in", p.entry(), S);
-  p.gemm("fc1", h, f / t, column_input, f / t);
-  // GeLU over the rank's f/t columns: reads and writes them, keeps its input.
-  p.memory_bound("activation", 4.0 * T * f / t, 2, 2.0 * T * f / t);
-  p.gemm("fc2", f / t, h, 2.0 * T * f / t, h);
-  p.shard_gradient(h);
+  if (m.mlp == MlpKind::swiglu) {
+    // fc1 is the gate and up matrices side by side (2f/t columns); SwiGLU reads both
+    // halves and writes their product silu(gate) * up, keeping both halves.
+    p.gemm("fc1", h, 2.0 * f / t, column_input, b * 2.0 * f / t);
+    p.memory_bound("activation", 6.0 * T * f / t, 2, 4.0 * T * f / t);
+  } else {
+    p.gemm("fc1", h, f / t, column_input, b * f / t);
+    // GeLU over the rank's f/t columns: reads and writes them, keeps its input.
+    p.memory_bound("activation", 4.0 * T * f / t, 2, 2.0 * T * f / t);
+  }
+  p.gemm("fc2", f / t, h, 2.0 * T * f / t, b * h);
+  if (m.bias) p.shard_gradient(h);
   p.comm("mlp_out", p.exit(), S);
   p.memory_bound("mlp_dropout_residual", (6.0 + mask) * Ts * h, 2, mask * Ts * h);
   return std::move(p.plan);
@@ -172,16 +183,19 @@ LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanOp lookup;
   lookup.name = "embedding_lookup";
   lookup.kind = PlanOpKind::memory_bound;
-  lookup.bytes = 2.0 * T * h * eb;
-  lookup.backward_bytes = 3.0 * T * h * eb;
+  // (Rotary positions have no table: one lookup.)
+  const bool learned = m.positions == PositionKind::learned;
+  const double positions = learned ? static_cast<double>(m.seq_len) * h : 0.0;
+  lookup.bytes = (learned ? 2.0 : 1.0) * T * h * eb;
+  lookup.backward_bytes = (learned ? 3.0 : 2.0) * T * h * eb;
   lookup.kernels = 1;
   lookup.backward_kernels = 1;
-  lookup.params = static_cast<double>(m.vocab) * h / p.t + static_cast<double>(m.seq_len) * h;
+  lookup.params = static_cast<double>(m.vocab) * h / p.t + positions;
   p.plan.ops.push_back(lookup);
   // With sequence parallelism the lookups' partial sums are reduce-scattered (sp_scatter)
   // and each rank adds its shard's positions: the position table's gradient is the
   // shard's. (Megatron with learned positions all-reduces, adds them and splits instead.)
-  p.shard_gradient(static_cast<double>(m.seq_len) * h);
+  if (learned) p.shard_gradient(positions);
   // The vocabulary-parallel lookup leaves partial sums on every tensor rank.
   p.comm("embedding_out", p.exit(), p.activation_bytes());
   return std::move(p.plan);
@@ -195,8 +209,8 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   // Its input is the last layer's output, kept there. A tied projection is the
   // embedding's table (held there); the final norm before it travels with it.
   p.gemm("logits", h, v, 0.0, 0.0);
-  p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + 2.0 * h;
-  p.shard_gradient(2.0 * h);     // the final norm before it, on the sequence shard
+  p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + m.norm_params();
+  p.shard_gradient(m.norm_params());  // the final norm before it, on the sequence shard
   // Cross-entropy over the local vocabulary slice: reads the logits and writes the
   // probabilities forward, reads them and writes the gradient backward. In fp32 it
   // works on an fp32 copy and keeps it beside the 16-bit logits (6 bytes a logit); in

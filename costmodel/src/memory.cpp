@@ -14,7 +14,7 @@ namespace {
 struct StateBytes {
   double param, grad, optimizer;
 };
-bool training_is_mixed(Precision p) { return p == Precision::fp16 || p == Precision::bf16; }
+bool training_is_mixed(Precision p) { return mixed_precision(p); }
 
 StateBytes state_bytes(Precision p, Optimizer o) {
   const bool mixed = training_is_mixed(p);

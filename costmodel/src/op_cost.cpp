@@ -21,9 +21,15 @@ double memory_bound_time(const GpuProfile& gpu, double bytes) {
 
 double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch) {
   const double flops = 2.0 * m * n * k * batch;
-  const double compute = flops / (gpu.peak_flops(p) * gemm_efficiency(gpu, m, n, k));
+  const GemmEfficiency& g = gpu.gemm;
+  const double fp8_scale = p == Precision::fp8 && g.fp8_max_efficiency > 0 ? g.fp8_max_efficiency / g.max_efficiency : 1.0;
+  const double compute = flops / (gpu.peak_flops(p) * gemm_efficiency(gpu, m, n, k) * fp8_scale);
   const double bytes = (m * k + k * n + m * n) * bytes_per_element(p) * batch;
-  return std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
+  const double gemm = std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
+  if (p != Precision::fp8) return gemm;
+  // FP8's scaling: both operands are cast from bf16 with their scale (read 2 bytes, write
+  // 1) and their absolute maximum taken for the next scale, one kernel each.
+  return gemm + memory_bound_time(gpu, 3.0 * (m * k + k * n) * batch) + 2.0 * gpu.kernel_overhead;
 }
 
 namespace {
@@ -84,7 +90,7 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
     OpTime t;
     switch (op.kind) {
       case PlanOpKind::gemm: t = gemm_op_time(gpu, p, op); break;
-      case PlanOpKind::attention_core: t = attention_op_time(gpu, p, op, flash_attention); break;
+      case PlanOpKind::attention_core: t = attention_op_time(gpu, non_gemm_precision(p), op, flash_attention); break;
       case PlanOpKind::memory_bound: break;  // its bytes and launches are added up below
       case PlanOpKind::tensor_comm: continue;  // collectives are costed by collective.hpp
     }
@@ -136,7 +142,7 @@ HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, doubl
 }
 
 double optimizer_bytes(Optimizer o, Precision p, double params) {
-  const bool mixed = p == Precision::fp16 || p == Precision::bf16;
+  const bool mixed = mixed_precision(p);
   // Adam reads the gradient, reads and writes the fp32 master weight and both moments,
   // and writes the 16-bit weight; SGD with momentum has one moment.
   const double grad = bytes_per_element(p);

@@ -11,6 +11,7 @@
 
 #include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/units.hpp"
+#include "hf_config.hpp"
 #include "scenario_internal.hpp"
 #include "yaml_reader.hpp"
 
@@ -116,9 +117,29 @@ Resolved resolve_reference(const YAML::Node& value, const std::string& file, con
   return {value, file, key};
 }
 
+namespace {
+
+// `from_hf: PATH` (relative to the file that says it): a Hugging Face config.json, with
+// name, seq_len and dropout allowed beside it to override what it says.
+ModelSpec parse_hf_model(const Reader& r) {
+  r.allow_only({"kind", "name", "description", "source", "from_hf", "seq_len", "dropout"});
+  const std::string path = resolve_path(r.file(), r.get_string("from_hf"));
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) r.fail("from_hf", "'" + path + "' is not a readable file");
+  ModelSpec m = model_from_hf_config(path);
+  m.name = r.get_string("name", m.name);
+  m.seq_len = r.get_int("seq_len", 1, limits::kMaxSeqLen, m.seq_len);
+  m.dropout = r.get_in_range("dropout", 0, 0.99, m.dropout);
+  return m;
+}
+
+}  // namespace
+
 ModelSpec parse_model(const Reader& r) {
+  if (r.has("from_hf")) return parse_hf_model(r);
   r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads",
-                "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout"});
+                "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
+                "positions", "bias"});
   if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   ModelSpec m;
   m.name = r.get_string("name", "model");
@@ -131,6 +152,10 @@ ModelSpec parse_model(const Reader& r) {
   m.tied_embeddings = r.get_bool("tied_embeddings", true);
   m.dropout = r.get_in_range("dropout", 0, 0.99, m.dropout);
   m.attention = get_enum(r, "attention", AttentionKind::mha);
+  m.mlp = get_enum(r, "mlp", MlpKind::gelu);
+  m.norm = get_enum(r, "norm", NormKind::layernorm);
+  m.positions = get_enum(r, "positions", PositionKind::learned);
+  m.bias = r.get_bool("bias", true);
   if (m.hidden % m.heads != 0)
     r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden));
   switch (m.attention) {
@@ -169,11 +194,12 @@ void read_gpu(const Reader& r, InstanceType& it) {
                 "reserved_GiB", "gemm", "attention"});
   it.gpu.name = g.get_string("name");
   const Reader peak = g.child("peak_tflops");
-  peak.allow_only({"fp32", "tf32", "fp16", "bf16"});
+  peak.allow_only({"fp32", "tf32", "fp16", "bf16", "fp8"});
   it.gpu.peak_flops_fp32 = peak.get_positive("fp32") * units::tera;
   it.gpu.peak_flops_tf32 = peak.get_positive("tf32", peak.get_positive("fp32")) * units::tera;
   it.gpu.peak_flops_fp16 = peak.get_positive("fp16") * units::tera;
   it.gpu.peak_flops_bf16 = peak.get_non_negative("bf16", 0) * units::tera;  // 0: no bf16
+  it.gpu.peak_flops_fp8 = peak.get_non_negative("fp8", 0) * units::tera;    // 0: no fp8
   it.gpu.hbm_bytes = g.get_positive("hbm_GiB") * units::GiB;
   it.gpu.hbm_bw = g.get_positive("hbm_bw_GBps") * units::giga;
   it.gpu.hbm_efficiency = g.get_fraction("hbm_efficiency", it.gpu.hbm_efficiency);
@@ -181,11 +207,12 @@ void read_gpu(const Reader& r, InstanceType& it) {
   it.gpu.reserved_bytes = g.get_non_negative("reserved_GiB", 0) * units::GiB;
   if (g.has("gemm")) {
     const Reader ge = g.child("gemm");
-    ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "source"});
+    ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "fp8_max_efficiency", "source"});
     it.gpu.gemm.max_efficiency = ge.get_fraction("max_efficiency", it.gpu.gemm.max_efficiency);
     it.gpu.gemm.tile = ge.get_positive("tile", it.gpu.gemm.tile);
     it.gpu.gemm.sm_count = ge.get_positive("sm_count", it.gpu.gemm.sm_count);
     it.gpu.gemm.k_half = ge.get_non_negative("k_half", it.gpu.gemm.k_half);
+    if (ge.has("fp8_max_efficiency")) it.gpu.gemm.fp8_max_efficiency = ge.get_fraction("fp8_max_efficiency", 1.0);
   }
   if (g.has("attention")) {
     const Reader at = g.child("attention");

@@ -33,6 +33,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["peak_tflops"]["tf32"] = g.peak_flops_tf32 / units::tera;
   n["gpu"]["peak_tflops"]["fp16"] = g.peak_flops_fp16 / units::tera;
   n["gpu"]["peak_tflops"]["bf16"] = g.peak_flops_bf16 / units::tera;
+  if (g.peak_flops_fp8 > 0) n["gpu"]["peak_tflops"]["fp8"] = g.peak_flops_fp8 / units::tera;
   n["gpu"]["hbm_GiB"] = g.hbm_bytes / units::GiB;
   n["gpu"]["hbm_bw_GBps"] = g.hbm_bw / units::giga;
   n["gpu"]["hbm_efficiency"] = g.hbm_efficiency;
@@ -42,6 +43,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["gemm"]["tile"] = g.gemm.tile;
   n["gpu"]["gemm"]["sm_count"] = g.gemm.sm_count;
   n["gpu"]["gemm"]["k_half"] = g.gemm.k_half;
+  if (g.gemm.fp8_max_efficiency > 0) n["gpu"]["gemm"]["fp8_max_efficiency"] = g.gemm.fp8_max_efficiency;
   n["gpu"]["attention"]["flash_efficiency"] = g.attention.flash_efficiency;
   if (g.attention.flash_fp32) n["gpu"]["attention"]["flash_fp32"] = true;
   n["gpu"]["attention"]["score_bmm_efficiency"] = g.attention.score_bmm_efficiency;
@@ -106,6 +108,11 @@ YAML::Node model_node(const ModelSpec& m) {
   model["seq_len"] = m.seq_len;
   model["tied_embeddings"] = m.tied_embeddings;
   model["attention"] = enum_name(m.attention);
+  // The block's variants only where they are not GPT's, so a GPT job reads as before.
+  if (m.mlp != MlpKind::gelu) model["mlp"] = enum_name(m.mlp);
+  if (m.norm != NormKind::layernorm) model["norm"] = enum_name(m.norm);
+  if (m.positions != PositionKind::learned) model["positions"] = enum_name(m.positions);
+  if (!m.bias) model["bias"] = false;
   if (m.dropout != ModelSpec{}.dropout) model["dropout"] = m.dropout;
   return model;
 }

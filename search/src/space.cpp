@@ -71,7 +71,7 @@ class Enumerator {
  public:
   Enumerator(const Job& base, const SearchSpace& space, const std::function<void(const Point&)>& visit)
       : base_(base), space_(space), visit_(visit), scratch_(base) {
-    const bool half = base.training.precision == Precision::fp16 || base.training.precision == Precision::bf16;
+    const bool half = mixed_precision(base.training.precision);
     ckpts_ = or_default(space.checkpointing, {Checkpointing::none, Checkpointing::selective, Checkpointing::full});
     offloads_ = or_default(space.offload_activations, {false, true});
     opt_shards_ = or_default(space.shard_optimizer_state, {false, true});

@@ -48,7 +48,9 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
 BackendModelConfig scaled_model(const Job& job, const ScaleOptions& scale);
 
 // The job with its model replaced by `config` (same name suffixed "-scaled" when any size
-// changed), so that build_program and the batch arithmetic see the sizes that run.
+// changed), so that build_program and the batch arithmetic see the sizes that run. The
+// block is the GPT block the backend builds: a LLaMA-style model (swiglu, rmsnorm, rope,
+// no biases) runs, and is predicted, as that block at its sizes.
 Job scaled_job(const Job& job, const BackendModelConfig& config);
 
 // "2 layers, hidden 64, 4 heads (head dim 16), ffn 256, vocab 256, seq 32, tied, 0.11M parameters"

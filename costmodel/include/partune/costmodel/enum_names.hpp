@@ -20,7 +20,7 @@ struct EnumName {
 };
 
 // Every value of E with its name, in declaration order. Specialised for Precision,
-// AttentionKind, Optimizer, PipelineSchedule, Checkpointing, CollectiveAlgorithm and
+// AttentionKind, MlpKind, NormKind, PositionKind, Optimizer, PipelineSchedule, Checkpointing, CollectiveAlgorithm and
 // LmHeadStage, ShardingFlavor, BackwardPrefetch and LossPrecision (enum_names.cpp).
 template <typename E>
 const std::vector<EnumName<E>>& enum_names();
@@ -29,6 +29,12 @@ template <>
 const std::vector<EnumName<Precision>>& enum_names<Precision>();
 template <>
 const std::vector<EnumName<AttentionKind>>& enum_names<AttentionKind>();
+template <>
+const std::vector<EnumName<MlpKind>>& enum_names<MlpKind>();
+template <>
+const std::vector<EnumName<NormKind>>& enum_names<NormKind>();
+template <>
+const std::vector<EnumName<PositionKind>>& enum_names<PositionKind>();
 template <>
 const std::vector<EnumName<Optimizer>>& enum_names<Optimizer>();
 template <>

@@ -6,10 +6,18 @@
 
 namespace partune {
 
-enum class Precision { fp32, tf32, fp16, bf16 };
+// fp8: Transformer Engine's recipe on H100/H200: the GEMMs run in FP8 (at the FP8 peak,
+// each operand cast with its scale first), everything else as bf16 mixed precision
+// (activations, weights and gradients in 2 bytes, fp32 master weights and optimizer).
+enum class Precision { fp32, tf32, fp16, bf16, fp8 };
 const char* to_string(Precision p);
-// Bytes of one parameter/activation element stored in this precision.
+// Bytes of one parameter/activation element stored in this precision (fp8: 2, its
+// tensors are kept in bf16).
 double bytes_per_element(Precision p);
+// 16-bit training with fp32 master weights: fp16, bf16 and fp8.
+bool mixed_precision(Precision p);
+// The precision of the ops that are not GEMMs (attention core, element-wise): bf16 for fp8.
+Precision non_gemm_precision(Precision p);
 
 // How efficiently a GPU runs dense matrix products. The m x n output is cut into
 // tile x tile blocks spread over sm_count multiprocessors in waves; a GEMM runs at
@@ -23,6 +31,7 @@ struct GemmEfficiency {
   double tile = 128;             // output tile edge, elements
   double sm_count = 108;         // multiprocessors (cores on a CPU: use 1 and tile 1)
   double k_half = 512;           // elements
+  double fp8_max_efficiency = 0;  // max_efficiency of FP8 GEMMs (of the FP8 peak); 0: max_efficiency
 };
 
 // Attention kernels. FlashAttention is rated on the FLOPs it really does (causal
@@ -44,6 +53,7 @@ struct GpuProfile {
   double peak_flops_tf32 = 0;
   double peak_flops_fp16 = 0;
   double peak_flops_bf16 = 0;
+  double peak_flops_fp8 = 0;    // 0: no FP8 tensor cores (before Hopper)
   double hbm_bytes = 0;         // capacity
   double hbm_bw = 0;            // bytes/s, spec
   double hbm_efficiency = 0.8;  // achieved fraction of hbm_bw by real element-wise kernels

@@ -1,0 +1,108 @@
+// A Hugging Face config.json read into a model description (hf_config.hpp). The file is
+// JSON, which the YAML reader parses as it is; every refusal names the file, the field and
+// the reason.
+#include "hf_config.hpp"
+
+#include <string>
+
+#include "scenario_internal.hpp"
+
+namespace partune::detail {
+
+namespace {
+
+// The architectures read, by the first entry of `architectures` (or `model_type`).
+enum class Family { llama, qwen2, gpt_neox, gpt2 };
+
+Family family_of(const Reader& r) {
+  std::string arch;
+  if (r.has("architectures") && r.node()["architectures"].IsSequence() && r.node()["architectures"].size() > 0)
+    arch = r.node()["architectures"][0].as<std::string>("");
+  else if (r.has("model_type"))
+    arch = r.get_string("model_type");
+  else
+    r.fail("architectures", "missing: a Hugging Face config names its architecture (e.g. LlamaForCausalLM)");
+  if (arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "llama" || arch == "mistral")
+    return Family::llama;
+  if (arch == "MixtralForCausalLM" || arch == "mixtral")
+    r.fail("architectures", arch + ": a mixture of experts, which partune does not model yet");
+  if (arch == "Qwen2ForCausalLM" || arch == "qwen2") return Family::qwen2;
+  if (arch == "GPTNeoXForCausalLM" || arch == "gpt_neox") return Family::gpt_neox;
+  if (arch == "GPT2LMHeadModel" || arch == "gpt2") return Family::gpt2;
+  r.fail("architectures", "'" + arch + "' is not a known architecture (known: LlamaForCausalLM, MistralForCausalLM, "
+                                       "Qwen2ForCausalLM, GPTNeoXForCausalLM, GPT2LMHeadModel)");
+}
+
+// LLaMA, Mistral and Qwen2: SwiGLU, RMSNorm, rotary positions, grouped-query attention.
+void read_llama(const Reader& r, ModelSpec& m, Family f) {
+  m.hidden = r.get_int("hidden_size", 1, limits::kMaxHidden);
+  m.layers = r.get_int("num_hidden_layers", 1, limits::kMaxLayers);
+  m.heads = r.get_int("num_attention_heads", 1, limits::kMaxHidden);
+  m.kv_heads = r.get_int("num_key_value_heads", 1, limits::kMaxHidden, m.heads);
+  m.ffn_hidden = r.get_int("intermediate_size", 1, limits::kMaxFfnHidden);
+  m.vocab = r.get_int("vocab_size", 1, limits::kMaxVocab);
+  m.seq_len = r.get_int("max_position_embeddings", 1, limits::kMaxSeqLen);
+  m.tied_embeddings = r.get_bool("tie_word_embeddings", false);
+  const std::string act = r.get_string("hidden_act", "silu");
+  if (act != "silu" && act != "swish") r.fail("hidden_act", "'" + act + "': this family's MLP is SwiGLU (silu)");
+  m.mlp = MlpKind::swiglu;
+  m.norm = NormKind::rmsnorm;
+  m.positions = PositionKind::rope;
+  // Qwen2's Q, K and V have biases (h + 2 kv a layer, under 0.01% of it); the model's
+  // `bias` is all the matrices' or none: none, as LLaMA.
+  m.bias = false;
+  (void)f;
+  m.dropout = r.get_in_range("attention_dropout", 0, 0.99, 0.0);
+}
+
+// GPT-NeoX: LayerNorm, rotary positions, biases, GeLU (4h), untied.
+void read_gpt_neox(const Reader& r, ModelSpec& m) {
+  m.hidden = r.get_int("hidden_size", 1, limits::kMaxHidden);
+  m.layers = r.get_int("num_hidden_layers", 1, limits::kMaxLayers);
+  m.heads = r.get_int("num_attention_heads", 1, limits::kMaxHidden);
+  m.kv_heads = m.heads;
+  m.ffn_hidden = r.get_int("intermediate_size", 1, limits::kMaxFfnHidden, 4 * m.hidden);
+  m.vocab = r.get_int("vocab_size", 1, limits::kMaxVocab);
+  m.seq_len = r.get_int("max_position_embeddings", 1, limits::kMaxSeqLen);
+  m.tied_embeddings = r.get_bool("tie_word_embeddings", false);
+  m.positions = PositionKind::rope;
+  m.dropout = r.get_in_range("hidden_dropout", 0, 0.99, 0.0);
+}
+
+// GPT-2: learned positions, LayerNorm, biases, GeLU (n_inner or 4h), tied.
+void read_gpt2(const Reader& r, ModelSpec& m) {
+  m.hidden = r.get_int("n_embd", 1, limits::kMaxHidden);
+  m.layers = r.get_int("n_layer", 1, limits::kMaxLayers);
+  m.heads = r.get_int("n_head", 1, limits::kMaxHidden);
+  m.kv_heads = m.heads;
+  m.ffn_hidden = r.get_int("n_inner", 1, limits::kMaxFfnHidden, 4 * m.hidden);
+  m.vocab = r.get_int("vocab_size", 1, limits::kMaxVocab);
+  m.seq_len = r.get_int("n_positions", 1, limits::kMaxSeqLen);
+  m.tied_embeddings = r.get_bool("tie_word_embeddings", true);
+  m.dropout = r.get_in_range("resid_pdrop", 0, 0.99, 0.1);
+}
+
+}  // namespace
+
+ModelSpec model_from_hf_config(const std::string& path) {
+  const Reader r(load_yaml_file(path), path, "");
+  if (!r.node().IsMap()) throw ScenarioError(path, "", "a Hugging Face config.json must be a JSON object");
+  const Family f = family_of(r);
+  ModelSpec m;
+  m.name = r.get_string("_name_or_path", "hf-model");
+  switch (f) {
+    case Family::llama:
+    case Family::qwen2: read_llama(r, m, f); break;
+    case Family::gpt_neox: read_gpt_neox(r, m); break;
+    case Family::gpt2: read_gpt2(r, m); break;
+  }
+  if (m.hidden % m.heads != 0)
+    r.fail(f == Family::gpt2 ? "n_head" : "num_attention_heads",
+           std::to_string(m.heads) + " does not divide the hidden size " + std::to_string(m.hidden));
+  if (m.heads % m.kv_heads != 0)
+    r.fail("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide the heads " + std::to_string(m.heads));
+  m.attention = m.kv_heads == m.heads ? AttentionKind::mha : m.kv_heads == 1 ? AttentionKind::mqa : AttentionKind::gqa;
+  return m;
+}
+
+}  // namespace partune::detail

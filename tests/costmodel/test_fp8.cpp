@@ -1,0 +1,65 @@
+// FP8 training (Transformer Engine's recipe): GEMMs at the FP8 peak with their casts,
+// everything else as bf16 mixed precision; only on instance types with an FP8 peak.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "partune/costmodel/error.hpp"
+#include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/memory.hpp"
+#include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/scenario.hpp"
+
+using namespace partune;
+
+namespace {
+
+Job llama_job(const std::string& precision, const std::string& instance = "p5.48xlarge") {
+  return load_job(std::string(PARTUNE_SOURCE_DIR) + "/scenarios/jobs/llama-3-70b-p5-16.yaml",
+                  {"precision=" + precision, "instance_type=" + instance});
+}
+
+}  // namespace
+
+// An 8192^3 GEMM on an H100 (p5.48xlarge's profile): 64 x 64 = 4096 output tiles of 128
+// over 132 SMs = 32 waves (occupancy 4096 / 4224), k / (k + 512) of the main loop; at
+// FP8 the efficiency is fp8_max_efficiency 0.734 (FP8 MAMF) instead of 0.84, the peak
+// 1979 TFLOP/s, and both operands are cast first (3 bytes an element at 3350 GB/s x 0.8,
+// two more kernels).
+TEST_CASE("an FP8 GEMM runs at the FP8 peak and pays for its casts", "[fp8]") {
+  const GpuProfile h100 = load_instance_type("p5.48xlarge").gpu;
+  const double n = 8192, flops = 2 * n * n * n;
+  const double shape = (4096.0 / (32 * 132)) * (n / (n + 512));
+  const double hbm = 3350e9 * 0.8, launch = 2.4e-6;
+  const double bf16 = flops / (989e12 * 0.84 * shape) + launch;
+  const double fp8 = flops / (1979e12 * 0.734 * shape) + launch + 3 * (2 * n * n) / hbm + 2 * launch;
+  CHECK(gemm_time(h100, Precision::bf16, n, n, n) == Approx(bf16).epsilon(1e-9));
+  CHECK(gemm_time(h100, Precision::fp8, n, n, n) == Approx(fp8).epsilon(1e-9));
+  // Faster, by well under the peaks' 2x: FP8 reaches 0.734 of its peak where bf16 reaches
+  // 0.84, and the casts cost 6 n^2 bytes of traffic.
+  const double speedup = gemm_time(h100, Precision::bf16, n, n, n) / gemm_time(h100, Precision::fp8, n, n, n);
+  CHECK(speedup > 1.4);
+  CHECK(speedup < 2 * 0.734 / 0.84);
+}
+
+TEST_CASE("FP8 keeps bf16's memory and shortens the step of a LLaMA-3 70B job", "[fp8]") {
+  const Job bf16 = llama_job("bf16"), fp8 = llama_job("fp8");
+  CHECK(peak_memory(fp8).total() == peak_memory(bf16).total());
+  const Estimate a = estimate(bf16), b = estimate(fp8);
+  CHECK(b.step_time < a.step_time);
+  // Not 2x: attention, element-wise kernels, casts and communication do not speed up.
+  CHECK(b.step_time > 0.5 * a.step_time);
+}
+
+TEST_CASE("FP8 on an A100 is refused, naming the key and the reason", "[fp8]") {
+  try {
+    llama_job("fp8", "p4d.24xlarge");
+    FAIL("fp8 on p4d was accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "training.precision");
+    CHECK(std::string(e.what()).find("FP8 needs Hopper or later") != std::string::npos);
+  }
+  // On the H200 instance it runs.
+  CHECK(estimate(llama_job("fp8", "p5e.48xlarge")).step_time > 0);
+}
