@@ -71,7 +71,9 @@ class Enumerator {
  public:
   Enumerator(const Job& base, const SearchSpace& space, const std::function<void(const Point&)>& visit)
       : base_(base), space_(space), visit_(visit), scratch_(base) {
-    const bool half = mixed_precision(base.training.precision);
+    // FlashAttention is tried where the job may run it: 16-bit (or fp8) training, or an
+    // instance whose kernel takes fp32 (the CPU profiles).
+    const bool half = mixed_precision(base.training.precision) || base.cluster.instance.gpu.attention.flash_fp32;
     ckpts_ = or_default(space.checkpointing, {Checkpointing::none, Checkpointing::selective, Checkpointing::full});
     offloads_ = or_default(space.offload_activations, {false, true});
     opt_shards_ = or_default(space.shard_optimizer_state, {false, true});
