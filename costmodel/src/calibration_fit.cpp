@@ -1,5 +1,7 @@
 #include "partune/costmodel/calibration_fit.hpp"
 
+#include "partune/costmodel/op_cost.hpp"
+
 #include <Eigen/Dense>
 
 #include <algorithm>
@@ -179,7 +181,10 @@ double score_bmm_head_dim_scale(double head_dim) { return (head_dim / (head_dim 
 
 FlashFit fit_flash(const std::vector<FlashSample>& samples, double peak_flops, double kernel_overhead) {
   require_timed(samples, 1, "FlashAttention fit");
-  const auto work = [](const FlashSample& s) { return 1.75 * 4.0 * s.batch_heads * s.seq * s.seq * s.head_dim; };
+  // op_cost.cpp's FLOPs of forward and backward over the unmasked 4 heads s^2 d.
+  const auto work = [](const FlashSample& s) {
+    return (1.0 + kFlashBackwardFactor) * kFlashCausalFlopFraction * 4.0 * s.batch_heads * s.seq * s.seq * s.head_dim;
+  };
   double xy = 0, xx = 0;  // as fit_score_bmm: x u = 1 - 2 o / t with u = 1 / flash_efficiency
   for (const auto& s : samples) {
     const double x = work(s) / (peak_flops * s.seconds);

@@ -34,7 +34,7 @@ Family family_of(const Reader& r) {
 }
 
 // LLaMA, Mistral and Qwen2: SwiGLU, RMSNorm, rotary positions, grouped-query attention.
-void read_llama(const Reader& r, ModelSpec& m, Family f) {
+void read_llama(const Reader& r, ModelSpec& m) {
   m.hidden = r.get_int("hidden_size", 1, limits::kMaxHidden);
   m.layers = r.get_int("num_hidden_layers", 1, limits::kMaxLayers);
   m.heads = r.get_int("num_attention_heads", 1, limits::kMaxHidden);
@@ -51,7 +51,6 @@ void read_llama(const Reader& r, ModelSpec& m, Family f) {
   // Qwen2's Q, K and V have biases (h + 2 kv a layer, under 0.01% of it); the model's
   // `bias` is all the matrices' or none: none, as LLaMA.
   m.bias = false;
-  (void)f;
   m.dropout = r.get_in_range("attention_dropout", 0, 0.99, 0.0);
 }
 
@@ -92,7 +91,7 @@ ModelSpec model_from_hf_config(const std::string& path) {
   m.name = r.get_string("_name_or_path", "hf-model");
   switch (f) {
     case Family::llama:
-    case Family::qwen2: read_llama(r, m, f); break;
+    case Family::qwen2: read_llama(r, m); break;
     case Family::gpt_neox: read_gpt_neox(r, m); break;
     case Family::gpt2: read_gpt2(r, m); break;
   }

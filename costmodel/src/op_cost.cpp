@@ -51,8 +51,8 @@ OpTime attention_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op, b
   if (flash) {
     // Causal FlashAttention does half the score FLOPs; backward is 2.5x forward
     // (FlashAttention's own accounting).
-    const double rate = peak * gpu.attention.flash_efficiency;
-    return {0.5 * op.flops / rate + gpu.kernel_overhead, 2.5 * 0.5 * op.flops / rate + gpu.kernel_overhead};
+    const double rate = peak * gpu.attention.flash_efficiency, done = kFlashCausalFlopFraction * op.flops;
+    return {done / rate + gpu.kernel_overhead, kFlashBackwardFactor * done / rate + gpu.kernel_overhead};
   }
   // Batched GEMMs at an efficiency that falls with head_dim (the contraction of QK^T),
   // plus passes over the scores: scale, mask, softmax, dropout.

@@ -19,6 +19,19 @@
 
 namespace {
 
+// Runs `cmd` through the shell; returns its exit status (it must have exited) and its
+// standard output in `out`.
+int run_command(const std::string& cmd, std::string& out) {
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
 std::set<std::string> trace_names(const std::string& path) {
   std::ifstream in(path);
   REQUIRE(in);
@@ -39,14 +52,9 @@ TEST_CASE("validate runs a 3-job subset of the suite on both sides", "[validate]
                           "/scenarios/validation --jobs 06-tp2,14-pp2-1f1b,11-sdp2 --steps 4 --warmup 1 --repeats 2 --json "
                           "--trace-dir " + traces;
   INFO(cmd);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
   std::string out;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
+  const int status = run_command(cmd, out);
   INFO(out);
-  REQUIRE(WIFEXITED(status));
   const nlohmann::json doc = nlohmann::json::parse(out);
   // Exit status 1 exactly when the suite misses a target it prints (median |step error|
   // <= 10%, worst <= 25%, memory median <= 10%); the accuracy itself is not asserted here.
@@ -54,7 +62,7 @@ TEST_CASE("validate runs a 3-job subset of the suite on both sides", "[validate]
   const bool met = sum.at("median_abs_step_error_pct").get<double>() <= 10 &&
                    sum.at("worst_abs_step_error_pct").get<double>() <= 25 &&
                    sum.at("median_abs_memory_error_pct").get<double>() <= 10;
-  CHECK(WEXITSTATUS(status) == (met ? 0 : 1));
+  CHECK(status == (met ? 0 : 1));
 
   const auto& jobs = doc.at("jobs");
   REQUIRE(jobs.size() == 3);
@@ -136,15 +144,9 @@ TEST_CASE("search --execute 2 runs candidates on the backend and compares the ra
                           "/scenarios/validation/search/01-two-ranks.yaml --execute 2 --execute-repeats 2 "
                           "--execute-steps 4 --json 2>&1";
   INFO(cmd);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
   std::string out;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
+  REQUIRE(run_command(cmd, out) == 0);
   INFO(out);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
   const nlohmann::json doc = nlohmann::json::parse(out);
   const auto& x = doc.at("execution");
   const auto& candidates = x.at("candidates");
@@ -174,15 +176,7 @@ TEST_CASE("search --execute 2 runs candidates on the backend and compares the ra
 // given with a job file or a suite as well, it is a usage error (2).
 TEST_CASE("validate --search judges the ranking and exits by the table", "[validate][execute]") {
   const std::string job = std::string(PARTUNE_SOURCE_DIR) + "/scenarios/validation/search/01-two-ranks.yaml";
-  const auto run = [](const std::string& cmd, std::string& out) {
-    FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::array<char, 4096> buf{};
-    while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    REQUIRE(WIFEXITED(status));
-    return WEXITSTATUS(status);
-  };
+  const auto run = [](const std::string& cmd, std::string& out) { return run_command(cmd + " 2>&1", out); };
   std::string usage;
   CHECK(run(std::string(PARTUNE_BINARY) + " validate " + job + " --search " + job, usage) == 2);
   CHECK(usage.find("one job file, --suite DIR or --search JOB") != std::string::npos);

@@ -14,6 +14,12 @@ double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double 
 // Seconds for a kernel that streams `bytes` through HBM.
 double memory_bound_time(const GpuProfile& gpu, double bytes);
 
+// FlashAttention's rule (its own accounting): causal attention does this fraction of the
+// unmasked score FLOPs, and backward this many times the forward's. calibrate's fit of
+// gpu.attention.flash_efficiency reads the same constants (calibration_fit.cpp).
+inline constexpr double kFlashCausalFlopFraction = 0.5;
+inline constexpr double kFlashBackwardFactor = 2.5;
+
 // Forward and backward time of one transformer layer on one tensor-parallel rank for a
 // micro-batch, split into the parts the estimator and the per-rank programs need.
 struct LayerTime {
