@@ -15,7 +15,7 @@ namespace partune::cli {
 namespace {
 
 // Threads of a node's process: 8 per rank, one per stream.
-constexpr int kStreamsPerRank = 8;
+constexpr int kStreamsPerRank = 10;  // compute, copies, and 2 + one per CommGroup
 
 const char* stream_name(int stream) {
   switch (stream) {
@@ -66,7 +66,7 @@ TraceEvent read_event(const nlohmann::json& e, const std::string& where) {
   t.chunk = a.value("chunk", 0);
   t.layer = a.value("layer", -1);
   t.count = a.value("count", 1);
-  if (a.contains("group") && !from_name(a["group"].get<std::string>(), CommGroup::embedding, &t.group))
+  if (a.contains("group") && !from_name(a["group"].get<std::string>(), CommGroup::expert_data, &t.group))
     throw std::runtime_error(
         fmt::format("{}.args.group: '{}' is not a communicator", where, a["group"].get<std::string>()));
   if (e.contains("tid")) t.stream = e["tid"].get<int>() - t.rank * kStreamsPerRank;

@@ -54,12 +54,19 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
 
 std::string describe_job(const Job& job) {
   const auto& pc = job.parallel;
-  std::string s = fmt::format("{}: {} ({:.1f}B parameters) on {} x {} ({} GPUs)\n", job.name,
-                              job.model.name, job.model.total_params() / 1e9, job.cluster.nodes,
-                              job.cluster.instance.name, job.world_size());
-  s += fmt::format("  parallel: pipeline {} x tensor {} x data {} (sharded {}), placement {}\n",
+  const ModelSpec& m = job.model;
+  const std::string active =
+      m.is_moe() ? fmt::format(", {:.1f}B active, {} experts / {} per token", m.active_params() / 1e9, m.experts,
+                               m.experts_per_token)
+                 : std::string();
+  std::string s = fmt::format("{}: {} ({:.1f}B parameters{}) on {} x {} ({} GPUs)\n", job.name, m.name,
+                              m.total_params() / 1e9, active, job.cluster.nodes, job.cluster.instance.name,
+                              job.world_size());
+  const std::string experts =
+      m.is_moe() ? fmt::format(", expert {}", pc.expert_parallel_degree) : std::string();
+  s += fmt::format("  parallel: pipeline {} x tensor {} x data {} (sharded {}{}), placement {}\n",
                    pc.pipeline_parallel_degree, pc.tensor_parallel_degree, job.data_parallel_degree(),
-                   pc.sharded_data_parallel_degree, pc.placement_strategy.smp_name());
+                   pc.sharded_data_parallel_degree, experts, pc.placement_strategy.smp_name());
   s += fmt::format("  batch: {} sequences of {} tokens = {} micro-batches of {} x {} accumulation steps "
                    "per data-parallel rank\n",
                    job.training.global_batch, job.model.seq_len, pc.microbatches, job.microbatch_size(),

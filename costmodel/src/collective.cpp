@@ -11,6 +11,7 @@ const char* to_string(CollectiveKind k) {
     case CollectiveKind::all_gather: return "all_gather";
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::send_recv: return "send_recv";
+    case CollectiveKind::all_to_all: return "all_to_all";
   }
   return "?";
 }
@@ -91,6 +92,14 @@ void send_recv(double S, const GroupSpan& span, const InstanceType& inst, Collec
   else p.add(0, S, inst.nic.latency);
 }
 
+// The token exchange of a mixture of experts (NCCL's grouped send/receive pairs): every
+// member sends S/n to each other member at once, (g - 1) of them over NVSwitch and the
+// other n - g through its NIC; one hop.
+void exchange(double S, const GroupSpan& span, const InstanceType& inst, CollectivePhases& p) {
+  const double n = span.size, g = span.per_node;
+  p.add((g - 1) / n * S, (n - g) / n * S, span.nodes > 1 ? inst.nic.latency : inst.intra_node.latency);
+}
+
 }  // namespace
 
 CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
@@ -99,6 +108,12 @@ CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo
   if (span.size <= 1 || bytes <= 0) return p;
   if (kind == CollectiveKind::send_recv) {
     send_recv(bytes, span, inst, p);
+    return p;
+  }
+  if (kind == CollectiveKind::all_to_all) {  // the same pattern whatever the algorithm
+    p.net_efficiency = inst.ring.net_efficiency;
+    p.launch_latency = inst.ring.launch_latency;
+    exchange(bytes, span, inst, p);
     return p;
   }
   if (algo == CollectiveAlgorithm::tree && (kind != CollectiveKind::all_reduce || span.nodes <= 1))

@@ -60,6 +60,10 @@ struct Context {
   int pp, tp, sdp, dp;
   Placement placement;
   GroupSpan dp_span, sdp_span;
+  // Expert parallelism: the expert-data groups (the same expert rank in each expert
+  // group), over which the experts' gradients are reduced; none without experts.
+  int edp = 1;
+  GroupSpan edp_span;
   StageCostModel stages;
 
   explicit Context(const Job& j)
@@ -76,6 +80,15 @@ struct Context {
         stages(j) {
     dp_span = group_span(placement, Axis::data, inst.gpus_per_node);
     sdp_span = subgroup_span(placement, Axis::data, sdp, inst.gpus_per_node);
+    const int ep = j.model.is_moe() ? pc.expert_parallel_degree : 1;
+    if (ep > 1) {
+      // Members ep apart in the data-parallel group: spread over the nodes its expert
+      // groups do not fill.
+      edp = j.expert_data_parallel_degree();
+      const GroupSpan& ep_span = stages.expert_span();
+      edp_span = GroupSpan{edp, std::max(1, std::min(edp, dp_span.nodes / std::max(1, ep_span.nodes))), 1};
+      edp_span.per_node = std::max(1, edp / edp_span.nodes);
+    }
   }
   double cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span) const {
     return collective_cost(kind, algo, bytes, span, inst, oversub).total();
@@ -207,12 +220,14 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
 
 // The stage with the most parameters synchronises (and updates) the most. With uniform
 // stages a middle stage holds only layers: the ends hold the most.
-double largest_stage_parameters(const Context& c) {
-  double params = stage_parameter_count(c.job, 0);
+// The stage with the most parameters (uniform stages: the first or the last).
+int largest_stage(const Context& c) {
+  int best = 0;
   for (int s = c.pc.stage_layers.empty() ? c.pp - 1 : 1; s < c.pp; ++s)
-    params = std::max(params, stage_parameter_count(c.job, s));
-  return params;
+    if (stage_parameter_count(c.job, s) > stage_parameter_count(c.job, best)) best = s;
+  return best;
 }
+double largest_stage_parameters(const Context& c) { return stage_parameter_count(c.job, largest_stage(c)); }
 
 // 5. Data-parallel gradient synchronisation, once per step. Each stage's gradient buckets
 // run beside that stage's last backward, and the last backwards form a chain: a stage
@@ -284,11 +299,22 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
     // The drain runs one stage's buckets after another's: only that stage's GPUs share a NIC.
     GroupSpan drain = c.dp_span;
     drain.nic_sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, c.inst.gpus_per_nic());
-    auto comm = [&](int s) { return c.cost(kind, algo, stage_parameter_count(c.job, s) * c.eb, drain); };
-    const double ag = c.pc.shard_optimizer_state
-                          ? c.cost(CollectiveKind::all_gather, algo, stage_params * c.eb, c.dp_span)
-                          : 0.0;
-    out.total = c.cost(kind, algo, stage_params * c.eb, c.dp_span) + ag;
+    // With expert parallelism the experts' gradients go over the expert-data group.
+    const bool split = c.job.model.is_moe() && c.pc.expert_parallel_degree > 1;
+    auto experts = [&](int s) { return split ? stage_expert_parameter_count(c.job, s) : 0.0; };
+    auto expert_cost = [&](CollectiveKind k, double params, const GroupSpan& span) {
+      return params > 0 && c.edp > 1 ? c.cost(k, algo, params * c.eb, span) : 0.0;
+    };
+    auto comm = [&](int s) {
+      const double e = experts(s);
+      return c.cost(kind, algo, (stage_parameter_count(c.job, s) - e) * c.eb, drain) + expert_cost(kind, e, c.edp_span);
+    };
+    const int largest = largest_stage(c);
+    const double e = experts(largest), shared = stage_params - e;
+    const double ag = c.pc.shard_optimizer_state ? c.cost(CollectiveKind::all_gather, algo, shared * c.eb, c.dp_span) +
+                                                       expert_cost(CollectiveKind::all_gather, e, c.edp_span)
+                                                 : 0.0;
+    out.total = c.cost(kind, algo, shared * c.eb, c.dp_span) + expert_cost(kind, e, c.edp_span) + ag;
     out.exposed = drain_exposed(c, overlap, comm) + ag;
   } else if (c.sdp > 1 && c.dp > c.sdp) {
     // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
@@ -327,7 +353,12 @@ double step_end_sums(const Context& c, int stage) {
 }
 
 // 6. The optimizer step on the local shard, on the device or (offload_optimizer) on the host.
-double local_params(const Context& c, double stage_params) { return stage_params * c.job.optimizer_shard_fraction(); }
+// The optimizer's share of the stage's parameters (the experts' by their own fraction).
+double local_params(const Context& c, double stage_params) {
+  const double experts = stage_expert_parameter_count(c.job, largest_stage(c));
+  return (stage_params - experts) * c.job.optimizer_shard_fraction() +
+         experts * c.job.expert_optimizer_shard_fraction();
+}
 double optimizer(const Context& c, double stage_params) {
   const TrainingConfig& t = c.job.training;
   const double params = local_params(c, stage_params);

@@ -10,7 +10,26 @@ PlanConfig whole_model(double sequences) {
   c.sequences = sequences;
   return c;  // tensor degree 1: every op whole
 }
+
+// The model's layers by kind: a layer with experts counts the tokens it routes
+// (experts_per_token per token), not the capacity padding.
+struct PerKind {
+  LayerMix mix;
+  ModelSpec routed;
+};
+PerKind per_kind(const ModelSpec& m) {
+  PerKind k{layer_mix(m, 0, m.layers), m};
+  k.routed.capacity_factor = 1.0;
+  return k;
+}
 }  // namespace
+
+double layers_forward_flops(const ModelSpec& m, double sequences) {
+  const PerKind k = per_kind(m);
+  double f = k.mix.dense * transformer_layer_plan(m, whole_model(sequences)).forward_flops();
+  if (k.mix.moe > 0) f += k.mix.moe * moe_layer_plan(k.routed, whole_model(sequences)).forward_flops();
+  return f;
+}
 
 LayerFlops layer_forward_flops(const ModelSpec& m, double sequences) {
   const LayerPlan plan = transformer_layer_plan(m, whole_model(sequences));
@@ -29,13 +48,14 @@ double logits_forward_flops(const ModelSpec& m, double sequences) {
 
 double model_flops_per_step(const ModelSpec& m, double global_batch) {
   // Backward costs twice the forward (gradients w.r.t. inputs and weights).
-  return 3.0 * (m.layers * layer_forward_flops(m, global_batch).total() +
-                logits_forward_flops(m, global_batch));
+  return 3.0 * (layers_forward_flops(m, global_batch) + logits_forward_flops(m, global_batch));
 }
 
 double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
                                double checkpointed_fraction) {
-  const double recompute = m.layers * recomputed_forward_flops(m, global_batch, ckpt);
+  const PerKind k = per_kind(m);
+  double recompute = k.mix.dense * recomputed_forward_flops(m, global_batch, ckpt);
+  if (k.mix.moe > 0) recompute += k.mix.moe * moe_layer_plan(k.routed, whole_model(global_batch)).recomputed_flops(ckpt);
   return model_flops_per_step(m, global_batch) + checkpointed_fraction * recompute;
 }
 

@@ -12,7 +12,7 @@ namespace partune::detail {
 namespace {
 
 // The architectures read, by the first entry of `architectures` (or `model_type`).
-enum class Family { llama, qwen2, gpt_neox, gpt2 };
+enum class Family { llama, mixtral, qwen2, gpt_neox, gpt2 };
 
 Family family_of(const Reader& r) {
   std::string arch;
@@ -24,13 +24,12 @@ Family family_of(const Reader& r) {
     r.fail("architectures", "missing: a Hugging Face config names its architecture (e.g. LlamaForCausalLM)");
   if (arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "llama" || arch == "mistral")
     return Family::llama;
-  if (arch == "MixtralForCausalLM" || arch == "mixtral")
-    r.fail("architectures", arch + ": a mixture of experts, which partune does not model yet");
+  if (arch == "MixtralForCausalLM" || arch == "mixtral") return Family::mixtral;
   if (arch == "Qwen2ForCausalLM" || arch == "qwen2") return Family::qwen2;
   if (arch == "GPTNeoXForCausalLM" || arch == "gpt_neox") return Family::gpt_neox;
   if (arch == "GPT2LMHeadModel" || arch == "gpt2") return Family::gpt2;
   r.fail("architectures", "'" + arch + "' is not a known architecture (known: LlamaForCausalLM, MistralForCausalLM, "
-                                       "Qwen2ForCausalLM, GPTNeoXForCausalLM, GPT2LMHeadModel)");
+                                       "MixtralForCausalLM, Qwen2ForCausalLM, GPTNeoXForCausalLM, GPT2LMHeadModel)");
 }
 
 // LLaMA, Mistral and Qwen2: SwiGLU, RMSNorm, rotary positions, grouped-query attention.
@@ -52,6 +51,16 @@ void read_llama(const Reader& r, ModelSpec& m) {
   // `bias` is all the matrices' or none: none, as LLaMA.
   m.bias = false;
   m.dropout = r.get_in_range("attention_dropout", 0, 0.99, 0.0);
+}
+
+// Mixtral: Mistral's block with a mixture of experts in every layer, each expert a SwiGLU
+// MLP of intermediate_size; dropless routing (capacity factor 1).
+void read_mixtral(const Reader& r, ModelSpec& m) {
+  read_llama(r, m);
+  m.experts = r.get_int("num_local_experts", 2, limits::kMaxExperts);
+  m.experts_per_token = r.get_int("num_experts_per_tok", 1, m.experts);
+  m.expert_ffn_hidden = m.ffn_hidden;
+  m.moe_every = 1;
 }
 
 // GPT-NeoX: LayerNorm, rotary positions, biases, GeLU (4h), untied.
@@ -92,6 +101,7 @@ ModelSpec model_from_hf_config(const std::string& path) {
   switch (f) {
     case Family::llama:
     case Family::qwen2: read_llama(r, m); break;
+    case Family::mixtral: read_mixtral(r, m); break;
     case Family::gpt_neox: read_gpt_neox(r, m); break;
     case Family::gpt2: read_gpt2(r, m); break;
   }

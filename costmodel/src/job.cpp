@@ -56,6 +56,49 @@ double Job::checkpointed_fraction() const {
   return static_cast<double>(checkpointed) / model.layers;
 }
 
+LayerMix layer_mix(const ModelSpec& m, int first, int count) {
+  LayerMix mix;
+  mix.moe = m.moe_layers_in(first, count);
+  mix.dense = std::max(0, count) - mix.moe;
+  return mix;
+}
+
+LayerMix Job::chunk_mix(int stage, int chunk, int first, int count) const {
+  return layer_mix(model, global_layer(stage, chunk, first), count);
+}
+
+LayerMix Job::stage_mix(int stage) const {
+  LayerMix out;
+  const int per_chunk = parallel.stage_layers.empty() ? layers_per_chunk(stage) : layers_on_stage(stage);
+  const int chunks = parallel.stage_layers.empty() ? parallel.virtual_stages : 1;
+  for (int c = 0; c < chunks; ++c) {
+    const LayerMix m = chunk_mix(stage, c, 0, per_chunk);
+    out.dense += m.dense;
+    out.moe += m.moe;
+  }
+  return out;
+}
+
+LayerMix Job::checkpointed_mix(int stage) const {
+  LayerMix out;
+  if (!parallel.stage_layers.empty()) return chunk_mix(stage, 0, 0, checkpointed_layers_on_stage(stage));
+  for (int c = 0; c < parallel.virtual_stages; ++c) {
+    const LayerMix m = chunk_mix(stage, c, 0, checkpointed_layers_in_chunk(stage, c));
+    out.dense += m.dense;
+    out.moe += m.moe;
+  }
+  return out;
+}
+
+int Job::expert_data_parallel_degree() const {
+  return std::max(1, data_parallel_degree() / std::max(1, parallel.expert_parallel_degree));
+}
+
+double Job::expert_optimizer_shard_fraction() const {
+  if (parallel.shard_optimizer_state) return 1.0 / expert_data_parallel_degree();
+  return optimizer_shard_fraction();
+}
+
 int Job::data_parallel_degree() const {
   const int mp = parallel.pipeline_parallel_degree * parallel.tensor_parallel_degree;
   return mp > 0 ? world_size() / mp : 0;
@@ -78,6 +121,34 @@ int Job::effective_active_microbatches() const { return active_microbatches(para
 namespace {
 
 JobViolation bad(const char* key, std::string reason) { return JobViolation{key, std::move(reason)}; }
+
+// Expert parallelism (Megatron-core's rules): the expert degree divides the data-parallel
+// degree and the experts; experts are tensor-parallel like the dense MLP; sharded data
+// parallelism (one shard group per data-parallel group) is not combined with it.
+JobViolation check_experts(const Job& job) {
+  const auto& m = job.model;
+  const int ep = job.parallel.expert_parallel_degree, dp = job.data_parallel_degree();
+  if (ep < 1) return bad("parallel.expert_parallel_degree", "must be >= 1");
+  if (!m.is_moe()) {
+    if (ep > 1) return bad("parallel.expert_parallel_degree", "the model has no experts (model.experts is 0)");
+    return {};
+  }
+  if (dp % ep != 0)
+    return bad("parallel.expert_parallel_degree",
+               fmt::format("{} does not divide the data-parallel degree {} (expert groups are made of "
+                           "data-parallel ranks)", ep, dp));
+  if (m.experts % ep != 0)
+    return bad("parallel.expert_parallel_degree", fmt::format("{} does not divide the model's {} experts", ep, m.experts));
+  const int tp = job.parallel.tensor_parallel_degree;
+  if (m.expert_ffn_hidden % tp != 0)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide expert_ffn_hidden {}", tp, m.expert_ffn_hidden));
+  if (job.parallel.sharded_data_parallel_degree > 1)
+    return bad("parallel.sharded_data_parallel_degree",
+               "sharded data parallelism is not combined with a mixture-of-experts model here: use "
+               "expert_parallel_degree with shard_optimizer_state");
+  return {};
+}
 
 // The degrees: each >= 1, tensor within a node, and dividing the cluster, the data-parallel
 // degree and the model's heads and feed-forward width.
@@ -110,7 +181,7 @@ JobViolation check_degrees(const Job& job) {
   if (m.ffn_hidden % tp != 0)
     return bad("parallel.tensor_parallel_degree",
                fmt::format("{} does not divide ffn_hidden {}", tp, m.ffn_hidden));
-  return {};
+  return check_experts(job);
 }
 
 // The batch: micro-batches and accumulation >= 1, and the global batch divisible by them.

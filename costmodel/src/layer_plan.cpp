@@ -26,6 +26,7 @@ PlanConfig plan_config(const Job& job) {
   PlanConfig c;
   c.sequences = job.microbatch_size();
   c.tensor_degree = job.parallel.tensor_parallel_degree;
+  c.expert_degree = job.parallel.expert_parallel_degree;
   c.sequence_parallel = job.parallel.sequence_parallel && c.tensor_degree > 1;
   c.flash_attention = job.parallel.flash_attention;
   c.precision = job.training.precision;
@@ -51,7 +52,7 @@ struct PlanBuilder {
         tokens(config.sequences * model.seq_len),
         scale(bytes_per_element(config.precision) / 2.0) {
     plan.part = part;
-    plan.ops.reserve(16);  // a layer has 14 ops: one allocation per plan
+    plan.ops.reserve(24);  // a layer has up to 21 ops: one allocation per plan
     seq_tokens = c.sequence_parallel ? tokens / t : tokens;
   }
 
@@ -93,6 +94,34 @@ struct PlanBuilder {
     op.comm_count = count;
     plan.ops.push_back(op);
   }
+  // `batch` GEMMs of [rows x in] x [in x out] (a rank's experts), whose parameters are
+  // the experts' (split over the expert group, reduced over the expert-data group).
+  void expert_gemm(const char* name, double rows, double batch, double in, double out, double stored_input,
+                   double bias) {
+    PlanOp op;
+    op.name = name;
+    op.kind = PlanOpKind::gemm;
+    op.m = rows;
+    op.n = out;
+    op.k = in;
+    op.batch = batch;
+    op.flops = 2.0 * rows * in * out * batch;
+    op.stored = stored_input * scale;
+    op.params = batch * (in * out + bias);
+    op.expert = true;
+    plan.ops.push_back(op);
+  }
+  // An all-to-all over the expert group: only where there is one.
+  void expert_comm(const char* name, double bytes) {
+    if (c.expert_degree <= 1) return;
+    PlanOp op;
+    op.name = name;
+    op.kind = PlanOpKind::expert_comm;
+    op.comm_bytes = bytes;
+    plan.ops.push_back(op);
+  }
+  // The dropout mask's byte per element (none without dropout).
+  double mask() const { return m.has_dropout() ? 1.0 : 0.0; }
   // The op just added holds `params` replicated parameters used on the sequence shard.
   void shard_gradient(double params) {
     if (c.sequence_parallel) plan.ops.back().shard_gradient_params = params;
@@ -128,9 +157,13 @@ PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, do
 
 }  // namespace
 
-LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
-  PlanBuilder p(m, c, PlanPart::layer);
-  const double h = m.hidden, f = m.ffn_hidden, t = p.t, T = p.tokens, Ts = p.seq_tokens;
+namespace {
+
+// The attention half of a layer: its norm, QKV, the core, the projection and the
+// residual, with the region edges around them.
+void attention_half(PlanBuilder& p) {
+  const ModelSpec& m = p.m;
+  const double h = m.hidden, t = p.t, T = p.tokens, Ts = p.seq_tokens;
   const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
   const double S = p.activation_bytes();
   // A column-parallel GEMM's input is the sequence shard with sequence parallelism (it is
@@ -147,18 +180,33 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   // Rotary positions rotate the rank's queries and keys in place, read and written once
   // (their backward is the inverse rotation: nothing kept).
   if (m.positions == PositionKind::rope) p.memory_bound("rotary", 4.0 * T * (h + kv) / t, 2, 0.0);
-  p.plan.ops.push_back(attention_core(m, c, T, p.scale));
+  p.plan.ops.push_back(attention_core(m, p.c, T, p.scale));
   p.gemm("projection", h / t, h, 2.0 * T * h / t, b * h);  // its bias is replicated
   if (m.bias) p.shard_gradient(h);  // its bias, added after the reduce-scatter
   p.comm("attention_out", p.exit(), S);
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
   // (7h bytes a token); keeps the mask. Without dropout: no mask (6h, nothing kept).
-  const double mask = m.has_dropout() ? 1.0 : 0.0;
-  p.memory_bound("attention_dropout_residual", (6.0 + mask) * Ts * h, 2, mask * Ts * h);
+  p.memory_bound("attention_dropout_residual", (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
   p.memory_bound("mlp_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
   p.holds(norm);
   p.shard_gradient(norm);
   p.comm("mlp_in", p.entry(), S);
+}
+
+// The MLP's residual after its exit edge.
+void mlp_exit(PlanBuilder& p) {
+  const double Ts = p.seq_tokens, h = p.m.hidden;
+  p.comm("mlp_out", p.exit(), p.activation_bytes());
+  p.memory_bound("mlp_dropout_residual", (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
+}
+
+}  // namespace
+
+LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+  PlanBuilder p(m, c, PlanPart::layer);
+  const double h = m.hidden, f = m.ffn_hidden, t = p.t, T = p.tokens;
+  const double column_input = 2.0 * p.seq_tokens * h, b = m.bias ? 1.0 : 0.0;
+  attention_half(p);
   if (m.mlp == MlpKind::swiglu) {
     // fc1 is the gate and up matrices side by side (2f/t columns); SwiGLU reads both
     // halves and writes their product silu(gate) * up, keeping both halves.
@@ -171,9 +219,46 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   }
   p.gemm("fc2", f / t, h, 2.0 * T * f / t, b * h);
   if (m.bias) p.shard_gradient(h);
-  p.comm("mlp_out", p.exit(), S);
-  p.memory_bound("mlp_dropout_residual", (6.0 + mask) * Ts * h, 2, mask * Ts * h);
+  mlp_exit(p);
   return std::move(p.plan);
+}
+
+// The MLP of a layer with experts (Megatron-core's MoE layer with the all-to-all token
+// dispatcher). Every tensor rank routes the whole micro-batch (after mlp_in) and sends
+// its tokens' copies, experts_per_token of each padded by the capacity factor (R = cf k T
+// rows), over the expert group; each rank runs its E/ep experts on what it receives (R
+// rows in all when the router balances), tensor-parallel like the dense MLP, and sends
+// the results back, where they are weighted and summed; mlp_out then sums the tensor
+// ranks' partial results as for a dense MLP.
+LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+  PlanBuilder p(m, c, PlanPart::layer);
+  const double h = m.hidden, f = m.expert_ffn_hidden, t = p.t, T = p.tokens, E = m.experts;
+  const double R = m.capacity_factor * m.experts_per_token * T;  // routed rows on a rank
+  const double local = E / std::max(1, c.expert_degree);         // experts on a rank
+  const double b = m.bias ? 1.0 : 0.0, swiglu = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
+  const double routed_bytes = R * h * bytes_per_element(c.precision);
+  attention_half(p);
+  // The router: hidden x experts, whole on every tensor rank (its gradient is the same on
+  // each); softmax and top-k over the scores, then the tokens copied into expert order.
+  // Keeps its input (counted with the norm's) and the probabilities.
+  p.gemm("router", h, E, 0.0, 0.0);
+  p.memory_bound("routing", 4.0 * T * E + 2.0 * (T * h + R * h), 3, 2.0 * T * E);
+  p.expert_comm("dispatch", routed_bytes);
+  // The rank's experts: `local` products of R / local rows each.
+  p.expert_gemm("expert_fc1", R / local, local, h, swiglu * f / t, 2.0 * R * h, b * swiglu * f / t);
+  const double reads = m.mlp == MlpKind::swiglu ? 6.0 : 4.0, kept = 2.0 * swiglu;
+  p.memory_bound("expert_activation", reads * R * f / t, 2, kept * R * f / t);
+  p.expert_gemm("expert_fc2", R / local, local, f / t, h, 2.0 * R * f / t, b * h);
+  p.expert_comm("combine", routed_bytes);
+  // Each token's experts_per_token results weighted by their probabilities and summed;
+  // keeps the results for the probabilities' gradient.
+  p.memory_bound("unpermute", 2.0 * (R * h + T * h), 2, 2.0 * R * h);
+  mlp_exit(p);
+  return std::move(p.plan);
+}
+
+LayerPlan layer_plan(const ModelSpec& m, const PlanConfig& c, bool moe) {
+  return moe ? moe_layer_plan(m, c) : transformer_layer_plan(m, c);
 }
 
 LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
@@ -251,7 +336,7 @@ bool recomputed(const PlanOp& op, Checkpointing policy) {
   switch (policy) {
     case Checkpointing::none: return false;
     case Checkpointing::selective: return op.selective_recompute;
-    case Checkpointing::full: return op.kind != PlanOpKind::tensor_comm;
+    case Checkpointing::full: return op.kind != PlanOpKind::tensor_comm && op.kind != PlanOpKind::expert_comm;
   }
   return false;
 }
@@ -296,6 +381,13 @@ double LayerPlan::params() const {
   return sum;
 }
 
+double LayerPlan::expert_params() const {
+  double sum = 0;
+  for (const PlanOp& op : ops)
+    if (op.expert) sum += op.params;
+  return sum;
+}
+
 double LayerPlan::shard_gradient_params() const {
   double sum = 0;
   for (const PlanOp& op : ops) sum += op.shard_gradient_params;
@@ -314,7 +406,7 @@ namespace {
 // re-gathers the GEMM's input (overlapped with its input gradient).
 void conjugate_collectives(const PlanOp& op, bool forward, std::vector<TensorCollective>& out) {
   auto add = [&](CollectiveKind kind, bool overlapped = false) {
-    out.push_back({kind, op.comm_bytes, op.comm_count, overlapped});
+    out.push_back({kind, PlanGroup::tensor, op.comm_bytes, op.comm_count, overlapped});
   };
   switch (op.conjugate) {
     case Conjugate::f:
@@ -344,12 +436,17 @@ std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass
   std::vector<TensorCollective> out;
   if (pass == PlanPass::recompute && policy != Checkpointing::full) return out;
   const bool forward = pass != PlanPass::backward;
+  // The expert group's all-to-alls run once in each pass (the backward sends the
+  // gradients back the way the tokens came).
+  auto visit = [&](const PlanOp& op) {
+    if (op.kind == PlanOpKind::tensor_comm) conjugate_collectives(op, forward, out);
+    if (op.kind == PlanOpKind::expert_comm)
+      out.push_back({CollectiveKind::all_to_all, PlanGroup::expert, op.comm_bytes, 1, false});
+  };
   if (forward) {
-    for (const PlanOp& op : plan.ops)
-      if (op.kind == PlanOpKind::tensor_comm) conjugate_collectives(op, true, out);
+    for (const PlanOp& op : plan.ops) visit(op);
   } else {
-    for (auto it = plan.ops.rbegin(); it != plan.ops.rend(); ++it)
-      if (it->kind == PlanOpKind::tensor_comm) conjugate_collectives(*it, false, out);
+    for (auto it = plan.ops.rbegin(); it != plan.ops.rend(); ++it) visit(*it);
   }
   return out;
 }
@@ -358,7 +455,7 @@ void add_folded(std::vector<TensorCollective>& into, TensorCollective c, int tim
   if (times <= 0) return;
   c.count *= times;
   for (TensorCollective& o : into)
-    if (o.kind == c.kind && o.bytes == c.bytes && o.overlapped == c.overlapped) {
+    if (o.kind == c.kind && o.group == c.group && o.bytes == c.bytes && o.overlapped == c.overlapped) {
       o.count += c.count;
       return;
     }

@@ -34,10 +34,25 @@ double largest_extra_unit(const Job& job, int stage) {
   return largest;
 }
 
+double moe_layer_params_on_rank(const Job& job) {
+  const ModelSpec& m = job.model;
+  if (!m.is_moe()) return m.layer_params() / job.parallel.tensor_parallel_degree;
+  const double experts_here = static_cast<double>(m.experts) / job.parallel.expert_parallel_degree;
+  return (m.moe_layer_params() - (m.experts - experts_here) * m.expert_params()) / job.parallel.tensor_parallel_degree;
+}
+
+double stage_expert_parameter_count(const Job& job, int stage) {
+  const ModelSpec& m = job.model;
+  if (!m.is_moe()) return 0.0;
+  const double experts_here = static_cast<double>(m.experts) / job.parallel.expert_parallel_degree;
+  return job.stage_mix(stage).moe * experts_here * m.expert_params() / job.parallel.tensor_parallel_degree;
+}
+
 double stage_parameter_count(const Job& job, int stage) {
   const ModelSpec& m = job.model;
   const int pp = job.parallel.pipeline_parallel_degree, tp = job.parallel.tensor_parallel_degree;
-  double p = static_cast<double>(job.layers_on_stage(stage)) * m.layer_params();
+  const LayerMix mix = job.stage_mix(stage);
+  double p = mix.dense * m.layer_params() + mix.moe * moe_layer_params_on_rank(job) * tp;
   if (stage == 0) p += m.embedding_params();
   if (stage == job.lm_head_stage()) {
     p += m.head_params();
@@ -57,28 +72,48 @@ double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_d
   return transformer_layer_plan(m, c).stored_bytes(Checkpointing::none);  // 16-bit accounting
 }
 
-double stored_layer_bytes(const Job& job, double sequences) {
+namespace {
+// `figure` of a layer at `sequences`: a dense layer's, or for a mixture of experts the
+// mean over the model's layers (or the larger of the two kinds, `largest`).
+template <class Figure>
+double per_layer(const Job& job, double sequences, Figure figure, bool largest = false) {
   PlanConfig c = plan_config(job);
   c.sequences = sequences;
-  return transformer_layer_plan(job.model, c).stored_bytes(job.parallel.activation_checkpointing);
+  const double dense = figure(transformer_layer_plan(job.model, c));
+  if (!job.model.is_moe()) return dense;
+  const double moe = figure(moe_layer_plan(job.model, c));
+  if (largest) return std::max(dense, moe);
+  const LayerMix mix = layer_mix(job.model, 0, job.model.layers);
+  return (mix.dense * dense + mix.moe * moe) / mix.total();
+}
+}  // namespace
+
+double stored_layer_bytes(const Job& job, double sequences) {
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.stored_bytes(policy); });
 }
 
 double full_layer_bytes(const Job& job, double sequences) {
-  PlanConfig c = plan_config(job);
-  c.sequences = sequences;
-  return transformer_layer_plan(job.model, c).stored_bytes(Checkpointing::none);
+  return per_layer(job, sequences, [](const LayerPlan& p) { return p.stored_bytes(Checkpointing::none); });
 }
 
 double recomputed_layer_bytes(const Job& job, double sequences) {
-  PlanConfig c = plan_config(job);
-  c.sequences = sequences;
-  return transformer_layer_plan(job.model, c).recomputed_bytes(job.parallel.activation_checkpointing);
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.recomputed_bytes(policy); }, true);
 }
 
 double stored_stage_bytes(const Job& job, double sequences, int stage) {
-  const int checkpointed = job.checkpointed_layers_on_stage(stage);
-  return checkpointed * stored_layer_bytes(job, sequences) +
-         (job.layers_on_stage(stage) - checkpointed) * full_layer_bytes(job, sequences);
+  PlanConfig c = plan_config(job);
+  c.sequences = sequences;
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  const LayerMix L = job.stage_mix(stage), K = job.checkpointed_mix(stage);
+  const LayerPlan dense = transformer_layer_plan(job.model, c);
+  double bytes = K.dense * dense.stored_bytes(policy) + (L.dense - K.dense) * dense.stored_bytes(Checkpointing::none);
+  if (L.moe > 0) {
+    const LayerPlan moe = moe_layer_plan(job.model, c);
+    bytes += K.moe * moe.stored_bytes(policy) + (L.moe - K.moe) * moe.stored_bytes(Checkpointing::none);
+  }
+  return bytes;
 }
 
 double logits_bytes_per_microbatch(const Job& job) {
@@ -105,11 +140,19 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   // updates only its slice, and the whole copy is gathered back), so the slice's weights
   // and its reduced gradient are two more fp32 copies of 1/dp, as DeepSpeed's fp32
   // partitions and the backend's ParameterShards keep them (device buffers).
+  // A mixture of experts' experts are sliced over the expert-data-parallel group instead.
   const bool zero1 = sdp == 1 && pc.shard_optimizer_state;
-  const double slice_copies = zero1 && !training_is_mixed(job.training.precision) ? params * 8.0 / dp : 0.0;
-  mb.optimizer_states = params * sb.optimizer * job.optimizer_shard_fraction() + slice_copies;
-  const double layer_params = m.layer_params() / tp;
-  const double extras = params - job.layers_on_stage(stage) * layer_params;  // embedding, head
+  const double experts = stage_expert_parameter_count(job, stage), shared = params - experts;
+  const double slice_copies = zero1 && !training_is_mixed(job.training.precision)
+                                  ? (shared / dp + experts / job.expert_data_parallel_degree()) * 8.0
+                                  : 0.0;
+  mb.optimizer_states = (shared * job.optimizer_shard_fraction() + experts * job.expert_optimizer_shard_fraction()) *
+                            sb.optimizer +
+                        slice_copies;
+  const LayerMix mix = job.stage_mix(stage);
+  const double layer_params = mix.moe > 0 ? std::max(m.layer_params() / tp, moe_layer_params_on_rank(job))
+                                          : m.layer_params() / tp;  // the largest bucket
+  const double extras = params - mix.dense * m.layer_params() / tp - mix.moe * moe_layer_params_on_rank(job);
   if (dp > 1 && sdp == 1) {
     // Gradient buckets: each layer's full gradients are flattened into a buffer that
     // lives until its all-reduce (or reduce-scatter) completes, about when the next
@@ -141,11 +184,20 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     // never live together (the head's gradient is reduced before the layers' backward).
     mb.communication_buffers = std::max(2.0 * sharding.reduce_elements, largest_extra) * sb.grad;
   }
-  const double full_layer = plan.stored_bytes(Checkpointing::none);
+  // A mixture of experts keeps each kind's bytes; the mean over the stage's layers of a
+  // kind stands for a layer below (exact when every layer has experts).
+  const LayerMix L = job.stage_mix(stage), K = job.checkpointed_mix(stage);
+  const LayerPlan moe = m.is_moe() ? moe_layer_plan(m, config) : plan;
+  const Checkpointing policy = pc.activation_checkpointing;
+  auto mean = [](double a, double wa, double b, double wb) { return wa + wb > 0 ? (a * wa + b * wb) / (wa + wb) : a; };
+  const double full_layer = mean(plan.stored_bytes(Checkpointing::none), L.dense - K.dense,
+                                 moe.stored_bytes(Checkpointing::none), L.moe - K.moe);
   const double in_flight = in_flight_microbatches(pc, stage);
-  const double per_layer_stored = plan.stored_bytes(pc.activation_checkpointing);
+  const double per_layer_stored = mean(plan.stored_bytes(policy), K.dense, moe.stored_bytes(policy), K.moe);
   // Recomputing a checkpointed layer materialises what it did not keep.
-  if (checkpointed > 0) mb.activation_working = plan.recomputed_bytes(pc.activation_checkpointing);
+  if (checkpointed > 0)
+    mb.activation_working = std::max(K.dense > 0 ? plan.recomputed_bytes(policy) : 0.0,
+                                     K.moe > 0 ? moe.recomputed_bytes(policy) : 0.0);
   // Checkpointed layers keep what the policy keeps (and only that is offloaded); the
   // others keep their full activations.
   const double checkpointed_layers = checkpointed * in_flight;

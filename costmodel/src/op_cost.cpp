@@ -42,7 +42,10 @@ struct OpTime {
 // A GEMM Y[m x n] = X[m x k] W[k x n]: backward computes dX = dY W^T (m x k x n) and
 // dW = X^T dY (k x n x m).
 OpTime gemm_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op) {
-  return {gemm_time(gpu, p, op.m, op.n, op.k), gemm_time(gpu, p, op.m, op.k, op.n) + gemm_time(gpu, p, op.k, op.n, op.m)};
+  // (`batch` products: a rank's experts, each its own kernel.)
+  const double b = op.batch;
+  return {b * gemm_time(gpu, p, op.m, op.n, op.k),
+          b * (gemm_time(gpu, p, op.m, op.k, op.n) + gemm_time(gpu, p, op.k, op.n, op.m))};
 }
 
 // The attention core over op.m score elements (b x heads/t x s x s) at head_dim op.k.
@@ -92,7 +95,8 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
       case PlanOpKind::gemm: t = gemm_op_time(gpu, p, op); break;
       case PlanOpKind::attention_core: t = attention_op_time(gpu, non_gemm_precision(p), op, flash_attention); break;
       case PlanOpKind::memory_bound: break;  // its bytes and launches are added up below
-      case PlanOpKind::tensor_comm: continue;  // collectives are costed by collective.hpp
+      case PlanOpKind::tensor_comm:
+      case PlanOpKind::expert_comm: continue;  // collectives are costed by collective.hpp
     }
     add(op, fwd, t.fwd, op.bytes, op.kernels);
     add(op, bwd, t.bwd, op.backward_bytes, op.backward_kernels);

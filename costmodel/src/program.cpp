@@ -45,21 +45,27 @@ class ProgramBuilder {
     head_first_ = job.lm_head_on_first_stage();
     head_chunk_ = v_;
     eb_ = bytes_per_element(prec);
-    layer_ = costs_.layer_time();
+    layer_[0] = costs_.layer_time(false);
+    layer_[1] = costs_.layer_time(true);
     head_ = costs_.head_time();
     const PlanConfig plan = plan_config(job);
     const Checkpointing policy = pc_.activation_checkpointing;
-    const LayerPlan layer = transformer_layer_plan(m, plan), embedding = embedding_plan(m, plan),
-                    head = head_plan(m, plan);
-    layer_comm_ = {tensor_collectives(layer, PlanPass::forward), tensor_collectives(layer, PlanPass::backward),
-                   tensor_collectives(layer, PlanPass::recompute, policy)};
+    const LayerPlan& layer = costs_.layer(false);
+    const LayerPlan embedding = embedding_plan(m, plan), head = head_plan(m, plan);
+    for (bool moe : {false, true}) {
+      const LayerPlan& l = costs_.layer(moe);
+      layer_comm_[moe] = {tensor_collectives(l, PlanPass::forward), tensor_collectives(l, PlanPass::backward),
+                          tensor_collectives(l, PlanPass::recompute, policy)};
+      layer_param_bytes_[moe] = (moe ? moe_layer_params_on_rank(job) : m.layer_params() / tp_) * eb_;
+      expert_param_bytes_[moe] = l.expert_params() * eb_;
+    }
+    ep_ = m.is_moe() ? pc_.expert_parallel_degree : 1;
     embedding_comm_ = {tensor_collectives(embedding, PlanPass::forward),
                        tensor_collectives(embedding, PlanPass::backward), {}};
     head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};
-    shard_gradient_ = {layer.shard_gradient_params(), embedding.shard_gradient_params(),
-                       head.shard_gradient_params()};
+    shard_gradient_ = {layer.shard_gradient_params(), costs_.layer(true).shard_gradient_params(),
+                       embedding.shard_gradient_params(), head.shard_gradient_params()};
     activation_bytes_ = b_ * m.seq_len * m.hidden * eb_;
-    layer_param_bytes_ = m.layer_params() / tp_ * eb_;
     stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
     sharded_ = sdp_ > 1;
     if (sharded_) sharding_ = sharding_plan(job, layer);
@@ -213,21 +219,27 @@ class ProgramBuilder {
     return out;
   }
   static OpKind op_kind(CollectiveKind k) {
-    return k == CollectiveKind::all_gather ? OpKind::all_gather
-         : k == CollectiveKind::reduce_scatter ? OpKind::reduce_scatter
-                                               : OpKind::all_reduce;
+    return k == CollectiveKind::all_gather       ? OpKind::all_gather
+           : k == CollectiveKind::reduce_scatter ? OpKind::reduce_scatter
+           : k == CollectiveKind::all_to_all     ? OpKind::all_to_all
+                                                 : OpKind::all_reduce;
   }
+  static CommGroup comm_group(const TensorCollective& c) {
+    return c.group == PlanGroup::expert ? CommGroup::expert : CommGroup::tensor;
+  }
+  // Is model layer `l` of `chunk` one with experts; the plan lists of each kind.
+  bool moe(int chunk, int l) const { return job_.model.is_moe_layer(job_.global_layer(stage_, chunk, l)); }
   // The blocking collectives after a compute instruction.
   void tensor_collectives_after(std::initializer_list<Part> parts, int mb, int chunk, int layer) {
     for (const TensorCollective& c : gather(parts, false))
-      push(collective(op_kind(c.kind), CommGroup::tensor, c.bytes, c.count, mb, chunk, layer));
+      push(collective(op_kind(c.kind), comm_group(c), c.bytes, c.count, mb, chunk, layer));
   }
   // The overlapped ones (sequence-parallel re-gathers) start before the compute they run
   // beside; the returned indices are awaited after it (wait_all).
   std::vector<int> tensor_collectives_beside(std::initializer_list<Part> parts, int mb, int chunk, int layer) {
     std::vector<int> started;
     for (const TensorCollective& c : gather(parts, true))
-      started.push_back(start_async(collective(op_kind(c.kind), CommGroup::tensor, c.bytes, c.count, mb, chunk, layer)));
+      started.push_back(start_async(collective(op_kind(c.kind), comm_group(c), c.bytes, c.count, mb, chunk, layer)));
     return started;
   }
   void wait_all(const std::vector<int>& indices) {
@@ -306,17 +318,21 @@ class ProgramBuilder {
       for (int l = 0; l < layers_per_chunk_; ++l) {
         if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, false);
         const int first = l == 0 ? embedding : 0, last = l == layers_per_chunk_ - 1 ? head : 0;
+        const bool e = moe(chunk, l);
         push(compute(OpKind::forward, mb, chunk, l, 1,
-                     layer_.forward() + first * head_.embedding_fwd + last * head_.logits_fwd));
-        tensor_collectives_after({{&embedding_comm_.forward, first}, {&layer_comm_.forward, 1},
+                     layer_[e].forward() + first * head_.embedding_fwd + last * head_.logits_fwd));
+        tensor_collectives_after({{&embedding_comm_.forward, first}, {&layer_comm_[e].forward, 1},
                                   {&head_comm_.forward, last}},
                                  mb, chunk, l);
         if (offloading() && l < ckpt) start_after_previous(copy(OpKind::offload, mb, chunk, l));
       }
     } else {
+      const LayerMix mix = job_.chunk_mix(stage_, chunk, 0, layers_per_chunk_);
       push(compute(OpKind::forward, mb, chunk, -1, layers_per_chunk_,
-                   layers_per_chunk_ * layer_.forward() + extra));
-      tensor_collectives_after({{&embedding_comm_.forward, embedding}, {&layer_comm_.forward, layers_per_chunk_},
+                   mix.dense * layer_[0].forward() + mix.moe * layer_[1].forward() + extra));
+      tensor_collectives_after({{&embedding_comm_.forward, embedding},
+                                {&layer_comm_[0].forward, mix.dense},
+                                {&layer_comm_[1].forward, mix.moe},
                                 {&head_comm_.forward, head}},
                                mb, chunk, -1);
     }
@@ -418,23 +434,26 @@ class ProgramBuilder {
   // (offload), its recompute if checkpointed (the chunk's first `ckpt` layers), the
   // kernels with the plan's tensor collectives around them, then its gradient bucket.
   void backward_layer(int mb, int chunk, int l, bool buckets) {
-    const double recompute = layer_.recompute(pc_.activation_checkpointing);
+    const bool e = moe(chunk, l);
+    const double recompute = layer_[e].recompute(pc_.activation_checkpointing);
     if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
     if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
     if (recompute > 0 && l < checkpointed(chunk)) {
       push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
-      tensor_collectives_after({{&layer_comm_.recompute, 1}}, mb, chunk, l);
+      tensor_collectives_after({{&layer_comm_[e].recompute, 1}}, mb, chunk, l);
     }
     const int first = l == 0 && first_model_stage(chunk) ? 1 : 0;
     const int last = l == layers_per_chunk_ - 1 && runs_head(chunk) ? 1 : 0;
     const std::initializer_list<Part> parts = {
-        {&head_comm_.backward, last}, {&layer_comm_.backward, 1}, {&embedding_comm_.backward, first}};
+        {&head_comm_.backward, last}, {&layer_comm_[e].backward, 1}, {&embedding_comm_.backward, first}};
     const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, l);
     push(compute(OpKind::backward, mb, chunk, l, 1,
-                 layer_.backward() + last * head_.logits_bwd + first * head_.embedding_bwd));
+                 layer_[e].backward() + last * head_.logits_bwd + first * head_.embedding_bwd));
     wait_all(beside);
     tensor_collectives_after(parts, mb, chunk, l);
-    const double bucket = layer_param_bytes_ + extra_param_bytes(chunk, l);
+    // A layer with experts reduces its experts' gradients over the expert-data group.
+    const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
+    const double bucket = layer_param_bytes_[e] - experts + extra_param_bytes(chunk, l);
     if (sharded_) {
       start_async(sharded_reduce(mb, chunk, l));
       if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers_per_chunk_, true);
@@ -442,24 +461,31 @@ class ProgramBuilder {
       // One gradient bucket per layer, reduced while the layers below run backward.
       const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
       start_async(collective(k, CommGroup::data, bucket, 1, -1, chunk, l));
+      if (experts > 0 && dp_ > ep_) start_async(collective(k, CommGroup::expert_data, experts, 1, -1, chunk, l));
     }
   }
 
   // A whole chunk's backward as one instruction (chunk granularity): the recompute of its
   // checkpointed layers first, as one instruction too.
   void backward_chunk(int mb, int chunk) {
-    const double recompute = layer_.recompute(pc_.activation_checkpointing);
+    const Checkpointing policy = pc_.activation_checkpointing;
     const int ckpt = checkpointed(chunk);
+    const LayerMix k = job_.chunk_mix(stage_, chunk, 0, ckpt), mix = job_.chunk_mix(stage_, chunk, 0, layers_per_chunk_);
+    const double recompute = k.dense * layer_[0].recompute(policy) + k.moe * layer_[1].recompute(policy);
     if (recompute > 0 && ckpt > 0) {
-      push(compute(OpKind::recompute, mb, chunk, -1, ckpt, ckpt * recompute));
-      tensor_collectives_after({{&layer_comm_.recompute, ckpt}}, mb, chunk, -1);
+      push(compute(OpKind::recompute, mb, chunk, -1, ckpt, recompute));
+      tensor_collectives_after({{&layer_comm_[0].recompute, k.dense}, {&layer_comm_[1].recompute, k.moe}}, mb, chunk,
+                               -1);
     }
     const int first = first_model_stage(chunk) ? 1 : 0, last = runs_head(chunk) ? 1 : 0;
-    const std::initializer_list<Part> parts = {
-        {&head_comm_.backward, last}, {&layer_comm_.backward, layers_per_chunk_}, {&embedding_comm_.backward, first}};
+    const std::initializer_list<Part> parts = {{&head_comm_.backward, last},
+                                               {&layer_comm_[0].backward, mix.dense},
+                                               {&layer_comm_[1].backward, mix.moe},
+                                               {&embedding_comm_.backward, first}};
     const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, -1);
     push(compute(OpKind::backward, mb, chunk, -1, layers_per_chunk_,
-                 layers_per_chunk_ * layer_.backward() + first * head_.embedding_bwd + last * head_.logits_bwd));
+                 mix.dense * layer_[0].backward() + mix.moe * layer_[1].backward() + first * head_.embedding_bwd +
+                     last * head_.logits_bwd));
     wait_all(beside);
     tensor_collectives_after(parts, mb, chunk, -1);
   }
@@ -503,9 +529,13 @@ class ProgramBuilder {
     // Every gradient bucket, send and copy completes before the optimizer runs.
     while (!outstanding_.empty()) wait(outstanding_.front());
     const ModelSpec& m = job_.model;
-    double params = 0;
-    for (int c = 0; c < v_; ++c)
-      params += layers_per_chunk_ * m.layer_params() / tp_ + embedding_params(c) + head_params(c);
+    double params = 0, experts = 0;  // experts: reduced over the expert-data group
+    for (int c = 0; c < v_; ++c) {
+      const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers_per_chunk_);
+      params += (mix.dense * layer_param_bytes_[0] + mix.moe * layer_param_bytes_[1]) / eb_ + embedding_params(c) +
+                head_params(c);
+      experts += mix.moe * expert_param_bytes_[1] / eb_;
+    }
     // (= stage_parameter_count(job, stage): the memory model's count.)
     if (sharded_ && dp_ > sdp_) {
       push(collective(OpKind::all_reduce, CommGroup::replica, params / sdp_ * eb_, 1, -1, 0, -1));
@@ -515,10 +545,12 @@ class ProgramBuilder {
     // once every bucket is reduced (Megatron's _allreduce_layernorm_grads). The one
     // tensor collective without a micro-batch.
     double shard_params = 0;
-    for (int c = 0; c < v_; ++c)
-      shard_params += layers_per_chunk_ * shard_gradient_.layer +
+    for (int c = 0; c < v_; ++c) {
+      const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers_per_chunk_);
+      shard_params += mix.dense * shard_gradient_.layer + mix.moe * shard_gradient_.moe_layer +
                       (first_model_stage(c) ? shard_gradient_.embedding : 0.0) +
                       (holds_head(c) ? shard_gradient_.head : 0.0);
+    }
     if (shard_params > 0)
       push(collective(OpKind::all_reduce, CommGroup::tensor, shard_params * eb_ * owned_fraction(), 1, -1, 0, -1));
     if (tied_copies()) {
@@ -527,7 +559,8 @@ class ProgramBuilder {
       const double bytes = static_cast<double>(m.vocab) * m.hidden / tp_ * eb_ * owned_fraction();
       push(collective(OpKind::all_reduce, CommGroup::embedding, bytes, 1, -1, 0, -1));
     }
-    const double local = params * job_.optimizer_shard_fraction();
+    const double local =
+        (params - experts) * job_.optimizer_shard_fraction() + experts * job_.expert_optimizer_shard_fraction();
     const TrainingConfig& t = job_.training;
     if (pc_.offload_optimizer) {
       // ZeRO-Offload: the gradient shard goes to the host, the host steps, and the updated
@@ -542,7 +575,9 @@ class ProgramBuilder {
     }
     if (!sharded_ && pc_.shard_optimizer_state && dp_ > 1) {
       // Each rank updated its slice; gather the new weights back.
-      push(collective(OpKind::all_gather, CommGroup::data, params * eb_, 1, -1, 0, -1));
+      const double gathered = ep_ > 1 ? params - experts : params;
+      push(collective(OpKind::all_gather, CommGroup::data, gathered * eb_, 1, -1, 0, -1));
+      if (ep_ > 1 && dp_ > ep_) push(collective(OpKind::all_gather, CommGroup::expert_data, experts * eb_, 1, -1, 0, -1));
     }
   }
 
@@ -551,21 +586,23 @@ class ProgramBuilder {
   Placement placement_;
   ProgramOptions options_;
   RankProgram program_;
-  double b_ = 0, eb_ = 0, activation_bytes_ = 0, layer_param_bytes_ = 0, stored_layer_bytes_ = 0;
-  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, stage_ = 0, layers_per_chunk_ = 0;
+  double b_ = 0, eb_ = 0, activation_bytes_ = 0, stored_layer_bytes_ = 0;
+  // Per kind of layer (dense, with experts): its gradient bucket, of which experts'.
+  double layer_param_bytes_[2] = {0, 0}, expert_param_bytes_[2] = {0, 0};
+  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, ep_ = 1, stage_ = 0, layers_per_chunk_ = 0;
   int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
   bool sharded_ = false, per_layer_ = false, head_first_ = false;
   ShardingPlan sharding_;  // sharded data parallelism only
   StageCostModel costs_;
-  LayerTime layer_;
+  LayerTime layer_[2];  // dense, with experts
   HeadTime head_;
   // The plans' tensor collectives per pass (layer_plan.hpp).
   struct PlanComm {
     std::vector<TensorCollective> forward, backward, recompute;
   };
-  PlanComm layer_comm_, embedding_comm_, head_comm_;
+  PlanComm layer_comm_[2], embedding_comm_, head_comm_;
   struct {
-    double layer = 0, embedding = 0, head = 0;
+    double layer = 0, moe_layer = 0, embedding = 0, head = 0;
   } shard_gradient_;  // the plans' shard_gradient_params
   std::vector<int> outstanding_;
   // Per (kind, peer, head hop): the last send or copy started, -1 once awaited.

@@ -21,6 +21,7 @@ const char* to_string(OpKind k) {
     case OpKind::all_reduce: return "all_reduce";
     case OpKind::all_gather: return "all_gather";
     case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::all_to_all: return "all_to_all";
     case OpKind::optimizer_step: return "optimizer_step";
     case OpKind::offload: return "offload";
     case OpKind::reload: return "reload";
@@ -39,6 +40,8 @@ const char* to_string(CommGroup g) {
     case CommGroup::sharded: return "sharded";
     case CommGroup::replica: return "replica";
     case CommGroup::embedding: return "embedding";
+    case CommGroup::expert: return "expert";
+    case CommGroup::expert_data: return "expert_data";
   }
   return "?";
 }
@@ -49,7 +52,8 @@ bool is_compute(OpKind k) {
 }
 
 bool is_collective(OpKind k) {
-  return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::reduce_scatter;
+  return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::reduce_scatter ||
+         k == OpKind::all_to_all;
 }
 
 std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
@@ -64,6 +68,21 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
       const std::vector<int> dp = p.group(rank, Axis::data);
       const int d = p.coords(rank).data, first = d / sdp * sdp;
       return std::vector<int>(dp.begin() + first, dp.begin() + first + sdp);
+    }
+    case CommGroup::expert: {
+      // Consecutive data-parallel indices form an expert group (Megatron-core).
+      const int ep = job.parallel.expert_parallel_degree;
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      const int first = p.coords(rank).data / ep * ep;
+      return std::vector<int>(dp.begin() + first, dp.begin() + first + ep);
+    }
+    case CommGroup::expert_data: {
+      // The same expert rank in every expert group.
+      const int ep = job.parallel.expert_parallel_degree;
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      std::vector<int> out;
+      for (int d = p.coords(rank).data % ep; d < static_cast<int>(dp.size()); d += ep) out.push_back(dp[d]);
+      return out;
     }
     case CommGroup::replica: {
       // The same shard index in every sharded group.
@@ -94,6 +113,7 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
 CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup group, OpKind kind) {
   switch (group) {
     case CommGroup::data:
+    case CommGroup::expert_data:
     case CommGroup::replica: return pc.data_parallel_collective;
     case CommGroup::sharded:
       // The SMDDP all-to-all exists for the all-gather only (seed 003); a ring all-gather

@@ -135,11 +135,27 @@ ModelSpec parse_hf_model(const Reader& r) {
 
 }  // namespace
 
+// Mixture of experts: `experts` > 1 turns it on; the other keys need it.
+void parse_experts(const Reader& r, ModelSpec& m) {
+  m.experts = r.get_int("experts", 0, limits::kMaxExperts, 0);
+  if (m.experts == 1) r.fail("experts", "one expert is a dense MLP: use 0 (no experts) or 2 and more");
+  if (m.experts == 0) {
+    for (const char* key : {"experts_per_token", "moe_every", "expert_ffn_hidden", "capacity_factor"})
+      if (r.has(key)) r.fail(key, "applies to a mixture of experts: set model.experts");
+    return;
+  }
+  m.experts_per_token = r.get_int("experts_per_token", 1, m.experts, std::min(2, m.experts));
+  m.moe_every = r.get_int("moe_every", 1, limits::kMaxLayers, 1);
+  m.expert_ffn_hidden = r.get_int("expert_ffn_hidden", 1, limits::kMaxFfnHidden, m.ffn_hidden);
+  m.capacity_factor = r.get_in_range("capacity_factor", 1.0, 16.0, 1.0);
+}
+
 ModelSpec parse_model(const Reader& r) {
   if (r.has("from_hf")) return parse_hf_model(r);
   r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads",
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
-                "positions", "bias"});
+                "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
+                "capacity_factor"});
   if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   ModelSpec m;
   m.name = r.get_string("name", "model");
@@ -156,6 +172,7 @@ ModelSpec parse_model(const Reader& r) {
   m.norm = get_enum(r, "norm", NormKind::layernorm);
   m.positions = get_enum(r, "positions", PositionKind::learned);
   m.bias = r.get_bool("bias", true);
+  parse_experts(r, m);
   if (m.hidden % m.heads != 0)
     r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden));
   switch (m.attention) {
@@ -345,10 +362,11 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "offload_optimizer", "offload_parameters",
                 "flash_attention", "sequence_parallel", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
-                "lm_head_stage", "checkpointed_layers"});
+                "lm_head_stage", "checkpointed_layers", "expert_parallel_degree"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1, limits::kMaxLayers, 1);
   p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1, limits::kMaxGpusPerNode, 1);
   p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1, limits::kMaxRanks, 1);
+  p.expert_parallel_degree = r.get_int("expert_parallel_degree", 1, limits::kMaxRanks, 1);
   p.microbatches = r.get_int("microbatches", 1, limits::kMaxMicrobatches, 1);
   p.active_microbatches = r.get_int("active_microbatches", 0, limits::kMaxMicrobatches, 0);
   p.pipeline = get_enum(r, "pipeline", PipelineSchedule::interleaved);

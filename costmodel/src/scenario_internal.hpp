@@ -23,6 +23,7 @@ constexpr long long kMaxLayers = 32767;
 constexpr long long kMaxHidden = 1 << 20;
 constexpr long long kMaxFfnHidden = 1 << 22;
 constexpr long long kMaxVocab = 1 << 24;
+constexpr long long kMaxExperts = 1 << 16;
 constexpr long long kMaxSeqLen = 1 << 24;
 constexpr long long kMaxGlobalBatch = 2147483647;
 constexpr long long kMaxGradientAccumulation = 4096;

@@ -114,6 +114,13 @@ YAML::Node model_node(const ModelSpec& m) {
   if (m.positions != PositionKind::learned) model["positions"] = enum_name(m.positions);
   if (!m.bias) model["bias"] = false;
   if (m.dropout != ModelSpec{}.dropout) model["dropout"] = m.dropout;
+  if (m.is_moe()) {
+    model["experts"] = m.experts;
+    model["experts_per_token"] = m.experts_per_token;
+    model["moe_every"] = m.moe_every;
+    model["expert_ffn_hidden"] = m.expert_ffn_hidden;
+    model["capacity_factor"] = m.capacity_factor;
+  }
   return model;
 }
 
@@ -122,6 +129,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   p["pipeline_parallel_degree"] = pc.pipeline_parallel_degree;
   p["tensor_parallel_degree"] = pc.tensor_parallel_degree;
   p["sharded_data_parallel_degree"] = pc.sharded_data_parallel_degree;
+  if (pc.expert_parallel_degree > 1) p["expert_parallel_degree"] = pc.expert_parallel_degree;
   p["microbatches"] = pc.microbatches;
   if (pc.active_microbatches > 0) p["active_microbatches"] = pc.active_microbatches;
   p["pipeline"] = enum_name(pc.pipeline);

@@ -48,9 +48,12 @@ StageCostModel::StageCostModel(const Job& job)
       uniform_tensor_ = uniform_tensor_ && g.nodes == worst.nodes && g.per_node == worst.per_node;
   }
   layer_ = transformer_layer_plan(job.model, c);
+  moe_layer_ = job.model.is_moe() ? moe_layer_plan(job.model, c) : layer_;
   embedding_ = embedding_plan(job.model, c);
   head_ = head_plan(job.model, c);
   layer_time_ = plan_time(inst.gpu, layer_, c.precision, c.flash_attention);
+  moe_layer_time_ = plan_time(inst.gpu, moe_layer_, c.precision, c.flash_attention);
+  expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), inst.gpus_per_node);
   head_time_ = partune::head_time(inst.gpu, job.model, c);
   share_nics_by_stage();
   // A hop carries one micro-batch's activation scattered over the tensor group (or its
@@ -83,25 +86,30 @@ void StageCostModel::share_nics_by_stage() {
 }
 
 double StageCostModel::tensor_collective_time(const TensorCollective& c, int stage) const {
-  return c.count * collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, tensor_span_[stage], job_.cluster.instance,
-                                   job_.cluster.oversubscription)
-                       .total();
+  const GroupSpan& span = c.group == PlanGroup::expert ? expert_span_ : tensor_span_[stage];
+  return c.count *
+         collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, span, job_.cluster.instance,
+                         job_.cluster.oversubscription)
+             .total();
 }
 
 // The stage's collectives: the embedding's on the first stage, each layer's (and each
 // recomputed layer's), the head's on the head's stage; equal ones folded into counts.
 StageCollectives StageCostModel::collectives(int stage) const {
-  const int layers = job_.layers_on_stage(stage), recomputed = job_.checkpointed_layers_on_stage(stage);
+  const LayerMix layers = job_.stage_mix(stage), recomputed = job_.checkpointed_mix(stage);
   const int embedding = first_stage_has_embedding(stage) ? 1 : 0, head = stage == job_.lm_head_stage() ? 1 : 0;
   const Checkpointing policy = job_.parallel.activation_checkpointing;
   StageCollectives out;
   append(out.forward, tensor_collectives(embedding_, PlanPass::forward), embedding);
-  append(out.forward, tensor_collectives(layer_, PlanPass::forward), layers);
+  append(out.forward, tensor_collectives(layer_, PlanPass::forward), layers.dense);
+  append(out.forward, tensor_collectives(moe_layer_, PlanPass::forward), layers.moe);
   append(out.forward, tensor_collectives(head_, PlanPass::forward), head);
   append(out.backward, tensor_collectives(head_, PlanPass::backward), head);
-  append(out.backward, tensor_collectives(layer_, PlanPass::backward), layers);
+  append(out.backward, tensor_collectives(layer_, PlanPass::backward), layers.dense);
+  append(out.backward, tensor_collectives(moe_layer_, PlanPass::backward), layers.moe);
   append(out.backward, tensor_collectives(embedding_, PlanPass::backward), embedding);
-  append(out.recompute, tensor_collectives(layer_, PlanPass::recompute, policy), recomputed);
+  append(out.recompute, tensor_collectives(layer_, PlanPass::recompute, policy), recomputed.dense);
+  append(out.recompute, tensor_collectives(moe_layer_, PlanPass::recompute, policy), recomputed.moe);
   return out;
 }
 
@@ -109,11 +117,12 @@ StageCollectives StageCostModel::collectives(int stage) const {
 // re-gathers, beside the backward kernels) only what the kernels cannot hide, by the
 // ring's compute_overlap rule (the simulator applies the same).
 StageCost StageCostModel::cost(int stage) const {
-  const double L = job_.layers_on_stage(stage), K = job_.checkpointed_layers_on_stage(stage);
+  const LayerMix L = job_.stage_mix(stage), K = job_.checkpointed_mix(stage);
+  const Checkpointing policy = job_.parallel.activation_checkpointing;
   StageCost s;
-  s.forward = L * layer_time_.forward();
-  s.backward = L * layer_time_.backward();
-  s.recompute = K * layer_time_.recompute(job_.parallel.activation_checkpointing);
+  s.forward = L.dense * layer_time_.forward() + L.moe * moe_layer_time_.forward();
+  s.backward = L.dense * layer_time_.backward() + L.moe * moe_layer_time_.backward();
+  s.recompute = K.dense * layer_time_.recompute(policy) + K.moe * moe_layer_time_.recompute(policy);
   if (first_stage_has_embedding(stage)) {
     s.forward += head_time_.embedding_fwd;
     s.backward += head_time_.embedding_bwd;

@@ -111,6 +111,14 @@ void add_split_knobs(std::vector<Knob>& k) {
         return sdp > 1 ? fmt::format(" sdp{}", sdp) : std::string();
       }));
   k.push_back(make_knob(
+      "expert_parallel_degree", &S::expert_degrees, parse_positive,
+      [](J j) { return j.parallel.expert_parallel_degree; },
+      [](P p, Job& j) { j.parallel.expert_parallel_degree = p.expert; },
+      [](J j) {
+        const int ep = j.parallel.expert_parallel_degree;
+        return ep > 1 ? fmt::format(" ep{}", ep) : std::string();
+      }));
+  k.push_back(make_knob(
       "sharded_collective", &S::sharded_collectives,
       [](const std::string& key, const std::string& v) { return parse_enum<CollectiveAlgorithm>(key, v, 4); },
       [](J j) { return j.parallel.sharded_collective; },

@@ -138,20 +138,26 @@ class Enumerator {
 
   void degrees(int pp, int tp, int dp) {
     const int B = base_.training.global_batch;
-    std::vector<int> sdp_all, b_all;
+    std::vector<int> sdp_all, ep_all, b_all;
     for (int d = 1; d <= dp; ++d)
       if (dp % d == 0 && (is_power_of_two(d) || d == dp)) sdp_all.push_back(d);
+    // Expert groups: data-parallel ranks dividing the experts (a dense model: none).
+    const int experts = base_.model.experts;
+    for (int d = 1; d <= dp; ++d)
+      if (dp % d == 0 && (d == 1 || (experts > 0 && experts % d == 0))) ep_all.push_back(d);
     for (int b = 1; b <= B; b *= 2)
       if (B % (static_cast<long>(dp) * b) == 0) b_all.push_back(b);
     const std::vector<PlacementOrder> placements = distinct_placements(dp, pp, tp);
     for (int sdp : or_default(space_.sharded_degrees, sdp_all))
+      for (int ep : or_default(space_.expert_degrees, ep_all))
       for (int b : or_default(space_.microbatch_sizes, b_all)) {
-        if (B % (static_cast<long>(dp) * b) != 0) {
+        if (B % (static_cast<long>(dp) * b) != 0 || (sdp > 1 && ep > 1)) {  // (check_job's rules)
           ++stats_.considered, ++stats_.invalid;
           continue;
         }
         Point p;
-        p.pipeline = pp, p.tensor = tp, p.sharded = sdp, p.microbatch_size = b, p.microbatches = B / (dp * b);
+        p.pipeline = pp, p.tensor = tp, p.sharded = sdp, p.expert = ep, p.microbatch_size = b;
+        p.microbatches = B / (dp * b);
         for (const auto& [sched, v] : schedules(pp))
           for (PlacementOrder placement : placements) {
             p.schedule = sched, p.virtual_stages = v, p.placement = placement;

@@ -55,7 +55,7 @@ void MemoryTrack::compute_done(const Instruction& in) {
 
 bool MemoryTrack::is_bucket(const Instruction& in) {
   return in.async && (in.kind == OpKind::all_reduce || in.kind == OpKind::reduce_scatter) &&
-         (in.group == CommGroup::data || in.group == CommGroup::sharded);
+         (in.group == CommGroup::data || in.group == CommGroup::sharded || in.group == CommGroup::expert_data);
 }
 
 void MemoryTrack::bucket_issued(int index, double bytes) {

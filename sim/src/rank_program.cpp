@@ -54,7 +54,8 @@ void RankProgramRunner::run() {
       case OpKind::recv_gradient: run_recv(in, start); break;
       case OpKind::all_reduce:
       case OpKind::all_gather:
-      case OpKind::reduce_scatter: run_collective(index, in, start); break;
+      case OpKind::reduce_scatter:
+      case OpKind::all_to_all: run_collective(index, in, start); break;
       case OpKind::offload: run_offload(index, in); break;
       case OpKind::reload: run_reload(index, in); break;
       case OpKind::offload_gradients:

@@ -53,6 +53,8 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
   if (size == dp) return no("every replica shares nodes with the others");
   if (dp % size != 0) return no("the replicas do not split into equal blocks of nodes");
   if (sdp > 1 && size % sdp != 0) return no("sharded groups would span simulated and mirrored replicas");
+  const int ep = job.model.is_moe() ? job.parallel.expert_parallel_degree : 1;
+  if (ep > 1 && size % ep != 0) return no("expert groups would span simulated and mirrored replicas");
   // Exactness: a data-parallel group's members inside the block sit on one node, so every
   // network successor lies outside it and its mirror loads the same links.
   for (int r = 0; r < world; ++r) {

@@ -20,8 +20,9 @@ namespace partune::sim {
 namespace {
 
 // The communicators a rank may belong to, each with its own stream actor.
-constexpr CommGroup kCommunicators[] = {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica,
-                                        CommGroup::embedding};
+constexpr CommGroup kCommunicators[] = {CommGroup::tensor,    CommGroup::data,   CommGroup::sharded,
+                                        CommGroup::replica,   CommGroup::embedding, CommGroup::expert,
+                                        CommGroup::expert_data};
 
 }  // namespace
 
@@ -101,6 +102,7 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
   req.mark_started();
   const CollectiveKind kind = in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
                               : in.kind == OpKind::all_gather ? CollectiveKind::all_gather
+                              : in.kind == OpKind::all_to_all ? CollectiveKind::all_to_all
                                                               : CollectiveKind::reduce_scatter;
   const CollectiveTraffic t = collective_traffic(kind, collective_algorithm(job_.parallel, group, in.kind), in.bytes,
                                                  gv.span, job_.cluster.instance);
@@ -201,6 +203,8 @@ void World::make_rank_groups(Platform& platform, RankState& rs) {
   for (CommGroup g : kCommunicators) {
     if (g == CommGroup::sharded && sdp <= 1) continue;
     if (g == CommGroup::replica && (sdp <= 1 || job_.data_parallel_degree() <= sdp)) continue;
+    const int ep = job_.parallel.expert_parallel_degree;
+    if ((g == CommGroup::expert || g == CommGroup::expert_data) && (ep <= 1 || !job_.model.is_moe())) continue;
     const std::vector<int> members = comm_group_members(job_, rs.rank, g);
     if (members.size() <= 1) continue;
     GroupView& gv = rs.groups[group_index(g)];

@@ -26,7 +26,8 @@ inline int group_index(CommGroup g) { return static_cast<int>(g); }
 // `replica` (and the embedding group) as data-parallel time.
 inline double& exposed_slot(ExposedComm& exposed, CommGroup g) {
   switch (g) {
-    case CommGroup::tensor: return exposed.tensor;
+    case CommGroup::tensor:
+    case CommGroup::expert: return exposed.tensor;  // inside the layers, as tensor collectives
     case CommGroup::sharded: return exposed.sharded;
     default: return exposed.data;
   }
@@ -92,8 +93,8 @@ struct RankState {
   s4u::Host* compute_host = nullptr;  // == host, or the node's shared cores
   s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
   const RankProgram* program = nullptr;
-  GroupView groups[6];        // indexed by CommGroup
-  Stream streams[6];
+  GroupView groups[8];        // indexed by CommGroup
+  Stream streams[8];
   long sequence[6] = {0, 0, 0, 0, 0, 0};
   // Results
   double compute_busy = 0;       // kernel time (without slow-downs)

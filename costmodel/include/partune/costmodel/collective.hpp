@@ -10,7 +10,8 @@
 // the same phases as traffic (collective_traffic).
 //
 // Sizes: all_reduce and reduce_scatter take the full input buffer S; all_gather the full
-// output S (each rank contributes S/n); send_recv the message.
+// output S (each rank contributes S/n); send_recv the message; all_to_all a member's send
+// buffer S (S/n to each member, itself included).
 //
 // Network share: the groups of one kind (all DP groups, all TP groups) communicate at
 // the same time, so every GPU of a node sends through the node's NICs at once and one
@@ -21,7 +22,7 @@
 
 namespace partune {
 
-enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, send_recv };
+enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all };
 const char* to_string(CollectiveKind k);
 
 struct CollectiveCost {

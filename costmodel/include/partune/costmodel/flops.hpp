@@ -22,7 +22,11 @@ struct LayerFlops {
   double total() const { return gemm() + attention(); }
 };
 
+// A dense layer's (the model's every layer without experts).
 LayerFlops layer_forward_flops(const ModelSpec& m, double sequences);
+// Every layer's forward, dense and with experts (those count the tokens routed to
+// experts_per_token experts: the capacity padding is not the model's work).
+double layers_forward_flops(const ModelSpec& m, double sequences);
 // LM head (logits) forward FLOPs for `sequences` sequences.
 double logits_forward_flops(const ModelSpec& m, double sequences);
 
@@ -37,7 +41,7 @@ double model_flops_per_step(const ModelSpec& m, double global_batch);
 double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
                                double checkpointed_fraction = 1.0);
 
-// Forward FLOPs of one layer's ops that `ckpt` recomputes in backward for `sequences`
+// Forward FLOPs of one dense layer's ops that `ckpt` recomputes in backward for `sequences`
 // sequences (the layer plan's `recomputed` rule: none, the attention core, the whole
 // forward).
 double recomputed_forward_flops(const ModelSpec& m, double sequences, Checkpointing ckpt);

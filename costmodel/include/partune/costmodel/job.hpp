@@ -62,6 +62,15 @@ struct ParallelConfig {
   int pipeline_parallel_degree = 1;
   int tensor_parallel_degree = 1;
   int sharded_data_parallel_degree = 1;
+  // Expert parallelism (mixture-of-experts models): each expert group of this many
+  // data-parallel ranks holds experts / expert_parallel_degree experts of every MoE
+  // layer on each rank, and exchanges tokens with all-to-alls (dispatch, combine). As in
+  // Megatron-core, an expert group is `expert_parallel_degree` consecutive ranks of a
+  // data-parallel group (tensor ranks vary fastest, then expert ranks, then the rest of
+  // data parallelism), the experts are tensor-parallel like the dense MLP, and the
+  // experts' gradients are reduced over the expert-data-parallel group (the same expert
+  // rank in every expert group of the data-parallel group).
+  int expert_parallel_degree = 1;
   int microbatches = 1;          // per pipeline pass (per accumulation step)
   int active_microbatches = 0;   // 0 = pipeline_parallel_degree + 2 (SMP's default)
   PipelineSchedule pipeline = PipelineSchedule::interleaved;
@@ -96,6 +105,13 @@ struct ParallelConfig {
   // activations. -1 = every layer. Clamped to the stage's layers.
   int checkpointed_layers = -1;
 };
+
+// Layers of a span of the model by kind: dense, or with experts.
+struct LayerMix {
+  int dense = 0, moe = 0;
+  int total() const { return dense + moe; }
+};
+LayerMix layer_mix(const ModelSpec& m, int first, int count);
 
 struct Job {
   std::string name;
@@ -135,6 +151,18 @@ struct Job {
   int checkpointed_layers_in_chunk(int stage, int chunk) const;
   // Checkpointed layers over all stages / model.layers (0 without checkpointing).
   double checkpointed_fraction() const;
+
+  // --- Mixture of experts: the stage's layers, its checkpointed layers, and `count`
+  // layers of a chunk from its layer `first`, by kind (ModelSpec::is_moe_layer).
+  LayerMix stage_mix(int stage) const;
+  LayerMix checkpointed_mix(int stage) const;
+  LayerMix chunk_mix(int stage, int chunk, int first, int count) const;
+  // data_parallel_degree / expert_parallel_degree: the group over which the experts'
+  // gradients are reduced.
+  int expert_data_parallel_degree() const;
+  // optimizer_shard_fraction for the experts' parameters (their optimizer slice under
+  // shard_optimizer_state is 1 / expert_data_parallel_degree).
+  double expert_optimizer_shard_fraction() const;
 
   // --- LM head placement (parallel.lm_head_stage).
   bool lm_head_on_first_stage() const { return parallel.lm_head_stage == LmHeadStage::first; }

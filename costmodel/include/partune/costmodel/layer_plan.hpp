@@ -40,6 +40,8 @@ enum class PlanOpKind : std::uint8_t {
   attention_core,  // Q K^T, softmax, dropout, scores x V (standard or flash)
   memory_bound,    // norms, activation, bias-dropout-residual, embedding lookup, loss
   tensor_comm,     // a conjugate at a tensor-parallel region edge
+  expert_comm,     // an all-to-all over the expert group (MoE dispatch, combine): one
+                   // forward and one backward
 };
 
 // Where the plan's ops sit: a transformer layer, the embedding, or the LM head.
@@ -48,9 +50,10 @@ enum class PlanPart : std::uint8_t { layer, embedding, head };
 struct PlanOp {
   const char* name = "";
   PlanOpKind kind = PlanOpKind::memory_bound;
-  // gemm: per-rank shape of the forward product. attention_core: m = score elements
-  // (b x heads/t x s x s), k = head_dim.
+  // gemm: per-rank shape of the forward product, `batch` of them (a rank's experts: one
+  // product each). attention_core: m = score elements (b x heads/t x s x s), k = head_dim.
   double m = 0, n = 0, k = 0;
+  double batch = 1;
   // Forward FLOPs on this rank (gemm: 2mnk; attention core: QK^T and AV, causal mask not
   // skipped).
   double flops = 0;
@@ -77,6 +80,9 @@ struct PlanOp {
   // Parameter elements the op holds on this rank (weights and biases; a norm's scale and
   // shift): what sharded data parallelism gathers and reduce-scatters per op (sharding.hpp).
   double params = 0;
+  // The parameters are experts': split over the expert group and reduced over the
+  // expert-data-parallel group rather than the data-parallel one.
+  bool expert = false;
 };
 
 struct LayerPlan {
@@ -93,6 +99,7 @@ struct LayerPlan {
   double stored_bytes(Checkpointing policy) const;  // what one micro-batch keeps
   double shard_gradient_params() const;              // 0 without sequence parallelism
   double params() const;                             // parameter elements on this rank
+  double expert_params() const;                      // of which experts' (PlanOp::expert)
   // The ops `policy` repeats in backward (`recomputed`): their forward FLOPs, and the
   // bytes recomputing them materialises beside what the layer kept (full: every op's
   // stored bytes; selective: the attention scores).
@@ -114,6 +121,7 @@ bool recomputed(const PlanOp& op, Checkpointing policy);
 struct PlanConfig {
   double sequences = 1;  // micro-batch size b
   int tensor_degree = 1;
+  int expert_degree = 1;  // expert_parallel_degree (MoE layers)
   bool sequence_parallel = false;
   bool flash_attention = false;
   Precision precision = Precision::fp16;
@@ -121,26 +129,35 @@ struct PlanConfig {
 };
 PlanConfig plan_config(const Job& job);  // micro-batch size and the job's parallel knobs
 
+// A dense layer; moe_layer_plan: a layer with experts (ModelSpec::experts), whose MLP is
+// the router, the dispatch all-to-all, the rank's experts (tensor-parallel like the dense
+// MLP) and the combine all-to-all; layer_plan: the one of either kind.
 LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c);
+LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c);
+LayerPlan layer_plan(const ModelSpec& m, const PlanConfig& c, bool moe);
 LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c);
 LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c);
 
-// --- Tensor-parallel collectives of a plan, in the order they run.
+// --- Collectives of a plan, in the order they run: the tensor group's and, in a layer
+// with experts, the expert group's all-to-alls.
 enum class PlanPass : std::uint8_t { forward, backward, recompute };
+enum class PlanGroup : std::uint8_t { tensor, expert };
 struct TensorCollective {
   CollectiveKind kind = CollectiveKind::all_reduce;
+  PlanGroup group = PlanGroup::tensor;
   double bytes = 0;    // S, collective.hpp's convention
   int count = 1;
   // Runs beside the backward kernels (the sequence-parallel re-gather of a GEMM's input
   // for its weight gradient) rather than between dependent kernels.
   bool overlapped = false;
 };
-// The collectives `pass` runs over the tensor group (none when tensor_degree is 1).
+// The collectives `pass` runs over the tensor group (none when tensor_degree is 1) and
+// the expert group (none when expert_degree is 1).
 // recompute: the forward's collectives again under full checkpointing, none otherwise
 // (selective recomputation repeats only the attention core).
 std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass,
                                                  Checkpointing policy = Checkpointing::none);
-// Adds `times` x `c` to `into`, folded into an equal (kind, bytes, overlapped) collective
+// Adds `times` x `c` to `into`, folded into an equal (kind, group, bytes, overlapped) collective
 // already there: the one folding rule of the stage costs and the programs.
 void add_folded(std::vector<TensorCollective>& into, TensorCollective c, int times = 1);
 

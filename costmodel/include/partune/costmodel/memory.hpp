@@ -52,6 +52,8 @@ double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_d
 // checkpointing policy (what offloading moves to the host): everything without
 // checkpointing, all but the attention core with selective, the layer's input with full.
 // Layers left out by parallel.checkpointed_layers keep full_layer_bytes instead.
+// (For a mixture of experts with dense layers: the mean over the model's layers; these
+// per-layer figures then stand for every layer, as the offload copies use them.)
 double stored_layer_bytes(const Job& job, double sequences);
 
 // Bytes a layer that is not checkpointed keeps for backward per micro-batch (Korthikanti,
@@ -73,6 +75,12 @@ double stored_stage_bytes(const Job& job, double sequences, int stage);
 // last stage keeps its own copy of the embedding), divided by tensor parallelism, before
 // any data-parallel sharding.
 double stage_parameter_count(const Job& job, int stage);
+// Of those, the experts' (the stage's layers with experts x experts / expert degree x one
+// expert's MLP, / tensor degree): reduced over the expert-data-parallel group.
+double stage_expert_parameter_count(const Job& job, int stage);
+// The parameters of a layer with experts on one rank (its experts / expert degree, the
+// rest / tensor degree); a dense layer's for a dense model.
+double moe_layer_params_on_rank(const Job& job);
 
 // LM-head output and loss buffers of one micro-batch on the head's stage: fp16 logits
 // plus the fp32 copy the cross-entropy works on, vocabulary split over tensor parallel.

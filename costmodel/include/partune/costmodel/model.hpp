@@ -38,11 +38,37 @@ struct ModelSpec {
   // the softmax output's 2as²b, and the two residual masks go).
   double dropout = 0.1;
   bool has_dropout() const { return dropout > 0.0; }
+  // Mixture of experts (Shazeer et al. 2017; Switch, GShard, Mixtral): in every
+  // `moe_every`-th layer (layers 0, k, 2k, ... as Megatron's --moe-layer-freq counts them)
+  // the MLP is `experts` MLPs of `expert_ffn_hidden` (same `mlp` kind), of which a router
+  // picks `experts_per_token` for each token. Each expert is sized for capacity_factor x
+  // its even share of the tokens (1: balanced and dropless; GShard's 1.25 pads). 0 experts:
+  // a dense model.
+  int experts = 0;
+  int experts_per_token = 2;
+  int moe_every = 1;
+  int expert_ffn_hidden = 0;
+  double capacity_factor = 1.0;
+  bool is_moe() const { return experts > 0; }
+  // Whether model layer `layer` (0-based) has experts.
+  bool is_moe_layer(int layer) const { return is_moe() && layer % moe_every == 0; }
+  // Of model layers [first, first + count), how many have experts.
+  int moe_layers_in(int first, int count) const;
 
   int head_dim() const { return hidden / heads; }
   // Parameters of one transformer layer: Q, K, V and the projection, the MLP's two or
   // three matrices, their biases when `bias`, two norms.
   double layer_params() const;
+  // A layer with experts: attention and norms as layer_params, the router (hidden x
+  // experts) and every expert's MLP in place of the dense one.
+  double moe_layer_params() const;
+  // One expert's MLP (two or three matrices of expert_ffn_hidden, their biases).
+  double expert_params() const;
+  // What one token runs through in a layer with experts: the router and
+  // experts_per_token experts (Mixtral 8x7B: 12.9B active of 46.7B).
+  double active_moe_layer_params() const;
+  // Parameters of every layer: dense and expert layers.
+  double layers_params() const;
   // Parameters of one norm over `hidden`: 2 hidden (layernorm), hidden (rmsnorm).
   double norm_params() const;
   // Token embedding (vocab x hidden) plus learned positions (seq_len x hidden; none with rope).
@@ -50,6 +76,8 @@ struct ModelSpec {
   // LM head parameters that are not shared with the embedding.
   double head_params() const;
   double total_params() const;
+  // What one token runs through (= total_params for a dense model).
+  double active_params() const;
 };
 
 }  // namespace partune

@@ -37,6 +37,7 @@ enum class OpKind : std::uint8_t {
   all_reduce,
   all_gather,
   reduce_scatter,
+  all_to_all,       // a mixture of experts' token dispatch or combine (expert group)
   optimizer_step,
   offload,          // device -> host copy of checkpointed activations
   reload,           // host -> device, ahead of backward
@@ -60,6 +61,10 @@ enum class CommGroup : std::uint8_t {
   replica,   // same shard across sharded groups: gradient all-reduce of the shard
   embedding, // first and last pipeline stage (same data and tensor coordinates): the two
              // copies of a tied embedding sum their gradients (Megatron's embedding group)
+  expert,    // expert group (expert_parallel_degree consecutive data-parallel ranks): the
+             // all-to-alls of each layer with experts
+  expert_data,  // the same expert rank in every expert group of the data-parallel group:
+                // the experts' gradient all-reduce (or RS + AG with optimizer sharding)
 };
 const char* to_string(CommGroup g);
 // The members of `rank`'s communicator of this kind, in rank order ({rank} alone when

@@ -13,8 +13,9 @@
 
 namespace partune {
 
-// Tensor collectives one stage runs for one micro-batch, by pass (Megatron's rule, read
-// from the plans: 2 + 2 per layer without sequence parallelism, the embedding's g
+// Tensor collectives (and a layer with experts' all-to-alls over the expert group) one
+// stage runs for one micro-batch, by pass (Megatron's rule, read from the plans: 2 + 2
+// per layer without sequence parallelism, the embedding's g
 // forward on its stage, the head's f backward and the loss's three reductions forward on
 // the head's stage, the layer's forward again per fully recomputed layer).
 struct StageCollectives {
@@ -43,7 +44,8 @@ class StageCostModel {
   StageCost cost(int stage) const;
   // The stage's tensor collectives per micro-batch (equal ones folded into counts).
   StageCollectives collectives(int stage) const;
-  // Time of one tensor collective of this kind and size on the stage's tensor groups
+  // Time of one plan collective of this kind and size on the stage's tensor groups (or on
+  // the expert groups, for the all-to-alls)
   // (the worst of them: a degree that does not divide a node straddles nodes in some
   // stages only).
   double tensor_collective_time(const TensorCollective& c, int stage) const;
@@ -54,6 +56,14 @@ class StageCostModel {
   double pipeline_hop() const { return hop_; }
 
   const LayerPlan& layer() const { return layer_; }
+  // A layer with experts (the dense plan again for a dense model).
+  const LayerPlan& moe_layer() const { return moe_layer_; }
+  const LayerTime& moe_layer_time() const { return moe_layer_time_; }
+  // The plan and times of one kind of layer.
+  const LayerPlan& layer(bool moe) const { return moe ? moe_layer_ : layer_; }
+  const LayerTime& layer_time(bool moe) const { return moe ? moe_layer_time_ : layer_time_; }
+  // The span of the expert groups (expert_parallel_degree consecutive data-parallel ranks).
+  const GroupSpan& expert_span() const { return expert_span_; }
   const LayerPlan& embedding() const { return embedding_; }
   const LayerPlan& head() const { return head_; }
   // The span of the stage's tensor groups (the worst of them).
@@ -68,8 +78,9 @@ class StageCostModel {
   Placement placement_;
   std::vector<GroupSpan> tensor_span_;  // per stage
   bool uniform_tensor_ = true;
-  LayerPlan layer_, embedding_, head_;
-  LayerTime layer_time_;
+  LayerPlan layer_, moe_layer_, embedding_, head_;
+  LayerTime layer_time_, moe_layer_time_;
+  GroupSpan expert_span_;
   HeadTime head_time_;
   double hop_ = 0;
 };

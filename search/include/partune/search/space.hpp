@@ -13,6 +13,7 @@ struct SearchSpace {
   std::vector<int> pipeline_degrees;
   std::vector<int> tensor_degrees;
   std::vector<int> sharded_degrees;       // sharded_data_parallel_degree
+  std::vector<int> expert_degrees;        // expert_parallel_degree (mixtures of experts)
   std::vector<int> microbatch_sizes;      // sequences per micro-batch
   std::vector<PipelineSchedule> schedules;
   std::vector<int> virtual_stages;
@@ -43,7 +44,7 @@ void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::st
 // One point of the space: the knobs that vary, applied to a base job (model, cluster,
 // batch, precision and optimizer stay the base's). Plain data, so millions fit in memory.
 struct Point {
-  int pipeline = 1, tensor = 1, sharded = 1;
+  int pipeline = 1, tensor = 1, sharded = 1, expert = 1;
   int microbatch_size = 1, microbatches = 1, virtual_stages = 1;
   PipelineSchedule schedule = PipelineSchedule::interleaved;
   PlacementOrder placement;
