@@ -20,15 +20,23 @@
 
 namespace partune::backend {
 
-// The group's collective calls and their seconds, by kind (all-reduce, all-gather,
-// reduce-scatter: CollectiveKind's first three; a reduce-scatter is counted as one even
-// though Gloo runs it as an all-reduce).
+// The group's collective calls and their seconds, by CollectiveKind (all-reduce,
+// all-gather, reduce-scatter; a reduce-scatter is counted as one even though Gloo runs
+// it as an all-reduce; and a mixture of experts' all-to-alls, expert_parallel.hpp).
 struct TensorCalls {
-  static constexpr int kKinds = 3;
+  static constexpr int kKinds = 5;
   std::array<int, kKinds> calls{};
   std::array<double, kKinds> seconds{};
-  int total() const { return calls[0] + calls[1] + calls[2]; }
-  double total_seconds() const { return seconds[0] + seconds[1] + seconds[2]; }
+  int total() const {
+    int n = 0;
+    for (int c : calls) n += c;
+    return n;
+  }
+  double total_seconds() const {
+    double s = 0;
+    for (double x : seconds) s += x;
+    return s;
+  }
   TensorCalls& operator+=(const TensorCalls& o);
 };
 

@@ -1,0 +1,93 @@
+#pragma once
+// A mixture of experts' MLP and its expert-parallel group (the layer plan's
+// moe_layer_plan: router, dispatch, the rank's experts, combine).
+//
+// Routing (Mixtral's): the router's logits [N, experts] for the N tokens of the
+// micro-batch; each token goes to its experts_per_token largest, weighted by the softmax
+// of those logits. GShard's capacity: each expert takes at most
+// C = min(N, ceil(capacity_factor x experts_per_token x N / experts)) rows from each rank,
+// in token order; a token's copy beyond that is dropped (its slot adds nothing). With
+// capacity_factor = experts / experts_per_token, C = N and no token is ever dropped.
+//
+// Dispatch: each rank writes its copies into a [experts, C, hidden] buffer (zeros where
+// unused) and exchanges it over the expert group in one all-to-all of equal blocks (the
+// experts of rank i form block i); rank r receives [ep, experts / ep, C, hidden], runs
+// each of its experts on the ep x C rows for it (one batched GEMM per matrix), and sends
+// the results back the same way (combine), where each token sums its experts' rows times
+// their weights. Two all-to-alls forward and two backward (the gradients go back the way
+// the tokens came), as the program's expert instructions say.
+//
+// Tensor parallelism: the experts are split like the dense MLP (fc1's columns, fc2's
+// rows, a SwiGLU fc1 as [gate slice | up slice]); the router is whole on every tensor
+// rank; the region edges are the plan's mlp_in (f) and mlp_out (g) conjugates, around
+// the whole block. fc2's bias is added on tensor rank 0 only (the g after it sums the
+// ranks' partial results).
+#include <cstdint>
+#include <memory>
+
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "partune/backend/conjugates.hpp"
+#include "partune/backend/tensor_parallel.hpp"
+
+namespace partune::backend {
+
+class ExpertParallelGroup {
+ public:
+  ExpertParallelGroup() = default;  // degree 1: the exchange is the identity
+  // `group` holds the `degree` ranks of this rank's expert group in data-coordinate order
+  // (`rank`: this rank's place in it, which picks its experts).
+  ExpertParallelGroup(c10::intrusive_ptr<c10d::ProcessGroup> group, int degree, int rank);
+  int degree() const { return degree_; }
+  int rank() const { return rank_; }
+  // All-to-all of equal blocks along dimension 0 (its size divisible by the degree):
+  // block i goes to rank i, and block j of the result came from rank j. Blocking, timed,
+  // counted (CollectiveKind::all_to_all in the tally).
+  torch::Tensor exchange(const torch::Tensor& t);
+  TensorCalls take_tally();
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  int degree_ = 1, rank_ = 0;
+  TensorCalls tally_;
+};
+using ExpertParallel = std::shared_ptr<ExpertParallelGroup>;  // null = degree 1
+
+// exchange() with autograd: the backward exchanges the gradient (an equal-block
+// all-to-all undoes itself).
+torch::Tensor expert_exchange(const torch::Tensor& t, const ExpertParallel& ep);
+
+// The sizes of a mixture of experts' MLP (from the ModelSpec the backend runs).
+struct ExpertShape {
+  std::int64_t hidden = 0, expert_ffn_hidden = 0, experts = 0, experts_per_token = 2;
+  double capacity_factor = 1.0;
+  bool swiglu = false, bias = true;
+};
+
+class ExpertMLPImpl : public torch::nn::Module {
+ public:
+  // Throws std::invalid_argument when the expert degree does not divide the experts or
+  // the tensor degree the expert width.
+  ExpertMLPImpl(const ExpertShape& shape, TensorParallel tp = nullptr, ExpertParallel ep = nullptr,
+                const LayerConjugates& conjugates = {});
+  // [batch, seq, hidden] -> [batch, seq, hidden]
+  torch::Tensor forward(const torch::Tensor& x);
+  // Rows per expert and rank for N routed tokens.
+  std::int64_t capacity(std::int64_t tokens) const;
+
+  ExpertShape shape;
+  std::int64_t local_experts = 0;  // experts / expert degree: this rank's
+  torch::Tensor router;            // [experts, hidden], whole on every rank
+  torch::Tensor fc1, fc2;          // [local, f1 / t, hidden], [local, hidden, f / t]
+  torch::Tensor fc1_bias, fc2_bias;  // [local, f1 / t], [local, hidden] (bias only)
+
+ private:
+  torch::Tensor experts_forward(const torch::Tensor& rows);  // [local, R, hidden]
+  TensorParallel tp_;
+  ExpertParallel ep_;
+  LayerConjugates conjugates_;
+};
+TORCH_MODULE(ExpertMLP);
+
+}  // namespace partune::backend
