@@ -239,7 +239,10 @@ Communicators::Communicators(const Job& job, int rank, c10::intrusive_ptr<c10d::
   for (int r = 0; r < job.world_size(); ++r) all[static_cast<std::size_t>(r)] = r;
   world_ = connect(store, "world", all, rank, timeout);
   for (CommGroup kind : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica,
-                         CommGroup::embedding}) {
+                         CommGroup::embedding, CommGroup::expert, CommGroup::expert_data}) {
+    if ((kind == CommGroup::expert || kind == CommGroup::expert_data) &&
+        (!job.model.is_moe() || job.parallel.expert_parallel_degree <= 1))
+      continue;  // (comm_group_members divides by the expert degree)
     // Tensor groups come ordered by tensor coordinate (Placement::group), which is also
     // rank order: a rank grows with each coordinate.
     groups_[static_cast<std::size_t>(kind)] =

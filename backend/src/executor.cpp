@@ -43,6 +43,10 @@ void check_executable(const Job& job, const RankProgram& program) {
           describe(ins, i)));
     if (run_by_layers(ins) && ins.layer < 0 && sharded)
       throw UnsupportedInstruction(fmt::format("{}: chunk-granularity program", describe(ins, i)));
+    if (ins.group == CommGroup::expert_data && ins.kind != OpKind::all_reduce)
+      throw UnsupportedInstruction(fmt::format(
+          "{}: optimizer-state sharding with expert parallelism is not supported by the LibTorch backend",
+          describe(ins, i)));
   }
 }
 
@@ -71,7 +75,18 @@ Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
 void Impl::build_buckets() {
   for (int c = 0; c < v; ++c)
     for (int l = 0; l < layers_per_chunk; ++l) {
-      std::vector<torch::Tensor> params = model->layer_parameters(job.global_layer(stage, c, l));
+      const int layer = job.global_layer(stage, c, l);
+      std::vector<torch::Tensor> params = model->layer_parameters(layer);
+      if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1) {
+        // The experts' gradients go over the expert-data group, in a bucket of their own.
+        std::vector<torch::Tensor> experts = model->layer_expert_parameters(layer);
+        std::set<const void*> theirs;
+        for (const torch::Tensor& e : experts) theirs.insert(e.unsafeGetTensorImpl());
+        params.erase(std::remove_if(params.begin(), params.end(),
+                                    [&](const torch::Tensor& p) { return theirs.count(p.unsafeGetTensorImpl()) > 0; }),
+                     params.end());
+        if (!experts.empty()) expert_bucket_params[{c, l}] = std::move(experts);
+      }
       auto add = [&](const std::vector<torch::Tensor>& extra) { params.insert(params.end(), extra.begin(), extra.end()); };
       const BucketExtras extras = bucket_extras(job, stage, c, l);
       if (extras.embedding) add(model->embedding_parameters());
@@ -210,7 +225,8 @@ void Impl::execute(const Instruction& ins, std::size_t i, const std::set<PartKey
     case OpKind::recv_gradient: output_grad[{ins.microbatch, output_chunk(ins)}] = receive(ins, kGradientTag); break;
     case OpKind::all_reduce:
     case OpKind::all_gather:
-    case OpKind::reduce_scatter: collective(ins, i); break;
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all: collective(ins, i); break;
     case OpKind::offload: offload(ins, i); break;
     case OpKind::reload: reload(ins, i); break;
     case OpKind::offload_gradients: offload_gradients(); break;

@@ -88,6 +88,14 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
       }
       return;
     }
+    case CommGroup::expert: return;  // the layers' exchanges: booked by TensorCallBook
+    case CommGroup::expert_data:
+      if (ins.kind != OpKind::all_reduce)
+        throw std::runtime_error(fmt::format("{}: the experts' gradients are all-reduced here (no optimizer sharding "
+                                             "with expert parallelism in the LibTorch backend)",
+                                             describe(ins, i)));
+      bucket_all_reduce(key, index, ins.async, CommGroup::expert_data);
+      return;
     case CommGroup::embedding: {
       const auto& g = group(CommGroup::embedding);
       std::vector<torch::Tensor> t{embedding_gradient()};
@@ -99,16 +107,18 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
   throw std::runtime_error(fmt::format("{}: a collective without a group", describe(ins, i)));
 }
 
-// A gradient bucket: summed, then averaged over the data-parallel replicas.
-void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async) {
-  std::vector<torch::Tensor>& params = bucket_params.at(key);
+// A gradient bucket: summed, then averaged over the data-parallel replicas. An experts'
+// bucket is summed over the expert-data group: each expert's gradient already holds its
+// expert group's tokens (the exchange brought them), so it too is averaged over dp.
+void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async, CommGroup kind) {
+  std::vector<torch::Tensor>& params = (kind == CommGroup::expert_data ? expert_bucket_params : bucket_params).at(key);
   std::vector<torch::Tensor> grads;
   for (torch::Tensor& prm : params) {
     if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
     grads.push_back(prm.grad().reshape(-1));
   }
   std::vector<torch::Tensor> flat{torch::cat(grads)};
-  auto work = group(CommGroup::data).group->allreduce(flat, sum());
+  auto work = group(kind).group->allreduce(flat, sum());
   start(index, work, [params, flat, n = dp]() mutable {
     torch::NoGradGuard no_grad;
     std::int64_t offset = 0;

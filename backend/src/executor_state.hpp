@@ -59,7 +59,8 @@ void free_tensors(Part& part);
 // them); the one without a micro-batch, the sequence-parallel gradient sum before the
 // optimizer, is the executor's own.
 inline bool run_by_layers(const Instruction& ins) {
-  return is_collective(ins.kind) && ins.group == CommGroup::tensor && ins.microbatch >= 0;
+  return is_collective(ins.kind) && (ins.group == CommGroup::tensor || ins.group == CommGroup::expert) &&
+         ins.microbatch >= 0;
 }
 
 // An asynchronous instruction in flight: its c10d work and what completes it.
@@ -106,6 +107,9 @@ struct ProgramExecutor::Impl {
   int stage = 0, p = 1, v = 1, layers_per_chunk = 0, dp = 1, sdp = 1;
   bool head_first = false, sharded = false, zero1 = false;
   std::map<BucketKey, std::vector<torch::Tensor>> bucket_params;
+  // A layer with experts under expert parallelism: its experts' parameters, reduced over
+  // the expert-data group (and not in bucket_params).
+  std::map<BucketKey, std::vector<torch::Tensor>> expert_bucket_params;
   std::map<BucketKey, std::unique_ptr<ParameterShards>> shards;  // ZeRO-1 or sharded
   std::set<BucketKey> resident;  // sharded buckets kept gathered through the step (tied embedding)
   std::unique_ptr<torch::optim::Optimizer> optimizer;
@@ -179,7 +183,7 @@ struct ProgramExecutor::Impl {
   void finish(int index);
   void reap_completed();
   void collective(const Instruction& ins, std::size_t i);
-  void bucket_all_reduce(const BucketKey& key, int index, bool async);
+  void bucket_all_reduce(const BucketKey& key, int index, bool async, CommGroup kind = CommGroup::data);
   torch::Tensor embedding_gradient();
   // `calls` collective calls over near-equal column pieces (the instruction's count).
   void reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async, int calls);

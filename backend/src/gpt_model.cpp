@@ -276,6 +276,11 @@ std::vector<torch::Tensor> GPTModelImpl::layer_parameters(int i) {
   return layers[layer_key(i)]->parameters();
 }
 
+std::vector<torch::Tensor> GPTModelImpl::layer_expert_parameters(int i) {
+  if (!holds_layer(i)) throw std::logic_error("GPTModel: this shard does not hold layer " + std::to_string(i));
+  return {};  // no layer has experts yet
+}
+
 std::vector<torch::Tensor> GPTModelImpl::embedding_parameters() {
   if (!shard.embedding) return {};
   return {wte, wpe};

@@ -20,6 +20,7 @@ int kind_index(OpKind k) {
     case OpKind::all_reduce: return static_cast<int>(CollectiveKind::all_reduce);
     case OpKind::all_gather: return static_cast<int>(CollectiveKind::all_gather);
     case OpKind::reduce_scatter: return static_cast<int>(CollectiveKind::reduce_scatter);
+    case OpKind::all_to_all: return static_cast<int>(CollectiveKind::all_to_all);
     default: return -1;
   }
 }

@@ -72,6 +72,7 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
     case CommGroup::expert: {
       // Consecutive data-parallel indices form an expert group (Megatron-core).
       const int ep = job.parallel.expert_parallel_degree;
+      if (!job.model.is_moe() || ep <= 1) break;
       const std::vector<int> dp = p.group(rank, Axis::data);
       const int first = p.coords(rank).data / ep * ep;
       return std::vector<int>(dp.begin() + first, dp.begin() + first + ep);
@@ -79,6 +80,7 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
     case CommGroup::expert_data: {
       // The same expert rank in every expert group.
       const int ep = job.parallel.expert_parallel_degree;
+      if (!job.model.is_moe() || ep <= 1) break;
       const std::vector<int> dp = p.group(rank, Axis::data);
       std::vector<int> out;
       for (int d = p.coords(rank).data % ep; d < static_cast<int>(dp.size()); d += ep) out.push_back(dp[d]);

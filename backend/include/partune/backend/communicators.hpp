@@ -59,7 +59,7 @@ class Communicators {
  private:
   int rank_ = 0;
   Communicator world_;
-  std::array<Communicator, 6> groups_;  // indexed by CommGroup
+  std::array<Communicator, 8> groups_;  // indexed by CommGroup
 };
 
 }  // namespace partune::backend

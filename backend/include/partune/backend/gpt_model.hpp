@@ -82,6 +82,9 @@ class GPTModelImpl : public torch::nn::Module {
   std::vector<torch::Tensor> layer_parameters(int i);
   std::vector<torch::Tensor> embedding_parameters();
   std::vector<torch::Tensor> head_parameters();
+  // Of layer_parameters(i), the experts' (a layer with experts: its local experts'
+  // matrices and biases, not the router), reduced over the expert-data group.
+  std::vector<torch::Tensor> layer_expert_parameters(int i);
   // Held parameters replicated over the tensor group whose gradient each rank computes
   // from its sequence shard only (empty without sequence parallelism): their gradients
   // are summed over the group before the optimizer uses them (Megatron's
