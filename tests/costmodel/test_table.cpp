@@ -41,8 +41,32 @@ rows:
 )";
 }  // namespace
 
+// The four tables of the seeds (published-tables.md §1-4), which the first issue's target
+// is about (the LLaMA-family table has its own test below).
+static std::vector<Table> seed_tables() {
+  std::vector<Table> out;
+  for (Table& t : load_tables({std::string(PARTUNE_SOURCE_DIR) + "/scenarios/tables"}))
+    if (t.name != "llama-family") out.push_back(std::move(t));
+  return out;
+}
+
+TEST_CASE("the LLaMA-family and MoE table loads, and keeps its reported accuracy", "[table][llama][moe]") {
+  const auto tables = load_tables({std::string(PARTUNE_SOURCE_DIR) + "/scenarios/tables/llama-family-published.yaml"});
+  REQUIRE(tables.size() == 1);
+  CHECK(tables[0].rows.size() == 11);
+  const ReproduceResult r = reproduce(tables, [](const Job& j) { return estimate(j); });
+  // As documented in the file's header (31.8% and 21.1% on 2026-11-25): a bound that a
+  // worse model fails, not a target met.
+  CHECK(r.mape_pct <= 33.0);
+  CHECK(r.mape_tflops_pct <= 22.0);
+  CHECK(r.pairs == 1);
+  CHECK(r.pairs_right == 1);
+  for (const auto& row : r.rows)
+    if (row.row == "mcore-mixtral-8x7b-h100x64") CHECK(std::abs(row.error_pct) <= 15.0);
+}
+
 TEST_CASE("every row of the shipped tables is reproduced within the issue's targets", "[table]") {
-  const auto tables = load_tables({std::string(PARTUNE_SOURCE_DIR) + "/scenarios/tables"});
+  const auto tables = seed_tables();
   std::set<std::string> names;
   std::size_t rows = 0;
   for (const auto& t : tables) {

@@ -11,7 +11,10 @@
 using namespace partune;
 
 TEST_CASE("the simulator reproduces the published tables at least as well as the estimator", "[sim][reproduce]") {
-  const auto tables = load_tables({std::string(PARTUNE_SOURCE_DIR) + "/scenarios/tables"});
+  // The seeds' tables (the LLaMA-family table's accuracy is test_table.cpp's).
+  std::vector<Table> tables;
+  for (Table& t : load_tables({std::string(PARTUNE_SOURCE_DIR) + "/scenarios/tables"}))
+    if (t.name != "llama-family") tables.push_back(std::move(t));
   const ReproduceResult analytic = reproduce(tables, [](const Job& j) { return estimate(j); });
   const ReproduceResult simulated = reproduce(tables, [](const Job& j) { return sim::simulate(j).metrics; });
   REQUIRE(simulated.rows.size() == analytic.rows.size());
