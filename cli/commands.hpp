@@ -9,6 +9,7 @@ void register_estimate(CLI::App& app);
 void register_reproduce(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_search(CLI::App& app);
+void register_sweep(CLI::App& app);
 void register_bench(CLI::App& app);
 // `bench run`, under bench (cmd_bench_run.cpp).
 void register_bench_run(CLI::App* bench);

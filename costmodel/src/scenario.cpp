@@ -447,9 +447,36 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
 
 }  // namespace
 
+// A section of `key: value` or `key: [v1, v2]` as "key=v1,v2" each. With `any_value`, a
+// value may be a mapping or a list (an override's value: an instance type with `base:`),
+// written in YAML's flow style.
+std::vector<std::string> key_value_lists(const Reader& sr, bool any_value) {
+  std::vector<std::string> out;
+  if (!sr.node().IsMap()) sr.fail("", "expected a mapping of keys to values or lists of values");
+  auto text = [&](const std::string& key, const YAML::Node& v) {
+    if (v.IsScalar()) return v.as<std::string>();
+    if (!any_value) sr.fail(key, "expected a value or a list of values");
+    YAML::Emitter e;
+    e << YAML::Flow << v;
+    return std::string(e.c_str());
+  };
+  for (const auto& kv : sr.node()) {
+    const std::string key = kv.first.as<std::string>();
+    std::string values;
+    if (kv.second.IsSequence()) {
+      for (const auto& v : kv.second) values += (values.empty() ? "" : ",") + text(key, v);
+    } else {
+      values = text(key, kv.second);
+    }
+    if (values.empty()) sr.fail(key, "no value given");
+    out.push_back(key + "=" + values);
+  }
+  return out;
+}
+
 Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix) {
   const Reader r(root, file, key_prefix);
-  r.allow_only({"kind", "name", "description", "model", "cluster", "training", "parallel", "search"});
+  r.allow_only({"kind", "name", "description", "model", "cluster", "training", "parallel", "search", "sweep"});
   if (r.has("kind") && r.get_string("kind") != "job") r.fail("kind", "expected 'job'");
   Job job;
   job.name = r.get_string("name", fs::path(file).stem().string());
@@ -469,26 +496,10 @@ Job parse_job_node(YAML::Node root, const std::string& file, const std::string& 
   }
   job.cluster = parse_cluster(Reader(c.node, c.file, c.key));
   parse_training(r.child("training"), job.training);
-  if (r.has("search")) {
-    // Kept as text: search/ validates the keys and values when it builds the space.
-    const Reader sr = r.child("search");
-    for (const auto& kv : sr.node()) {
-      const std::string key = kv.first.as<std::string>();
-      std::string values;
-      if (kv.second.IsSequence()) {
-        for (const auto& v : kv.second) {
-          if (!v.IsScalar()) sr.fail(key, "expected a value or a list of values");
-          values += (values.empty() ? "" : ",") + v.as<std::string>();
-        }
-      } else if (kv.second.IsScalar()) {
-        values = kv.second.as<std::string>();
-      } else {
-        sr.fail(key, "expected a value or a list of values");
-      }
-      if (values.empty()) sr.fail(key, "no value given");
-      job.search_restrictions.push_back(key + "=" + values);
-    }
-  }
+  // Kept as text "key=v1,v2": search/ validates the keys and values where it uses them
+  // (the search space; the sweep's overrides).
+  if (r.has("search")) job.search_restrictions = key_value_lists(r.child("search"), false);
+  if (r.has("sweep")) job.sweep_axes = key_value_lists(r.child("sweep"), true);
   if (r.has("parallel")) parse_parallel(r.child("parallel"), job.parallel);
   if (r.has("parallel") && r.child("parallel").has("data_parallel_degree")) {
     const int given = r.child("parallel").get_int("data_parallel_degree", 1, limits::kMaxRanks);

@@ -122,6 +122,9 @@ struct Job {
   // The job file's `search:` section: knobs the autotuner may only vary within these
   // values, as "key=v1,v2" (same form as `partune search --fix`).
   std::vector<std::string> search_restrictions;
+  // The job file's `sweep:` section: the keys `partune sweep` varies and their values,
+  // as "key=v1,v2" (same form as its --vary).
+  std::vector<std::string> sweep_axes;
 
   int world_size() const { return cluster.gpu_count(); }
   // Data-parallel degree derived from the others: world / (pp * tp). Sharded data

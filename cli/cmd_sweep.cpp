@@ -1,0 +1,79 @@
+// partune sweep JOB.yaml --vary KEY=V1,V2 [--vary ...] [--search] [--tokens N]
+//   [--price-per-node-hour P] [--csv FILE] [--json] [--threads N] [--set key=value ...]
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "commands.hpp"
+#include "option_checks.hpp"
+#include "partune/costmodel/atomic_file.hpp"
+#include "partune/costmodel/error.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "progress.hpp"
+#include "sweep_report.hpp"
+
+namespace partune::cli {
+
+namespace {
+
+struct SweepCommand {
+  std::string job, csv;
+  std::vector<std::string> vary, overrides;
+  bool search = false, json = false;
+  int threads = 0;
+  SweepBudget budget;
+};
+
+void run_sweep_command(const SweepCommand& opt) {
+  const Job base = load_job(opt.job, opt.overrides);  // a bad job or --set fails here, once
+  search::SweepOptions so;
+  try {
+    so.axes = search::sweep_axes(base.sweep_axes, opt.vary);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(opt.job, "--vary", e.what());
+  }
+  if (so.axes.empty()) throw ScenarioError(opt.job, "sweep", "nothing to vary: give --vary KEY=V1,V2 or a sweep: section");
+  so.overrides = opt.overrides;
+  so.search = opt.search;
+  so.search_options.simulate = true;
+  so.threads = opt.threads;
+  const bool terminal = ::isatty(STDERR_FILENO) && !opt.json;
+  if (terminal) so.progress = [](long done, long total) { progress_bar(done, total, "points"); };
+  // Opened first: a --csv path that cannot be written fails before the sweep.
+  std::optional<AtomicFile> csv;
+  if (!opt.csv.empty()) csv.emplace(opt.csv);
+  const std::vector<search::SweepPoint> points = search::run_sweep(opt.job, so);
+  if (terminal) std::fprintf(stderr, "\r%80s\r", "");
+  if (csv) {
+    csv->write(sweep_csv(so.axes, points, opt.budget));
+    csv->commit();
+  }
+  if (opt.json) std::cout << sweep_json(so.axes, points, opt.budget).dump(2) << "\n";
+  else std::cout << sweep_text(so.axes, points, opt.budget, opt.search);
+}
+
+}  // namespace
+
+void register_sweep(CLI::App& app) {
+  auto* cmd = app.add_subcommand("sweep", "What-if sweep: every combination of the varied keys, estimated or searched");
+  auto opt = std::make_shared<SweepCommand>();
+  cmd->add_option("job", opt->job, "job file (YAML); its sweep: section adds axes")->required();
+  cmd->add_option("--vary", opt->vary,
+                  "KEY=V1,V2,...: any key --set takes (nodes=16,32, instance_type=p4d.24xlarge,p5.48xlarge, "
+                  "model.base=llama-2-7b,llama-2-13b); repeat for more axes");
+  cmd->add_option("--set", opt->overrides, "override a job key at every point");
+  cmd->add_flag("--search", opt->search, "search each point for its best configuration (as partune search)");
+  cmd->add_option("--tokens", opt->budget.tokens, "token budget for time-to-train (e.g. 300e9)")
+      ->check(number_in(0, 1e18, true));
+  cmd->add_option("--price-per-node-hour", opt->budget.price_per_node_hour, "price of one node-hour for the cost column")
+      ->check(number_in(0, 1e9, true));
+  cmd->add_option("--csv", opt->csv, "also write the points as CSV");
+  cmd->add_option("--threads", opt->threads, "points estimated at once (default: one per core)")
+      ->check(count_in(1, 1024));
+  cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->callback([opt] { run_sweep_command(*opt); });
+}
+
+}  // namespace partune::cli

@@ -1,0 +1,116 @@
+// The sweep's table, CSV and JSON (sweep_report.hpp).
+#include "sweep_report.hpp"
+
+#include <fmt/format.h>
+
+#include "partune/costmodel/units.hpp"
+#include "report.hpp"
+
+namespace partune::cli {
+
+namespace {
+
+// Seconds to train on `tokens` at the point's step time, and what the nodes cost.
+struct Budgeted {
+  double seconds = 0, cost = 0;
+};
+Budgeted budgeted(const search::SweepPoint& p, const SweepBudget& b) {
+  Budgeted out;
+  if (!p.ok || b.tokens <= 0) return out;
+  const double tokens_per_step = static_cast<double>(p.job.training.global_batch) * p.job.model.seq_len;
+  out.seconds = b.tokens / tokens_per_step * p.metrics.step_time;
+  out.cost = out.seconds / 3600.0 * p.job.cluster.nodes * b.price_per_node_hour;
+  return out;
+}
+
+// "3.2 days", "5.0 hours", "12.0 minutes".
+std::string duration(double s) {
+  if (s >= 86400) return fmt::format("{:.1f} days", s / 86400);
+  if (s >= 3600) return fmt::format("{:.1f} hours", s / 3600);
+  return fmt::format("{:.1f} minutes", s / 60);
+}
+
+// A CSV field: quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string sweep_text(const std::vector<search::SweepAxis>& axes, const std::vector<search::SweepPoint>& points,
+                       const SweepBudget& budget, bool searched) {
+  std::string head;
+  for (const auto& a : axes) head += fmt::format("{:>16} ", a.key);
+  head += fmt::format("{:>10} {:>10} {:>7} {:>6} {:>9} {:>4}", "samples/s", "tokens/s", "TFLOPs", "MFU", "memory", "fit");
+  if (budget.tokens > 0) head += fmt::format(" {:>10}", "train");
+  if (budget.tokens > 0 && budget.price_per_node_hour > 0) head += fmt::format(" {:>12}", "cost");
+  if (searched) head += "  configuration";
+  std::string s = head + "\n";
+  for (const auto& p : points) {
+    for (const auto& v : p.values) s += fmt::format("{:>16} ", v);
+    if (!p.ok) {
+      s += p.error + "\n";
+      continue;
+    }
+    const Estimate& e = p.metrics;
+    s += fmt::format("{:>10.2f} {:>10.0f} {:>7.1f} {:>5.1f}% {:>5.1f} GiB {:>4}", e.samples_per_s, e.tokens_per_s,
+                     e.tflops_per_gpu, 100 * e.mfu, e.memory.total() / units::GiB, e.fits ? "yes" : "no");
+    const Budgeted b = budgeted(p, budget);
+    if (budget.tokens > 0) s += fmt::format(" {:>10}", duration(b.seconds));
+    if (budget.tokens > 0 && budget.price_per_node_hour > 0) s += fmt::format(" {:>12.0f}", b.cost);
+    if (searched) s += "  " + search::describe(p.job);
+    s += "\n";
+  }
+  return s;
+}
+
+std::string sweep_csv(const std::vector<search::SweepAxis>& axes, const std::vector<search::SweepPoint>& points,
+                      const SweepBudget& budget) {
+  std::string s;
+  for (const auto& a : axes) s += csv_field(a.key) + ",";
+  s += "samples_per_s,tokens_per_s,tflops_per_gpu,mfu,peak_memory_bytes,fits,configuration,time_to_train_s,cost,"
+       "error\n";
+  for (const auto& p : points) {
+    for (const auto& v : p.values) s += csv_field(v) + ",";
+    if (!p.ok) {
+      s += ",,,,,,,,," + csv_field(p.error) + "\n";
+      continue;
+    }
+    const Estimate& e = p.metrics;
+    const Budgeted b = budgeted(p, budget);
+    s += fmt::format("{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},\n", e.samples_per_s, e.tokens_per_s,
+                     e.tflops_per_gpu, e.mfu, e.memory.total(), e.fits ? "true" : "false",
+                     csv_field(search::describe(p.job)), budget.tokens > 0 ? fmt::format("{:.6g}", b.seconds) : "",
+                     budget.tokens > 0 && budget.price_per_node_hour > 0 ? fmt::format("{:.6g}", b.cost) : "");
+  }
+  return s;
+}
+
+nlohmann::json sweep_json(const std::vector<search::SweepAxis>& axes, const std::vector<search::SweepPoint>& points,
+                          const SweepBudget& budget) {
+  nlohmann::json j;
+  j["axes"] = nlohmann::json::array();
+  for (const auto& a : axes) j["axes"].push_back({{"key", a.key}, {"values", a.values}});
+  j["points"] = nlohmann::json::array();
+  for (const auto& p : points) {
+    nlohmann::json point = {{"index", p.index}, {"ok", p.ok}};
+    for (std::size_t a = 0; a < axes.size(); ++a) point["values"][axes[a].key] = p.values[a];
+    if (!p.ok) {
+      point["error"] = p.error;
+    } else {
+      point["estimate"] = estimate_json(p.job, p.metrics);  // the keys of estimate --json
+      point["configuration"] = search::describe(p.job);
+      point["simulated"] = p.simulated;
+      const Budgeted b = budgeted(p, budget);
+      if (budget.tokens > 0) point["time_to_train_s"] = b.seconds;
+      if (budget.tokens > 0 && budget.price_per_node_hour > 0) point["cost"] = b.cost;
+    }
+    j["points"].push_back(point);
+  }
+  return j;
+}
+
+}  // namespace partune::cli

@@ -1,0 +1,55 @@
+#pragma once
+// What-if sweeps (`partune sweep`): the cartesian product of axes, each a job key and
+// its values, over one job. A point is the job with its axes' values set as `--set`
+// sets them (load_job's overrides), evaluated as written (the estimator) or searched
+// (the best configuration for that point, as `partune search`).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/estimator.hpp"
+#include "partune/search/tuner.hpp"
+
+namespace partune::search {
+
+struct SweepAxis {
+  std::string key;                  // any key --set takes: short or section.key
+  std::vector<std::string> values;  // YAML values, as --set parses them
+};
+// "KEY=V1,V2,..." (a comma inside [] or {} belongs to its value). Throws
+// std::invalid_argument naming the text and the reason.
+SweepAxis parse_axis(const std::string& text);
+// The job file's `sweep:` axes, then each --vary; a --vary of a key the file sweeps
+// replaces that axis.
+std::vector<SweepAxis> sweep_axes(const std::vector<std::string>& from_file, const std::vector<std::string>& vary);
+// Points in the product: the last axis varies fastest.
+long sweep_size(const std::vector<SweepAxis>& axes);
+
+struct SweepOptions {
+  std::vector<SweepAxis> axes;
+  std::vector<std::string> overrides;  // --set, applied before each point's own
+  bool search = false;                 // the best configuration of each point
+  SearchOptions search_options;        // with search (its own workers; points one by one)
+  int threads = 0;                     // estimator points at once; 0: one per core
+  // Called as points finish: (done, total). From the calling thread only.
+  std::function<void(long, long)> progress;
+  // Only points i with i % stride == offset (a share of the work: MPI ranks).
+  long offset = 0, stride = 1;
+};
+
+struct SweepPoint {
+  long index = 0;
+  std::vector<std::string> values;  // one per axis
+  bool ok = false;
+  std::string error;                // why not: the job is inconsistent, or nothing fits
+  Job job;                          // the point's job (with search: the winner)
+  Estimate metrics;                 // estimate(job), or the search's view of its winner
+  bool simulated = false;           // metrics are the simulator's
+};
+
+// Every point of the product (or the options' share of them), in product order.
+// Throws the first point's ScenarioError when no point could be loaded at all (a key or
+// value wrong for every point is a mistake in the input, not a what-if).
+std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOptions& options);
+
+}  // namespace partune::search
