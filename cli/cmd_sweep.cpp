@@ -67,8 +67,23 @@ void register_sweep(CLI::App& app) {
   cmd->add_flag("--search", opt->search, "search each point for its best configuration (as partune search)");
   cmd->add_option("--tokens", opt->budget.tokens, "token budget for time-to-train (e.g. 300e9)")
       ->check(number_in(0, 1e18, true));
-  cmd->add_option("--price-per-node-hour", opt->budget.price_per_node_hour, "price of one node-hour for the cost column")
+  cmd->add_option("--price-per-node-hour", opt->budget.on_demand_per_hour,
+                  "on-demand USD per node-hour (default: the instance type's price:)")
       ->check(number_in(0, 1e9, true));
+  cmd->add_option("--spot-price-per-node-hour", opt->budget.spot_per_hour,
+                  "spot USD per node-hour (default: the instance type's price:)")
+      ->check(number_in(0, 1e9, true));
+  cmd->add_option("--spot-interruptions-per-month", opt->budget.interruptions_per_month,
+                  "share of spot nodes interrupted a month, e.g. 0.05 for AWS's '<5%' band (default: the instance "
+                  "type's; none known: no spot columns)")
+      ->check(number_in(0, 1));
+  cmd->add_option("--checkpoint-interval-hours", opt->budget.checkpoint_interval_h,
+                  "hours between checkpoints (spot: half of it is lost per interruption)")
+      ->capture_default_str()
+      ->check(number_in(0, 1e6, true));
+  cmd->add_option("--restart-hours", opt->budget.restart_h, "hours to restart after a spot interruption")
+      ->capture_default_str()
+      ->check(number_in(0, 1e6));
   cmd->add_option("--csv", opt->csv, "also write the points as CSV");
   cmd->add_option("--threads", opt->threads, "points estimated at once (default: one per core)")
       ->check(count_in(1, 1024));

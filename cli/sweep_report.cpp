@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "partune/costmodel/units.hpp"
 #include "report.hpp"
 
@@ -10,21 +12,13 @@ namespace partune::cli {
 
 namespace {
 
-// Seconds to train on `tokens` at the point's step time, and what the nodes cost.
-struct Budgeted {
-  double seconds = 0, cost = 0;
-};
-Budgeted budgeted(const search::SweepPoint& p, const SweepBudget& b) {
-  Budgeted out;
-  if (!p.ok || b.tokens <= 0) return out;
-  const double tokens_per_step = static_cast<double>(p.job.training.global_batch) * p.job.model.seq_len;
-  out.seconds = b.tokens / tokens_per_step * p.metrics.step_time;
-  out.cost = out.seconds / 3600.0 * p.job.cluster.nodes * b.price_per_node_hour;
-  return out;
+TrainingCost budgeted(const search::SweepPoint& p, const SweepBudget& b) {
+  return p.ok ? training_cost(p.job, p.metrics.step_time, b) : TrainingCost{};
 }
 
 // "3.2 days", "5.0 hours", "12.0 minutes".
 std::string duration(double s) {
+  if (s == std::numeric_limits<double>::infinity()) return "never";
   if (s >= 86400) return fmt::format("{:.1f} days", s / 86400);
   if (s >= 3600) return fmt::format("{:.1f} hours", s / 3600);
   return fmt::format("{:.1f} minutes", s / 60);
@@ -45,8 +39,7 @@ std::string sweep_text(const std::vector<search::SweepAxis>& axes, const std::ve
   std::string head;
   for (const auto& a : axes) head += fmt::format("{:>16} ", a.key);
   head += fmt::format("{:>10} {:>10} {:>7} {:>6} {:>9} {:>4}", "samples/s", "tokens/s", "TFLOPs", "MFU", "memory", "fit");
-  if (budget.tokens > 0) head += fmt::format(" {:>10}", "train");
-  if (budget.tokens > 0 && budget.price_per_node_hour > 0) head += fmt::format(" {:>12}", "cost");
+  if (budget.tokens > 0) head += fmt::format(" {:>11} {:>11} {:>11} {:>11}", "train", "cost", "spot train", "spot cost");
   if (searched) head += "  configuration";
   std::string s = head + "\n";
   for (const auto& p : points) {
@@ -58,9 +51,11 @@ std::string sweep_text(const std::vector<search::SweepAxis>& axes, const std::ve
     const Estimate& e = p.metrics;
     s += fmt::format("{:>10.2f} {:>10.0f} {:>7.1f} {:>5.1f}% {:>5.1f} GiB {:>4}", e.samples_per_s, e.tokens_per_s,
                      e.tflops_per_gpu, 100 * e.mfu, e.memory.total() / units::GiB, e.fits ? "yes" : "no");
-    const Budgeted b = budgeted(p, budget);
-    if (budget.tokens > 0) s += fmt::format(" {:>10}", duration(b.seconds));
-    if (budget.tokens > 0 && budget.price_per_node_hour > 0) s += fmt::format(" {:>12.0f}", b.cost);
+    const TrainingCost b = budgeted(p, budget);
+    auto usd = [](double x) { return x > 0 ? fmt::format("${:.0f}", x) : std::string("-"); };
+    if (budget.tokens > 0)
+      s += fmt::format(" {:>11} {:>11} {:>11} {:>11}", duration(b.seconds), usd(b.on_demand_usd),
+                       b.has_spot ? duration(b.spot_seconds) : "-", b.has_spot ? usd(b.spot_usd) : "-");
     if (searched) s += "  " + search::describe(p.job);
     s += "\n";
   }
@@ -71,20 +66,22 @@ std::string sweep_csv(const std::vector<search::SweepAxis>& axes, const std::vec
                       const SweepBudget& budget) {
   std::string s;
   for (const auto& a : axes) s += csv_field(a.key) + ",";
-  s += "samples_per_s,tokens_per_s,tflops_per_gpu,mfu,peak_memory_bytes,fits,configuration,time_to_train_s,cost,"
-       "error\n";
+  s += "samples_per_s,tokens_per_s,tflops_per_gpu,mfu,peak_memory_bytes,fits,configuration,time_to_train_s,"
+       "cost_on_demand,spot_time_to_train_s,cost_spot,error\n";
   for (const auto& p : points) {
     for (const auto& v : p.values) s += csv_field(v) + ",";
     if (!p.ok) {
-      s += ",,,,,,,,," + csv_field(p.error) + "\n";
+      s += ",,,,,,,,,,," + csv_field(p.error) + "\n";
       continue;
     }
     const Estimate& e = p.metrics;
-    const Budgeted b = budgeted(p, budget);
-    s += fmt::format("{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},\n", e.samples_per_s, e.tokens_per_s,
+    const TrainingCost b = budgeted(p, budget);
+    auto num = [](bool shown, double x) { return shown ? fmt::format("{:.6g}", x) : std::string(); };
+    const bool train = budget.tokens > 0;
+    s += fmt::format("{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},\n", e.samples_per_s, e.tokens_per_s,
                      e.tflops_per_gpu, e.mfu, e.memory.total(), e.fits ? "true" : "false",
-                     csv_field(search::describe(p.job)), budget.tokens > 0 ? fmt::format("{:.6g}", b.seconds) : "",
-                     budget.tokens > 0 && budget.price_per_node_hour > 0 ? fmt::format("{:.6g}", b.cost) : "");
+                     csv_field(search::describe(p.job)), num(train, b.seconds), num(train && b.on_demand_usd > 0, b.on_demand_usd),
+                     num(train && b.has_spot, b.spot_seconds), num(train && b.has_spot, b.spot_usd));
   }
   return s;
 }
@@ -104,9 +101,16 @@ nlohmann::json sweep_json(const std::vector<search::SweepAxis>& axes, const std:
       point["estimate"] = estimate_json(p.job, p.metrics);  // the keys of estimate --json
       point["configuration"] = search::describe(p.job);
       point["simulated"] = p.simulated;
-      const Budgeted b = budgeted(p, budget);
-      if (budget.tokens > 0) point["time_to_train_s"] = b.seconds;
-      if (budget.tokens > 0 && budget.price_per_node_hour > 0) point["cost"] = b.cost;
+      const TrainingCost b = budgeted(p, budget);
+      if (budget.tokens > 0) {
+        point["time_to_train_s"] = b.seconds;
+        if (b.on_demand_usd > 0) point["cost_on_demand"] = b.on_demand_usd;
+        if (b.has_spot) {
+          point["spot_interruptions_per_hour"] = b.spot_interruptions_per_hour;
+          point["spot_time_to_train_s"] = b.spot_seconds;  // infinity: never ends (null in JSON)
+          point["cost_spot"] = b.spot_usd;
+        }
+      }
     }
     j["points"].push_back(point);
   }

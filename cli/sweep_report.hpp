@@ -6,15 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "partune/costmodel/training_cost.hpp"
 #include "partune/search/sweep.hpp"
 
 namespace partune::cli {
 
-// Time-to-train and cost columns (sweep --tokens, --price-per-node-hour).
-struct SweepBudget {
-  double tokens = 0;               // 0: no time-to-train
-  double price_per_node_hour = 0;  // 0: no cost
-};
+// Time-to-train and cost columns (sweep --tokens and the price options); tokens 0: none.
+using SweepBudget = TrainingCostOptions;
 
 std::string sweep_text(const std::vector<search::SweepAxis>& axes, const std::vector<search::SweepPoint>& points,
                        const SweepBudget& budget, bool searched);

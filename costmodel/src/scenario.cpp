@@ -294,7 +294,7 @@ void read_host_and_collectives(const Reader& r, InstanceType& it) {
 
 InstanceType parse_instance_type(const Reader& r) {
   r.allow_only({"kind", "name", "description", "source", "gpus_per_node", "gpu", "intra_node",
-                "network", "pcie", "host", "collectives", "calibration"});
+                "network", "pcie", "host", "collectives", "calibration", "price"});
   if (r.has("kind") && r.get_string("kind") != "instance_type") r.fail("kind", "expected 'instance_type'");
   // `partune calibrate` keeps its provenance and raw measurements here; nothing reads
   // them, but they must stay a mapping so that a stray scalar is still caught.
@@ -307,6 +307,14 @@ InstanceType parse_instance_type(const Reader& r) {
   read_gpu(r, it);
   read_links(r, it);
   read_host_and_collectives(r, it);
+  if (r.has("price")) {
+    const Reader p = r.child("price");
+    p.allow_only({"on_demand_usd_per_hour", "spot_usd_per_hour", "spot_interruptions_per_month", "source"});
+    it.price.on_demand_per_hour = p.get_non_negative("on_demand_usd_per_hour", 0.0);
+    it.price.spot_per_hour = p.get_non_negative("spot_usd_per_hour", 0.0);
+    it.price.spot_interruptions_per_month = p.get_in_range("spot_interruptions_per_month", 0.0, 1.0, -1.0);
+    it.price.source = p.get_string("source", "");
+  }
   return it;
 }
 

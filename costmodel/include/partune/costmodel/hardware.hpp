@@ -85,8 +85,18 @@ struct CollectiveProfile {
   double launch_latency = 0;  // seconds
 };
 
+// What one node costs (the instance-type file's `price:`; 0 = not known), with where the
+// figures come from.
+struct InstancePrice {
+  double on_demand_per_hour = 0;           // USD per node-hour
+  double spot_per_hour = 0;                // USD per node-hour
+  double spot_interruptions_per_month = -1;  // share of nodes interrupted a month; < 0: not known
+  std::string source;
+};
+
 struct InstanceType {
   std::string name;
+  InstancePrice price;
   int gpus_per_node = 8;
   GpuProfile gpu;
   std::string intra_node_fabric = "nvswitch";
