@@ -17,6 +17,7 @@ packages=(
   libtorch-dev libgloo-dev  # backend/ (optional at configure time)
   libopenblas0-openmp     # without it LibTorch uses reference BLAS (~25x slower matmul)
   libblas-dev             # sgemm_ for the FlashAttention tiles (libblas.so.3: OpenBLAS at run time)
+  pybind11-dev python3-dev  # the Python module (build/python/partune*.so; optional at configure time)
 )
 
 packages+=("$@")   # extra packages a script needs (fuzz.sh: clang)

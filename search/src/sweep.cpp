@@ -51,7 +51,8 @@ SweepPoint evaluate(const std::string& path, const SweepOptions& o, long index) 
   p.values = values_of(o.axes, index);
   std::vector<std::string> overrides = o.overrides;
   for (std::size_t a = 0; a < o.axes.size(); ++a) overrides.push_back(o.axes[a].key + "=" + p.values[a]);
-  p.job = load_job(path, overrides);  // a ScenarioError goes to the caller
+  // A ScenarioError goes to the caller.
+  p.job = o.job_yaml.empty() ? load_job(path, overrides) : parse_job(o.job_yaml, path, overrides);
   if (!o.search) {
     p.metrics = estimate(p.job);
     p.ok = true;

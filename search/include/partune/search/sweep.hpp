@@ -28,6 +28,7 @@ long sweep_size(const std::vector<SweepAxis>& axes);
 struct SweepOptions {
   std::vector<SweepAxis> axes;
   std::vector<std::string> overrides;  // --set, applied before each point's own
+  std::string job_yaml;                // the job itself (job_path then only names it), else read job_path
   bool search = false;                 // the best configuration of each point
   SearchOptions search_options;        // with search (its own workers; points one by one)
   int threads = 0;                     // estimator points at once; 0: one per core

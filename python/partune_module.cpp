@@ -1,0 +1,159 @@
+// The `partune` Python module (pybind11): load_job, estimate, simulate, search, sweep over
+// the same libraries as the command line, each taking a job file path or a dict (the job
+// file's mapping) and --set-style overrides, and returning plain dicts with the keys of
+// the matching `--json` output. Bad input raises ValueError carrying the file, the key
+// and the reason ("FILE: KEY: reason", as the command line prints it).
+//
+//   PYTHONPATH=build/python python3 -c "import partune; print(partune.estimate('job.yaml')['samples_per_s'])"
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "partune/costmodel/error.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/scenario_writer.hpp"
+#include "partune/search/sweep.hpp"
+#include "partune/search/tuner.hpp"
+#include "partune/sim/simulator.hpp"
+#include "report.hpp"
+#include "sweep_report.hpp"
+
+namespace py = pybind11;
+using namespace partune;
+
+namespace {
+
+// A job argument: a path (str), or a dict written out as JSON (which the YAML loader
+// reads as it is); `origin` names it in errors.
+struct JobSource {
+  std::string path, text, origin;
+};
+JobSource job_source(const py::object& job) {
+  if (py::isinstance<py::str>(job)) {
+    const std::string path = job.cast<std::string>();
+    return {path, "", path};
+  }
+  if (py::isinstance<py::dict>(job)) {
+    const std::string text = py::module_::import("json").attr("dumps")(job).cast<std::string>();
+    return {"", text, "<dict>"};
+  }
+  throw py::type_error("job: expected a path (str) or a job mapping (dict)");
+}
+
+Job load(const py::object& job, const std::vector<std::string>& overrides) {
+  const JobSource s = job_source(job);
+  return s.text.empty() ? load_job(s.path, overrides) : parse_job(s.text, s.origin, overrides);
+}
+
+// nlohmann::json -> Python objects, through the json module (exact for every key).
+py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+// The job as its file would say it (scenario_writer), as a dict.
+py::object job_dict(const Job& job) {
+  const YAML::Node node = YAML::Load(job_yaml(job, ""));
+  // Each scalar typed as YAML reads it: integer, number, boolean, else text.
+  std::function<nlohmann::json(const YAML::Node&)> convert = [&](const YAML::Node& n) -> nlohmann::json {
+    if (n.IsMap()) {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& kv : n) out[kv.first.as<std::string>()] = convert(kv.second);
+      return out;
+    }
+    if (n.IsSequence()) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& v : n) out.push_back(convert(v));
+      return out;
+    }
+    if (!n.IsScalar()) return nullptr;
+    const std::string s = n.Scalar();
+    long long i;
+    double d;
+    bool b;
+    if (YAML::convert<long long>::decode(n, i)) return i;
+    if (YAML::convert<double>::decode(n, d)) return d;
+    if (YAML::convert<bool>::decode(n, b)) return b;
+    return s;
+  };
+  return to_python(convert(node));
+}
+
+py::object estimate_py(const py::object& job, const std::vector<std::string>& overrides) {
+  const Job j = load(job, overrides);
+  return to_python(cli::estimate_json(j, estimate(j)));
+}
+
+py::object simulate_py(const py::object& job, const std::vector<std::string>& overrides) {
+  const Job j = load(job, overrides);
+  const sim::SimResult r = sim::simulate(j);
+  return to_python(cli::simulation_json(j, r, estimate(j)));
+}
+
+py::object search_py(const py::object& job, const std::vector<std::string>& overrides, bool estimator_only,
+                     int top_k, double tokens, double price_per_node_hour) {
+  const Job base = load(job, overrides);
+  search::SearchSpace space;
+  for (const std::string& f : base.search_restrictions) search::restrict_space(space, f);
+  search::SearchOptions so;
+  so.simulate = !estimator_only;
+  so.top_k = top_k;
+  const search::SearchReport r = search::run_search(base, space, so);
+  if (r.ranked.empty()) throw py::value_error(base.name + ": no configuration fits");
+  return to_python(cli::search_json(base, r, cli::TrainingBudget{tokens, price_per_node_hour}));
+}
+
+py::object sweep_py(const py::object& job, const py::object& vary, const std::vector<std::string>& overrides,
+                    bool searched, double tokens, int threads) {
+  const JobSource s = job_source(job);
+  const Job base = load(job, overrides);
+  // vary: {"nodes": [8, 16], ...} or ["nodes=8,16", ...].
+  std::vector<std::string> axes;
+  if (py::isinstance<py::dict>(vary)) {
+    for (const auto& kv : vary.cast<py::dict>()) {
+      std::string values;
+      for (const auto& v : kv.second.cast<py::list>()) values += (values.empty() ? "" : ",") + py::str(v).cast<std::string>();
+      axes.push_back(py::str(kv.first).cast<std::string>() + "=" + values);
+    }
+  } else {
+    axes = vary.cast<std::vector<std::string>>();
+  }
+  search::SweepOptions o;
+  try {
+    o.axes = search::sweep_axes(base.sweep_axes, axes);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(s.origin, "vary", e.what());
+  }
+  o.overrides = overrides;
+  o.search = searched;
+  o.threads = threads;
+  o.job_yaml = s.text;
+  const std::vector<search::SweepPoint> points = search::run_sweep(s.text.empty() ? s.path : s.origin, o);
+  TrainingCostOptions budget;
+  budget.tokens = tokens;
+  return to_python(cli::sweep_json(o.axes, points, budget));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(partune, m) {
+  m.doc() = "partune: how should this model be split across these machines, and how fast will it train?";
+  py::register_exception<ScenarioError>(m, "ScenarioError", PyExc_ValueError);
+  using Overrides = std::vector<std::string>;
+  m.def("load_job", [](const py::object& job, const Overrides& overrides) { return job_dict(load(job, overrides)); },
+        py::arg("job"), py::arg("overrides") = Overrides{},
+        "The job (a path or a dict, with --set-style overrides) as its file would say it, checked.");
+  m.def("estimate", &estimate_py, py::arg("job"), py::arg("overrides") = Overrides{},
+        "One step by the analytical estimator: the keys of `partune estimate --json`.");
+  m.def("simulate", &simulate_py, py::arg("job"), py::arg("overrides") = Overrides{},
+        "One step by the discrete-event simulator: the keys of `partune simulate --json`.");
+  m.def("search", &search_py, py::arg("job"), py::arg("overrides") = Overrides{}, py::arg("estimator_only") = false,
+        py::arg("top_k") = 32, py::arg("tokens") = 0.0, py::arg("price_per_node_hour") = 0.0,
+        "The fastest configuration that fits: the keys of `partune search --json`.");
+  m.def("sweep", &sweep_py, py::arg("job"), py::arg("vary"), py::arg("overrides") = Overrides{},
+        py::arg("search") = false, py::arg("tokens") = 0.0, py::arg("threads") = 0,
+        "Every combination of `vary` ({key: [values]} or ['key=v1,v2']): the keys of `partune sweep --json`.");
+}
