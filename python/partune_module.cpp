@@ -8,7 +8,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <fmt/format.h>
+
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,11 +19,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include "partune/costmodel/error.hpp"
+#include "partune/costmodel/program.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
+#include "partune/costmodel/table.hpp"
 #include "partune/search/sweep.hpp"
 #include "partune/search/tuner.hpp"
 #include "partune/sim/simulator.hpp"
+#include "chrome_trace.hpp"
+#include "cli_process.hpp"
 #include "report.hpp"
 #include "sweep_report.hpp"
 
@@ -87,14 +94,66 @@ py::object estimate_py(const py::object& job, const std::vector<std::string>& ov
   return to_python(cli::estimate_json(j, estimate(j)));
 }
 
-py::object simulate_py(const py::object& job, const std::vector<std::string>& overrides) {
-  const Job j = load(job, overrides);
-  const sim::SimResult r = sim::simulate(j);
-  return to_python(cli::simulation_json(j, r, estimate(j)));
+// A command of the partune binary on `job` (a dict is written to a temporary file, whose
+// name errors then call "<dict>"); its --json output. Exit status 2 (bad input) raises
+// ValueError with the binary's message; any other failure RuntimeError.
+nlohmann::json run_on_job(const py::object& job, const std::string& command, std::vector<std::string> extra,
+                          const std::vector<std::string>& overrides) {
+  load(job, overrides);  // bad input raises here, with the module's own names
+  const JobSource s = job_source(job);
+  std::optional<python::TemporaryFile> file;
+  if (!s.text.empty()) file.emplace(".yaml", s.text);
+  std::vector<std::string> args{command, file ? file->path() : s.path, "--json"};
+  for (const std::string& o : overrides) args.insert(args.end(), {"--set", o});
+  args.insert(args.end(), extra.begin(), extra.end());
+  python::CliResult r;
+  {
+    py::gil_scoped_release released;  // other Python threads run meanwhile
+    r = python::run_cli(args);
+  }
+  if (r.status != 0) {
+    std::string message = r.err.substr(0, r.err.find('\n'));
+    if (message.rfind("partune: error: ", 0) == 0) message = message.substr(16);
+    if (file)
+      for (auto at = message.find(file->path()); at != std::string::npos; at = message.find(file->path()))
+        message.replace(at, file->path().size(), "<dict>");
+    if (r.status == 2) throw py::value_error(message);
+    throw std::runtime_error("partune " + command + " exited with status " + std::to_string(r.status) + ": " + message);
+  }
+  return nlohmann::json::parse(r.out);
 }
 
+// Runs in the partune binary's process (cli_process.hpp: the simulator forks). With
+// `timeline`, also "events": every simulated instruction's interval, read back from the
+// Chrome trace `simulate --trace` writes: rank, stream (0 compute, 1 pipeline and copies,
+// 2 + one per communicator), kind, group, micro-batch, chunk, layer, start and end in s.
+py::object simulate_py(const py::object& job, const std::vector<std::string>& overrides, bool timeline) {
+  std::optional<python::TemporaryFile> trace;
+  std::vector<std::string> extra;
+  if (timeline) {
+    trace.emplace(".json", "");
+    extra = {"--trace", trace->path()};
+  }
+  nlohmann::json out = run_on_job(job, "simulate", extra, overrides);
+  if (timeline) {
+    out["events"] = nlohmann::json::array();
+    for (const TraceEvent& e : cli::read_chrome_trace(trace->path()))
+      out["events"].push_back({{"rank", e.rank}, {"stream", e.stream}, {"kind", to_string(e.kind)},
+                               {"group", to_string(e.group)}, {"microbatch", e.microbatch}, {"chunk", e.chunk},
+                               {"layer", e.layer}, {"start", e.start}, {"end", e.end}});
+  }
+  return to_python(out);
+}
+
+// With the simulator, in the partune binary's process (as simulate).
 py::object search_py(const py::object& job, const std::vector<std::string>& overrides, bool estimator_only,
                      int top_k, double tokens, double price_per_node_hour) {
+  if (!estimator_only) {
+    std::vector<std::string> extra{"--top-k", std::to_string(top_k)};
+    if (tokens > 0) extra.insert(extra.end(), {"--tokens", fmt::format("{}", tokens)});
+    if (price_per_node_hour > 0) extra.insert(extra.end(), {"--price-per-node-hour", fmt::format("{}", price_per_node_hour)});
+    return to_python(run_on_job(job, "search", extra, overrides));
+  }
   const Job base = load(job, overrides);
   search::SearchSpace space;
   for (const std::string& f : base.search_restrictions) search::restrict_space(space, f);
@@ -137,6 +196,28 @@ py::object sweep_py(const py::object& job, const py::object& vary, const std::ve
   return to_python(cli::sweep_json(o.axes, points, budget));
 }
 
+// The published tables (files or folders; none: the shipped ones) against the estimator
+// or the simulator: the keys of `partune reproduce --json`.
+py::object reproduce_py(const std::vector<std::string>& paths, bool simulator) {
+  if (simulator) {  // in the partune binary's process (as simulate)
+    std::vector<std::string> args{"reproduce"};
+    args.insert(args.end(), paths.begin(), paths.end());
+    args.push_back("--json");
+    python::CliResult r;
+    {
+      py::gil_scoped_release released;
+      r = python::run_cli(args);
+    }
+    if (r.status != 0) throw py::value_error(r.err.substr(0, r.err.find('\n')));
+    return to_python(nlohmann::json::parse(r.out));
+  }
+  const std::vector<Table> tables = load_tables(paths.empty() ? std::vector<std::string>{scenario_root() + "/tables"} : paths);
+  const ReproduceResult r = reproduce(tables, [](const Job& j) {
+    return estimate(j);
+  });
+  return to_python(cli::reproduce_json(r));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(partune, m) {
@@ -148,11 +229,14 @@ PYBIND11_MODULE(partune, m) {
         "The job (a path or a dict, with --set-style overrides) as its file would say it, checked.");
   m.def("estimate", &estimate_py, py::arg("job"), py::arg("overrides") = Overrides{},
         "One step by the analytical estimator: the keys of `partune estimate --json`.");
-  m.def("simulate", &simulate_py, py::arg("job"), py::arg("overrides") = Overrides{},
-        "One step by the discrete-event simulator: the keys of `partune simulate --json`.");
+  m.def("simulate", &simulate_py, py::arg("job"), py::arg("overrides") = Overrides{}, py::arg("timeline") = false,
+        "One step by the discrete-event simulator: the keys of `partune simulate --json` (and, with timeline, "
+        "its events).");
   m.def("search", &search_py, py::arg("job"), py::arg("overrides") = Overrides{}, py::arg("estimator_only") = false,
         py::arg("top_k") = 32, py::arg("tokens") = 0.0, py::arg("price_per_node_hour") = 0.0,
         "The fastest configuration that fits: the keys of `partune search --json`.");
+  m.def("reproduce", &reproduce_py, py::arg("tables") = std::vector<std::string>{}, py::arg("simulator") = false,
+        "Published tables against the predictions: the keys of `partune reproduce --json`.");
   m.def("sweep", &sweep_py, py::arg("job"), py::arg("vary"), py::arg("overrides") = Overrides{},
         py::arg("search") = false, py::arg("tokens") = 0.0, py::arg("threads") = 0,
         "Every combination of `vary` ({key: [values]} or ['key=v1,v2']): the keys of `partune sweep --json`.");

@@ -18,6 +18,8 @@ packages=(
   libopenblas0-openmp     # without it LibTorch uses reference BLAS (~25x slower matmul)
   libblas-dev             # sgemm_ for the FlashAttention tiles (libblas.so.3: OpenBLAS at run time)
   pybind11-dev python3-dev  # the Python module (build/python/partune*.so; optional at configure time)
+  python3-matplotlib python3-nbconvert python3-nbclient python3-ipykernel jupyter-nbconvert jupyter-core
+                          # the notebooks, executed headless by the tests (jupyter nbconvert --execute)
 )
 
 packages+=("$@")   # extra packages a script needs (fuzz.sh: clang)
