@@ -113,22 +113,39 @@ std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOption
   std::vector<std::exception_ptr> first_error(mine.size());
   std::atomic<std::size_t> next{0};
   std::atomic<long> done{0};
-  auto work = [&] {
-    for (std::size_t k; (k = next++) < mine.size();) {
-      try {
-        points[k] = evaluate(job_path, o, mine[k]);
-      } catch (const ScenarioError& e) {
-        points[k].index = mine[k];
-        points[k].values = values_of(o.axes, mine[k]);
-        points[k].error = e.key().empty() ? e.what() : e.key() + ": " + e.reason();
-        first_error[k] = std::current_exception();
-      }
-      ++done;
+  auto work_one = [&](std::size_t k) {
+    try {
+      points[k] = evaluate(job_path, o, mine[k]);
+    } catch (const ScenarioError& e) {
+      points[k].index = mine[k];
+      points[k].values = values_of(o.axes, mine[k]);
+      points[k].error = e.key().empty() ? e.what() : e.key() + ": " + e.reason();
+      first_error[k] = std::current_exception();
     }
+    ++done;
   };
-  // The search uses every core for its simulations: its points go one at a time.
+  auto work = [&] {
+    for (std::size_t k; (k = next++) < mine.size();) work_one(k);
+  };
+  // No point loaded at all: the input is wrong, not the what-if.
+  auto finish = [&] {
+    const bool none_loaded =
+        std::all_of(first_error.begin(), first_error.end(), [](const auto& e) { return e != nullptr; });
+    if (none_loaded && !first_error.empty()) std::rethrow_exception(first_error.front());
+    return points;
+  };
+  // The search uses every core for its simulations, which fork: its points go one at a
+  // time on the calling thread (a process that forks must run one thread).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = o.search ? 1 : (o.threads > 0 ? o.threads : static_cast<int>(cores));
+  if (threads == 1 || mine.size() <= 1) {
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      if (o.progress) o.progress(static_cast<long>(k), static_cast<long>(mine.size()));
+      work_one(k);
+    }
+    if (o.progress) o.progress(static_cast<long>(mine.size()), static_cast<long>(mine.size()));
+    return finish();
+  }
   std::vector<std::thread> pool;
   for (int t = 0; t < std::min<int>(threads, static_cast<int>(mine.size())); ++t) pool.emplace_back(work);
   for (long shown = -1; o.progress && done.load() < static_cast<long>(mine.size());) {
@@ -137,10 +154,7 @@ std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOption
   }
   for (std::thread& t : pool) t.join();
   if (o.progress) o.progress(static_cast<long>(mine.size()), static_cast<long>(mine.size()));
-  // No point loaded at all: the input is wrong, not the what-if.
-  const bool none_loaded = std::all_of(first_error.begin(), first_error.end(), [](const auto& e) { return e != nullptr; });
-  if (none_loaded && !first_error.empty()) std::rethrow_exception(first_error.front());
-  return points;
+  return finish();
 }
 
 }  // namespace partune::search

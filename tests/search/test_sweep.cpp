@@ -76,7 +76,7 @@ TEST_CASE("sweep --search: each point is what the search finds for it", "[search
   SweepOptions o;
   o.axes = {parse_axis("nodes=8,16")};
   o.search = true;
-  o.search_options.simulate = false;  // the estimator's ranking (the simulator's is test_tuner's)
+  o.search_options.top_k = 4;  // simulated, as partune search does (in forked children)
   const std::vector<SweepPoint> points = run_sweep(kJob, o);
   REQUIRE(points.size() == 2);
   for (int i = 0; i < 2; ++i) {
@@ -85,6 +85,7 @@ TEST_CASE("sweep --search: each point is what the search finds for it", "[search
     const SearchReport r = run_search(base, space, o.search_options);
     REQUIRE(points[i].ok);
     CHECK(describe(points[i].job) == describe(r.ranked.front().job));
-    CHECK(points[i].metrics.step_time == r.ranked.front().estimate.step_time);
+    CHECK(points[i].simulated == r.ranked.front().simulated);
+    CHECK(points[i].metrics.step_time == r.ranked.front().simulation.step_time);
   }
 }
