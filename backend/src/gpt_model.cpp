@@ -45,15 +45,30 @@ std::function<torch::Tensor(const torch::Tensor&)> rows(Slice s) {
 std::function<torch::Tensor(const torch::Tensor&)> columns(Slice s) {
   return [s](const torch::Tensor& t) { return t.narrow(1, s.begin, s.size); };
 }
-// The fused QKV weight [3h, h] (or bias [3h]) is [q; k; v], each [h, h] with head j at
-// rows j d .. (j + 1) d - 1. The local layer views its output as [3, local_heads, d], so
-// its rows are the rank's heads of q, then of k, then of v.
-std::function<torch::Tensor(const torch::Tensor&)> qkv_rows(std::int64_t hidden, std::int64_t head_dim, Slice heads) {
-  return [=](const torch::Tensor& t) {
-    std::vector<torch::Tensor> parts;
-    for (int p = 0; p < 3; ++p) parts.push_back(t.narrow(0, p * hidden + heads.begin * head_dim, heads.size * head_dim));
-    return torch::cat(parts, 0);
+// The rows of a fused weight (or bias) made of blocks side by side that this rank keeps:
+// each part is rows [begin, begin + size) of the whole tensor, kept in the order given.
+std::function<torch::Tensor(const torch::Tensor&)> block_rows(std::vector<Slice> parts) {
+  return [parts](const torch::Tensor& t) {
+    std::vector<torch::Tensor> kept;
+    for (const Slice& p : parts) kept.push_back(t.narrow(0, p.begin, p.size));
+    return torch::cat(kept, 0);
   };
+}
+// The fused QKV weight [h + 2 kv d, h] (or bias) is [q; k; v]: q [h, h] with query head j at
+// rows j d .. (j + 1) d - 1, then k and v [kv d, h] each, key/value head j at j d there.
+// The local layer's output is [q | k | v] of its heads, so its rows are the rank's query
+// heads of q, then its key/value heads of k, then of v.
+std::function<torch::Tensor(const torch::Tensor&)> qkv_rows(const BackendModelConfig& c, Slice heads, Slice kv_heads) {
+  const std::int64_t d = c.head_dim(), h = c.hidden, kv = std::int64_t{c.key_value_heads()} * d;
+  return block_rows({{heads.begin * d, heads.size * d},
+                     {h + kv_heads.begin * d, kv_heads.size * d},
+                     {h + kv + kv_heads.begin * d, kv_heads.size * d}});
+}
+// fc1's rows: its ffn slice; with SwiGLU fc1 is [gate; up] ([2 ffn, h]), and the rank's
+// rows are its slice of the gate, then of up (its local output [gate_i | up_i]).
+std::function<torch::Tensor(const torch::Tensor&)> fc1_rows(const BackendModelConfig& c, Slice ffn) {
+  if (c.mlp != MlpKind::swiglu) return rows(ffn);
+  return block_rows({ffn, {c.ffn_hidden + ffn.begin, ffn.size}});
 }
 
 // ---- vocabulary-parallel cross-entropy ------------------------------------------------
@@ -118,48 +133,58 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
 
 namespace {
 
+// This rank's slices of the split dimensions.
+struct Parts {
+  Slice heads, kv_heads, hidden, ffn, vocab;
+};
+
+// A norm's scale (1) and, for LayerNorm, its shift (0); `held` null when not held.
+void add_norm(std::vector<WholeParameter>& all, const BackendModelConfig& c, const NormImpl* held) {
+  all.push_back({Init::one, {c.hidden}, held ? held->weight : torch::Tensor(), whole});
+  if (c.norm == NormKind::layernorm) all.push_back({Init::zero, {c.hidden}, held ? held->bias : torch::Tensor(), whole});
+}
+
+// One layer's parameters in registration order; `L` null when not held.
+void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+               TransformerLayerImpl* L) {
+  const std::int64_t h = c.hidden, f = c.ffn_hidden;
+  const std::int64_t qkv = h + 2 * std::int64_t{c.key_value_heads()} * c.head_dim();
+  const std::int64_t fc1 = c.mlp == MlpKind::swiglu ? 2 * f : f;
+  auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
+  const auto qkv_part = qkv_rows(c, parts.heads, parts.kv_heads);
+  const auto fc1_part = fc1_rows(c, parts.ffn);
+  add_norm(all, c, L ? L->ln1.get() : nullptr);
+  all.push_back({Init::normal, {qkv, h}, held([](auto& l) { return l.attention->qkv->weight; }), qkv_part});
+  if (c.bias) all.push_back({Init::zero, {qkv}, held([](auto& l) { return l.attention->qkv->bias; }), qkv_part});
+  all.push_back({Init::residual, {h, h}, held([](auto& l) { return l.attention->proj->weight; }), columns(parts.hidden)});
+  if (c.bias) all.push_back({Init::zero, {h}, held([](auto& l) { return l.attention->proj->bias; }), whole});
+  add_norm(all, c, L ? L->ln2.get() : nullptr);
+  all.push_back({Init::normal, {fc1, h}, held([](auto& l) { return l.mlp->fc1->weight; }), fc1_part});
+  if (c.bias) all.push_back({Init::zero, {fc1}, held([](auto& l) { return l.mlp->fc1->bias; }), fc1_part});
+  all.push_back({Init::residual, {h, f}, held([](auto& l) { return l.mlp->fc2->weight; }), columns(parts.ffn)});
+  if (c.bias) all.push_back({Init::zero, {h}, held([](auto& l) { return l.mlp->fc2->bias; }), whole});
+}
+
 // Every parameter the shard `model` holds, from the seed (see gpt_model.hpp).
 void initialise(GPTModelImpl& model, std::uint64_t seed) {
   const BackendModelConfig& c = model.config;
   const ModelShard& shard = model.shard;
-  const TensorParallel& tp = shard.tensor;
-  const torch::Tensor& wte = model.wte;
-  const torch::Tensor& wpe = model.wpe;
-  const torch::nn::LayerNorm& ln_f = model.ln_f;
-  const ColumnParallelLinear& lm_head = model.lm_head;
-  const int t = degree_of(tp), r = rank_of(tp);
-  const Slice heads_part = tensor_slice(c.heads, t, r, "heads");
-  const Slice hidden_part = tensor_slice(c.hidden, t, r, "hidden");
-  const Slice ffn_part = tensor_slice(c.ffn_hidden, t, r, "ffn_hidden");
-  const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
+  const int t = degree_of(shard.tensor), r = rank_of(shard.tensor);
+  const Parts parts{tensor_slice(c.heads, t, r, "heads"), tensor_slice(c.key_value_heads(), t, r, "kv_heads"),
+                    tensor_slice(c.hidden, t, r, "hidden"), tensor_slice(c.ffn_hidden, t, r, "ffn_hidden"),
+                    tensor_slice(c.vocab, t, r, "vocab")};
   // The whole model's parameters in its registration order; each shard draws them all
   // from the model's own generator (so the generator advances identically everywhere)
   // and keeps its slice.
-  const std::int64_t h = c.hidden, d = c.head_dim();
+  const std::int64_t h = c.hidden;
   std::vector<WholeParameter> all;
-  all.push_back({Init::normal, {c.vocab, h}, wte, rows(vocab_part)});
-  all.push_back({Init::normal, {c.seq_len, h}, wpe, whole});
-  for (int i = 0; i < c.layers; ++i) {
-    TransformerLayerImpl* L = model.holds_layer(i) ? &model.layers->at<TransformerLayerImpl>(layer_key(i)) : nullptr;
-    auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
-    all.push_back({Init::one, {h}, held([](auto& l) { return l.ln1->weight; }), whole});
-    all.push_back({Init::zero, {h}, held([](auto& l) { return l.ln1->bias; }), whole});
-    all.push_back({Init::normal, {3 * h, h}, held([](auto& l) { return l.attention->qkv->weight; }),
-                   qkv_rows(h, d, heads_part)});
-    all.push_back({Init::zero, {3 * h}, held([](auto& l) { return l.attention->qkv->bias; }), qkv_rows(h, d, heads_part)});
-    all.push_back({Init::residual, {h, h}, held([](auto& l) { return l.attention->proj->weight; }), columns(hidden_part)});
-    all.push_back({Init::zero, {h}, held([](auto& l) { return l.attention->proj->bias; }), whole});
-    all.push_back({Init::one, {h}, held([](auto& l) { return l.ln2->weight; }), whole});
-    all.push_back({Init::zero, {h}, held([](auto& l) { return l.ln2->bias; }), whole});
-    all.push_back({Init::normal, {c.ffn_hidden, h}, held([](auto& l) { return l.mlp->fc1->weight; }), rows(ffn_part)});
-    all.push_back({Init::zero, {c.ffn_hidden}, held([](auto& l) { return l.mlp->fc1->bias; }), rows(ffn_part)});
-    all.push_back({Init::residual, {h, c.ffn_hidden}, held([](auto& l) { return l.mlp->fc2->weight; }), columns(ffn_part)});
-    all.push_back({Init::zero, {h}, held([](auto& l) { return l.mlp->fc2->bias; }), whole});
-  }
-  all.push_back({Init::one, {h}, shard.head ? ln_f->weight : torch::Tensor(), whole});
-  all.push_back({Init::zero, {h}, shard.head ? ln_f->bias : torch::Tensor(), whole});
+  all.push_back({Init::normal, {c.vocab, h}, model.wte, rows(parts.vocab)});
+  if (c.positions == PositionKind::learned) all.push_back({Init::normal, {c.seq_len, h}, model.wpe, whole});
+  for (int i = 0; i < c.layers; ++i)
+    add_layer(all, c, parts, model.holds_layer(i) ? &model.layers->at<TransformerLayerImpl>(layer_key(i)) : nullptr);
+  add_norm(all, c, shard.head ? model.ln_f.get() : nullptr);
   if (!c.tied_embeddings)
-    all.push_back({Init::normal, {c.vocab, h}, shard.head ? lm_head->weight : torch::Tensor(), rows(vocab_part)});
+    all.push_back({Init::normal, {c.vocab, h}, shard.head ? model.lm_head->weight : torch::Tensor(), rows(parts.vocab)});
 
   torch::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(seed);
@@ -191,6 +216,10 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   for (const auto& [n, what] : {std::pair<std::int64_t, const char*>{c.heads, "heads"}, {c.hidden, "hidden"},
                                 {c.ffn_hidden, "ffn_hidden"}})
     tensor_slice(n, t, r, what);
+  if (c.key_value_heads() % t != 0)
+    throw std::invalid_argument("tensor degree " + std::to_string(t) + " does not divide kv_heads " +
+                                std::to_string(c.key_value_heads()) +
+                                ": the key/value heads are split over the tensor group, not replicated (Megatron's rule)");
   const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
   if (c.layers < 1 || c.heads < 1 || c.hidden % c.heads != 0)
     throw std::invalid_argument("GPTModel: needs at least one layer and heads dividing hidden");
@@ -210,14 +239,13 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   // unsharded model's parameter names and order are unchanged.
   const bool holds_wte = shard.embedding || (shard.head && c.tied_embeddings);
   if (holds_wte) wte = register_parameter("wte", torch::empty({vocab_part.size, c.hidden}));
-  if (shard.embedding) wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
+  if (shard.embedding && c.positions == PositionKind::learned)
+    wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
-  for (int i : shard.layers)
-    held_layers.emplace_back(layer_key(i),
-                             TransformerLayer(c.hidden, c.heads, c.ffn_hidden, tp, shard.conjugates, c.flash_attention).ptr());
+  for (int i : shard.layers) held_layers.emplace_back(layer_key(i), TransformerLayer(c, tp, shard.conjugates).ptr());
   layers = register_module("layers", torch::nn::ModuleDict(held_layers));
   if (shard.head) {
-    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(kLayerNormEps)));
+    ln_f = register_module("ln_f", Norm(c.hidden, c.norm));
     if (!c.tied_embeddings)
       lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp, shard.conjugates.head_in));
   }
@@ -231,7 +259,12 @@ torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   if (!shard.embedding) throw std::logic_error("GPTModel: this shard does not hold the embedding");
   const std::int64_t s = tokens.size(1);
   if (s > config.seq_len) throw std::invalid_argument("GPTModel: sequence longer than seq_len");
-  if (degree_of(shard.tensor) == 1) return torch::embedding(wte, tokens) + wpe.slice(0, 0, s);
+  // Rotary positions have no table: the layers rotate the queries and keys instead.
+  const bool learned = wpe.defined();
+  if (degree_of(shard.tensor) == 1) {
+    const torch::Tensor x = torch::embedding(wte, tokens);
+    return learned ? x + wpe.slice(0, 0, s) : x;
+  }
   // Vocabulary-parallel: look up the tokens of this rank's rows, zeros for the others;
   // g sums the partial embeddings, so every rank has every token's row (sp_scatter: the
   // rows of its sequence shard). The positions are added after the sum, once.
@@ -239,9 +272,10 @@ torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   const torch::Tensor outside = (tokens < part.begin) | (tokens >= part.begin + part.size);
   const torch::Tensor local = (tokens - part.begin).masked_fill(outside, 0);
   const torch::Tensor partial = torch::embedding(wte, local).masked_fill(outside.unsqueeze(-1), 0.0);
+  const torch::Tensor x = leave_region(partial, shard.conjugates.embedding_out, shard.tensor);
+  if (!learned) return x;
   const Slice positions = shard.conjugates.splits_sequence() ? sequence_slice(s, shard.tensor) : Slice{0, s};
-  return leave_region(partial, shard.conjugates.embedding_out, shard.tensor) +
-         wpe.narrow(0, positions.begin, positions.size);
+  return x + wpe.narrow(0, positions.begin, positions.size);
 }
 
 torch::Tensor GPTModelImpl::layer(int i, const torch::Tensor& x) {
@@ -283,12 +317,13 @@ std::vector<torch::Tensor> GPTModelImpl::layer_expert_parameters(int i) {
 
 std::vector<torch::Tensor> GPTModelImpl::embedding_parameters() {
   if (!shard.embedding) return {};
+  if (!wpe.defined()) return {wte};
   return {wte, wpe};
 }
 
 std::vector<torch::Tensor> GPTModelImpl::head_parameters() {
   if (!shard.head) return {};
-  std::vector<torch::Tensor> out{ln_f->weight, ln_f->bias};
+  std::vector<torch::Tensor> out = ln_f->parameters();  // the scale (and shift)
   if (!config.tied_embeddings) out.push_back(lm_head->weight);
   else if (!shard.embedding) out.push_back(wte);  // the head stage's own copy
   return out;
@@ -296,17 +331,22 @@ std::vector<torch::Tensor> GPTModelImpl::head_parameters() {
 
 std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
   if (!shard.conjugates.splits_sequence() || degree_of(shard.tensor) == 1) return {};
+  // Those the model has: rotary positions have no table, RMSNorm no shift, a block
+  // without biases none on its row-parallel layers.
   std::vector<torch::Tensor> out;
-  if (shard.embedding) out.push_back(wpe);
+  auto add = [&](const torch::Tensor& t) {
+    if (t.defined()) out.push_back(t);
+  };
+  if (shard.embedding) add(wpe);
   for (int i : shard.layers) {
     TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
     for (const torch::Tensor& t : {L.ln1->weight, L.ln1->bias, L.attention->proj->bias, L.ln2->weight, L.ln2->bias,
                                    L.mlp->fc2->bias})
-      out.push_back(t);
+      add(t);
   }
   if (shard.head) {
-    out.push_back(ln_f->weight);
-    out.push_back(ln_f->bias);
+    add(ln_f->weight);
+    add(ln_f->bias);
   }
   return out;
 }

@@ -1,25 +1,51 @@
 // The model-size scaling rule (scaling.hpp).
 #include "partune/backend/scaling.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "partune/costmodel/enum_names.hpp"
+
 namespace partune::backend {
 
 long long BackendModelConfig::parameters() const {
-  const long long h = hidden, f = ffn_hidden;
-  const long long layer = (h * 3 * h + 3 * h)  // QKV (column-parallel)
-                          + (h * h + h)        // attention output (row-parallel)
-                          + (h * f + f)        // fc1 (column-parallel)
-                          + (f * h + h)        // fc2 (row-parallel)
-                          + 4 * h;             // two layer norms
-  const long long embeddings = static_cast<long long>(vocab) * h + static_cast<long long>(seq_len) * h;
+  const long long h = hidden, f = ffn_hidden, b = bias ? 1 : 0;
+  const long long kv = static_cast<long long>(key_value_heads()) * head_dim();
+  const long long fc1 = mlp == MlpKind::swiglu ? 2 * f : f;  // SwiGLU: gate and up side by side
+  const long long norm = norm_parameters();
+  const long long layer = (h * (h + 2 * kv) + b * (h + 2 * kv))  // QKV (column-parallel)
+                          + (h * h + b * h)                       // attention output (row-parallel)
+                          + (h * fc1 + b * fc1)                   // fc1 (column-parallel)
+                          + (f * h + b * h)                       // fc2 (row-parallel)
+                          + 2 * norm;                             // two norms
+  const long long positions_table = positions == PositionKind::learned ? static_cast<long long>(seq_len) * h : 0;
+  const long long embeddings = static_cast<long long>(vocab) * h + positions_table;
   const long long head = tied_embeddings ? 0 : static_cast<long long>(vocab) * h;
-  return layers * layer + embeddings + 2 * h /* final LN */ + head;
+  return layers * layer + embeddings + norm /* final norm */ + head;
 }
 
-BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale) {
+long long BackendModelConfig::norm_parameters() const { return norm == NormKind::layernorm ? 2LL * hidden : hidden; }
+
+namespace {
+
+// The key/value heads at `heads` query heads (the rule in scaling.hpp).
+int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
+  switch (model.attention) {
+    case AttentionKind::mha: return heads;
+    case AttentionKind::mqa: return 1;
+    case AttentionKind::gqa: break;
+  }
+  if (heads == model.heads) return model.kv_heads;
+  int kv = std::max({1, min_kv_heads, model.heads > 0 ? heads * model.kv_heads / model.heads : 1});
+  while (kv < heads && heads % kv != 0) ++kv;
+  return std::min(kv, heads);
+}
+
+}  // namespace
+
+BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
   const bool small = model.total_params() <= kSmallModelParams && model.seq_len <= kSmallSeqLen &&
                      model.layers >= 1 && model.hidden >= 1 && model.heads >= 1;
   BackendModelConfig c;
@@ -37,11 +63,21 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
     while (c.heads > 1 && c.hidden % c.heads != 0) --c.heads;
   }
   c.ffn_hidden = (c.hidden == model.hidden && model.ffn_hidden > 0) ? model.ffn_hidden : 4 * c.hidden;
+  c.attention = model.attention;
+  c.kv_heads = c.heads >= 1 ? scaled_kv_heads(model, c.heads, min_kv_heads) : 1;
+  c.mlp = model.mlp;
+  c.norm = model.norm;
+  c.positions = model.positions;
+  c.bias = model.bias;
   if (c.layers < 1 || c.hidden < 1 || c.heads < 1 || c.seq_len < 1 || c.vocab < 2)
     throw std::invalid_argument(fmt::format("scaled model: every size must be >= 1 (vocab >= 2): {}", describe(c)));
   if (c.hidden % c.heads != 0)
     throw std::invalid_argument(
         fmt::format("scaled model: {} heads do not divide hidden {} (use --scale-heads)", c.heads, c.hidden));
+  if (c.positions == PositionKind::rope && c.head_dim() % 2 != 0)
+    throw std::invalid_argument(fmt::format(
+        "scaled model: rotary positions rotate pairs of a head's dimensions; head dim {} is odd (use --scale-heads)",
+        c.head_dim()));
   return c;
 }
 
@@ -49,38 +85,53 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   Job j = job;
   ModelSpec& m = j.model;
   const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
-                    m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab && m.seq_len == c.seq_len &&
-                    m.attention == AttentionKind::mha && m.mlp == MlpKind::gelu && m.norm == NormKind::layernorm &&
-                    m.positions == PositionKind::learned && m.bias;
+                    m.kv_heads == c.key_value_heads() && m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
+                    m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
+                    m.positions == c.positions && m.bias == c.bias;
   if (!same) m.name += "-scaled";
   m.layers = c.layers;
   m.hidden = c.hidden;
   m.heads = c.heads;
-  m.kv_heads = c.heads;
+  m.kv_heads = c.key_value_heads();
   m.ffn_hidden = c.ffn_hidden;
   m.vocab = c.vocab;
   m.seq_len = c.seq_len;
   m.tied_embeddings = c.tied_embeddings;
-  m.attention = AttentionKind::mha;
-  // The backend builds the GPT block (gelu, layernorm, learned positions, biases).
-  m.mlp = MlpKind::gelu;
-  m.norm = NormKind::layernorm;
-  m.positions = PositionKind::learned;
-  m.bias = true;
+  m.attention = c.attention;
+  m.mlp = c.mlp;
+  m.norm = c.norm;
+  m.positions = c.positions;
+  m.bias = c.bias;
   return j;
 }
 
 BackendModelConfig scaled_model(const Job& job, const ScaleOptions& scale) {
-  BackendModelConfig c = scaled_model(job.model, scale);
+  BackendModelConfig c = scaled_model(job.model, scale, job.parallel.tensor_parallel_degree);
   c.flash_attention = job.parallel.flash_attention;
   return c;
 }
 
+namespace {
+
+// What differs from the GPT block: "swiglu, rmsnorm, rope, gqa 2 kv heads, no bias, " (empty for GPT's).
+std::string block_variants(const BackendModelConfig& c) {
+  std::string s;
+  if (c.mlp != MlpKind::gelu) s += fmt::format("{}, ", enum_name(c.mlp));
+  if (c.norm != NormKind::layernorm) s += fmt::format("{}, ", enum_name(c.norm));
+  if (c.positions != PositionKind::learned) s += fmt::format("{}, ", enum_name(c.positions));
+  if (c.attention != AttentionKind::mha)
+    s += fmt::format("{} {} kv head{}, ", enum_name(c.attention), c.key_value_heads(), c.key_value_heads() == 1 ? "" : "s");
+  if (!c.bias) s += "no bias, ";
+  return s;
+}
+
+}  // namespace
+
 std::string describe(const BackendModelConfig& c) {
-  return fmt::format("{} layers, hidden {}, {} heads (head dim {}), ffn {}, vocab {}, seq {}, {}, {:.3f}M parameters{}",
+  return fmt::format("{} layers, hidden {}, {} heads (head dim {}), ffn {}, vocab {}, seq {}, {}{}, {:.3f}M parameters{}",
                      c.layers, c.hidden, c.heads, c.heads > 0 ? c.hidden / c.heads : 0, c.ffn_hidden, c.vocab,
-                     c.seq_len, c.tied_embeddings ? "tied embeddings" : "untied LM head", c.parameters() / 1e6,
-                     c.flash_attention ? ", flash attention" : "");
+                     c.seq_len, block_variants(c), c.tied_embeddings ? "tied embeddings" : "untied LM head",
+                     c.parameters() / 1e6, c.flash_attention ? ", flash attention" : "");
 }
 
 }  // namespace partune::backend

@@ -20,6 +20,7 @@
 #include "partune/backend/memory_accounting.hpp"
 #include "partune/backend/token_source.hpp"
 #include "partune/backend/watchdog.hpp"
+#include "partune/costmodel/enum_names.hpp"
 
 namespace partune::backend {
 
@@ -46,8 +47,10 @@ nlohmann::json layout_of(const Job& job, const BackendModelConfig& c) {
           {"lm_head_stage", to_string(pc.lm_head_stage)},
           {"optimizer", to_string(job.training.optimizer)},
           {"model",
-           {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"ffn_hidden", c.ffn_hidden},
-            {"vocab", c.vocab}, {"seq_len", c.seq_len}, {"tied_embeddings", c.tied_embeddings}}}};
+           {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.key_value_heads()},
+            {"ffn_hidden", c.ffn_hidden}, {"vocab", c.vocab}, {"seq_len", c.seq_len},
+            {"tied_embeddings", c.tied_embeddings}, {"mlp", enum_name(c.mlp)}, {"norm", enum_name(c.norm)},
+            {"positions", enum_name(c.positions)}, {"bias", c.bias}}}};
 }
 
 // "world 2 = pipeline 1 x tensor 1 x data 2": a layout in the words of the job.
@@ -99,6 +102,12 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
     if (n % t != 0)
       return fmt::format("tensor_parallel_degree {} does not divide the model's {} ({}) that runs (see --scale-*)", t,
                          name, n);
+  // The cost model lets fewer key/value heads than tensor ranks be replicated; the
+  // backend splits them, as Megatron does (its query groups divisible by the degree).
+  if (config.key_value_heads() % t != 0)
+    return fmt::format("tensor_parallel_degree {} does not divide the model's kv_heads ({}) that runs: the backend "
+                       "splits the key/value heads over the tensor group, it does not replicate them",
+                       t, config.key_value_heads());
   const int m = job.parallel.microbatches * job.training.gradient_accumulation;
   const int b = job.microbatch_size();
   if (b < 1 || b * m * job.data_parallel_degree() != job.training.global_batch)

@@ -1,4 +1,4 @@
-// Attention, MLP and the pre-LN layer (transformer_layer.hpp).
+// Norms, rotary positions, attention, MLP and the pre-norm layer (transformer_layer.hpp).
 #include "partune/backend/transformer_layer.hpp"
 
 #include "partune/kernels/flash_attention.hpp"
@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace partune::backend {
 
@@ -49,6 +50,50 @@ struct CheckpointedCore : public torch::autograd::Function<CheckpointedCore> {
   }
 };
 
+// RMSNorm keeping its input alone (and the b x s inverse roots), as LayerNorm keeps only
+// its input and statistics, the layer plan's norm: with r = (mean(x^2) + eps)^(-1/2) and
+// g = dy w, dx = r g - x r^3 mean(g x) and dw = the sum over tokens of dy x r. Built in
+// place: no more than two b x s x h temporaries besides the gradients.
+struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w, double eps) {
+    const torch::Tensor r = torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    ctx->save_for_backward({x, w, r});
+    return (x * r).mul_(w);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1], &r = saved[2], &dy = grad_outputs[0];
+    torch::Tensor dx = dy * w;  // g
+    const torch::Tensor mean_gx = (dx * x).mean(-1, /*keepdim=*/true);
+    dx.mul_(r).sub_(x * (r.pow(3) * mean_gx));
+    const torch::Tensor dw = (dy * x).mul_(r).reshape({-1, x.size(-1)}).sum(0);
+    return {dx, dw, torch::Tensor()};
+  }
+};
+
+// SwiGLU's silu(gate) * up over y = [gate | up], keeping y alone (Megatron's fused SwiGLU;
+// the layer plan keeps both halves): with s = sigmoid(gate), d up = dout gate s and
+// d gate = dout up s (1 + gate (1 - s)), written into the two halves of the gradient in
+// place (one temporary, s).
+struct SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& y) {
+    ctx->save_for_backward({y});
+    const std::int64_t f = y.size(-1) / 2;
+    return torch::silu(y.narrow(-1, 0, f)).mul_(y.narrow(-1, f, f));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const torch::Tensor y = ctx->get_saved_variables()[0], &dout = grad_outputs[0];
+    const std::int64_t f = y.size(-1) / 2;
+    const torch::Tensor gate = y.narrow(-1, 0, f), up = y.narrow(-1, f, f), s = torch::sigmoid(gate);
+    torch::Tensor grad = torch::empty_like(y);
+    torch::Tensor dgate = grad.narrow(-1, 0, f), dup = grad.narrow(-1, f, f);
+    torch::mul_out(dup, gate, s).mul_(dout);
+    // gate (1 - s) = gate - gate s
+    torch::mul_out(dgate, gate, s).neg_().add_(gate).add_(1.0).mul_(s).mul_(up).mul_(dout);
+    return {grad};
+  }
+};
+
 }  // namespace
 
 SelectiveRecompute::Scope::Scope(SelectiveRecompute& into) : previous_(active_scope) { active_scope = &into; }
@@ -75,44 +120,104 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return CheckpointedCore::apply(q, k, v, reinterpret_cast<std::int64_t>(&core));
 }
 
-ParallelAttentionImpl::ParallelAttentionImpl(std::int64_t hidden_, std::int64_t heads_, TensorParallel tp,
-                                             const LayerConjugates& conjugates, bool flash)
-    : hidden(hidden_), heads(heads_), flash_attention(flash) {
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  return RmsNormFunction::apply(x, weight, eps);
+}
+
+torch::Tensor swiglu(const torch::Tensor& y) { return SwiGluFunction::apply(y); }
+
+NormImpl::NormImpl(std::int64_t hidden, NormKind kind_) : kind(kind_) {
+  weight = register_parameter("weight", torch::empty({hidden}));
+  if (kind == NormKind::layernorm) bias = register_parameter("bias", torch::empty({hidden}));
+}
+
+torch::Tensor NormImpl::forward(const torch::Tensor& x) {
+  // LayerNorm as torch::nn::LayerNorm computes it (the numbers the GPT block always had).
+  if (kind == NormKind::layernorm) return torch::layer_norm(x, {weight.size(0)}, weight, bias, kNormEps);
+  return rms_norm(x, weight);
+}
+
+RotaryTables rotary_tables(std::int64_t positions, std::int64_t head_dim, double theta) {
+  if (head_dim % 2 != 0)
+    throw std::invalid_argument("rotary positions: head dim " + std::to_string(head_dim) + " is odd");
+  // In double, then fp32: w_i = theta^(-2i/d), the angle of position p is p w_i.
+  const torch::Tensor i = torch::arange(0, head_dim / 2, torch::kDouble);
+  const torch::Tensor w = torch::pow(theta, -2.0 * i / static_cast<double>(head_dim));
+  const torch::Tensor angles = torch::outer(torch::arange(0, positions, torch::kDouble), w);
+  const torch::Tensor both = torch::cat({angles, angles}, -1);  // dimension i and i + d/2 share w_i
+  return {both.cos().to(torch::kFloat), both.sin().to(torch::kFloat)};
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const std::int64_t half = x.size(-1) / 2;
+  const torch::Tensor rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+ParallelAttentionImpl::ParallelAttentionImpl(const BackendModelConfig& c, TensorParallel tp,
+                                             const LayerConjugates& conjugates)
+    : hidden(c.hidden), heads(c.heads), kv_heads(c.key_value_heads()), flash_attention(c.flash_attention) {
   if (heads <= 0 || hidden % heads != 0) throw std::invalid_argument("ParallelAttention: heads must divide hidden");
-  local_heads = tensor_slice(heads, tp ? tp->degree() : 1, tp ? tp->rank() : 0, "heads").size;
-  qkv = register_module("qkv", ColumnParallelLinear(hidden, 3 * hidden, true, tp, conjugates.attention_in));
-  proj = register_module("proj", RowParallelLinear(hidden, hidden, true, tp, conjugates.attention_out));
+  if (kv_heads <= 0 || heads % kv_heads != 0)
+    throw std::invalid_argument("ParallelAttention: kv_heads " + std::to_string(kv_heads) + " must divide heads " +
+                                std::to_string(heads));
+  head_dim = hidden / heads;
+  const int t = tp ? tp->degree() : 1, r = tp ? tp->rank() : 0;
+  local_heads = tensor_slice(heads, t, r, "heads").size;
+  local_kv_heads = tensor_slice(kv_heads, t, r, "kv_heads").size;
+  if (c.positions == PositionKind::rope) rotary = rotary_tables(c.seq_len, head_dim);
+  qkv = register_module("qkv", ColumnParallelLinear(hidden, hidden + 2 * kv_heads * head_dim, c.bias, tp,
+                                                    conjugates.attention_in));
+  proj = register_module("proj", RowParallelLinear(hidden, hidden, c.bias, tp, conjugates.attention_out));
 }
 
 torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
-  // Local [b, s, 3 local_heads d] -> [b, s, 3, local_heads, d] -> three [b, local_heads, s, d]
-  // (the whole layer's rows are sliced per head to match: GPTModel's initialisation). The
-  // whole sequence: x may be a sequence shard that qkv's sp_gather completes.
-  const torch::Tensor qkv_whole = qkv(x);
-  const std::int64_t b = qkv_whole.size(0), s = qkv_whole.size(1), d = hidden / heads;
-  const torch::Tensor qkv_out = qkv_whole.view({b, s, 3, local_heads, d}).permute({2, 0, 3, 1, 4});
-  // [b, local_heads, s, d]; FlashAttention keeps no scores, so selective recomputation has
-  // nothing of it to recompute.
-  const torch::Tensor ctx = flash_attention ? kernels::flash_attention(qkv_out[0], qkv_out[1], qkv_out[2], true)
-                                            : causal_attention(qkv_out[0], qkv_out[1], qkv_out[2]);
+  // The whole sequence: x may be a sequence shard that qkv's sp_gather completes. Local
+  // [b, s, (local_heads + 2 local_kv_heads) d] -> q [b, local_heads, s, d] and k, v
+  // [b, local_kv_heads, s, d] (the whole layer's rows are sliced per head to match:
+  // GPTModel's initialisation).
+  const torch::Tensor y = qkv(x);
+  const std::int64_t b = y.size(0), s = y.size(1), d = head_dim;
+  const auto heads_at = [&](std::int64_t first, std::int64_t n) {
+    return y.narrow(-1, first * d, n * d).view({b, s, n, d}).permute({0, 2, 1, 3});
+  };
+  torch::Tensor q = heads_at(0, local_heads), k = heads_at(local_heads, local_kv_heads),
+                v = heads_at(local_heads + local_kv_heads, local_kv_heads);
+  if (rotary.cos.defined()) {
+    const torch::Tensor cos = rotary.cos.narrow(0, 0, s), sin = rotary.sin.narrow(0, 0, s);
+    q = apply_rotary(q, cos, sin);
+    k = apply_rotary(k, cos, sin);
+  }
+  // Each key/value head serves heads / kv_heads consecutive query heads: repeated for them
+  // (their gradients summed back in backward).
+  if (local_kv_heads < local_heads) {
+    k = k.repeat_interleave(local_heads / local_kv_heads, 1);
+    v = v.repeat_interleave(local_heads / local_kv_heads, 1);
+  }
+  // FlashAttention keeps no scores, so selective recomputation has nothing of it to recompute.
+  const torch::Tensor ctx = flash_attention ? kernels::flash_attention(q, k, v, true) : causal_attention(q, k, v);
   // The local heads' context is this rank's column block of proj's input.
   return proj(ctx.permute({0, 2, 1, 3}).reshape({b, s, local_heads * d}));
 }
 
-ParallelMLPImpl::ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, TensorParallel tp,
-                                 const LayerConjugates& conjugates) {
-  fc1 = register_module("fc1", ColumnParallelLinear(hidden, ffn_hidden, true, tp, conjugates.mlp_in));
-  fc2 = register_module("fc2", RowParallelLinear(ffn_hidden, hidden, true, tp, conjugates.mlp_out));
+ParallelMLPImpl::ParallelMLPImpl(const BackendModelConfig& c, TensorParallel tp, const LayerConjugates& conjugates)
+    : gated(c.mlp == MlpKind::swiglu) {
+  const std::int64_t columns = gated ? 2 * c.ffn_hidden : c.ffn_hidden;
+  fc1 = register_module("fc1", ColumnParallelLinear(c.hidden, columns, c.bias, tp, conjugates.mlp_in));
+  fc2 = register_module("fc2", RowParallelLinear(c.ffn_hidden, c.hidden, c.bias, tp, conjugates.mlp_out));
 }
 
-torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) { return fc2(torch::gelu(fc1(x))); }
+torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) {
+  // With SwiGLU fc1's local output is this rank's ffn columns of both: [gate_i | up_i].
+  return fc2(gated ? swiglu(fc1(x)) : torch::gelu(fc1(x)));
+}
 
-TransformerLayerImpl::TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden,
-                                           TensorParallel tp, const LayerConjugates& conjugates, bool flash) {
-  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden}).eps(kLayerNormEps)));
-  attention = register_module("attention", ParallelAttention(hidden, heads, tp, conjugates, flash));
-  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden}).eps(kLayerNormEps)));
-  mlp = register_module("mlp", ParallelMLP(hidden, ffn_hidden, tp, conjugates));
+TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorParallel tp,
+                                           const LayerConjugates& conjugates) {
+  ln1 = register_module("ln1", Norm(c.hidden, c.norm));
+  attention = register_module("attention", ParallelAttention(c, tp, conjugates));
+  ln2 = register_module("ln2", Norm(c.hidden, c.norm));
+  mlp = register_module("mlp", ParallelMLP(c, tp, conjugates));
 }
 
 torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x) {

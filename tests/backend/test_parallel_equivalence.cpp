@@ -8,95 +8,32 @@
 // micro-batch split), so a rank that trains on the wrong sequences, a missing gradient
 // sum or average, a stale parameter slice or a wrongly paired transfer shows as a loss
 // that drifts from it within the 5 steps.
-#include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
-#include <sstream>
 #include <string>
-#include <vector>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include "multirank_runs.hpp"
 
 namespace {
 
 const std::string kJob = std::string(PARTUNE_SOURCE_DIR) + "/tests/backend/data/tiny-parallel.yaml";
 constexpr int kSteps = 5;
 
-struct Run {
-  std::vector<double> losses;
-  nlohmann::json doc;
-};
+using partune::test::Run;
 
-std::string read_and_remove(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::filesystem::remove(path);
-  return text.str();
-}
-
-// Runs `partune-run run JOB --json <args>` and returns the per-step losses. Every run
-// also checks that the layers' tensor calls all stood for tensor instructions of the
-// program (a rank prints "... stand for no tensor instruction" when some did not).
-Run run(const std::string& args, int steps = kSteps) {
-  const std::string err = (std::filesystem::temp_directory_path() /
-                           ("partune-equivalence-" + std::to_string(::getpid()) + ".err")).string();
-  const std::string cmd = std::string(PARTUNE_RUN_BINARY) + " run " + kJob + " --json --steps " +
-                          std::to_string(steps) + " " + args + " 2>" + err;
-  INFO(cmd);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  const std::string errors = read_and_remove(err);
-  INFO(out);
-  INFO(errors);
-  CHECK(errors.find("stand for no tensor instruction") == std::string::npos);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  Run r;
-  r.doc = nlohmann::json::parse(out);
-  for (const auto& s : r.doc.at("steps")) r.losses.push_back(s.at("loss").get<double>());
-  return r;
-}
-
-// The same job on one rank, the whole batch as one micro-batch.
-const std::vector<double>& reference(const std::string& extra = "") {
-  static std::map<std::string, std::vector<double>> cache;
-  auto it = cache.find(extra);
-  if (it == cache.end())
-    it = cache.emplace(extra, run("--set 'instance_type={base: local-cpu, gpus_per_node: 1}' --set microbatches=1 " + extra)
-                                  .losses)
-             .first;
-  return it->second;
-}
+// `partune-run run tiny-parallel.yaml --json --steps STEPS <args>` (multirank_runs.hpp).
+Run run(const std::string& args, int steps = kSteps) { return partune::test::run_job(kJob, args, steps); }
 
 // `args` changes the layout; `reference_args` what the reference shares with it (the
 // optimizer, say). Checks world size and every step's loss.
 void check_equivalent(const std::string& args, int world, const std::string& reference_args = "") {
-  const std::vector<double>& expected = reference(reference_args);
-  REQUIRE(expected.size() == static_cast<std::size_t>(kSteps));
-  const Run r = run(args + " " + reference_args);
-  INFO("partune run " << args << " " << reference_args);
-  CHECK(r.doc.at("world_size").get<int>() == world);
-  REQUIRE(r.losses.size() == expected.size());
-  for (int i = 0; i < kSteps; ++i) {
-    INFO("step " << i + 1 << ": " << r.losses[i] << " vs single process " << expected[i]);
-    CHECK(std::abs(r.losses[i] - expected[i]) <= 1e-4 * std::abs(expected[i]));
-  }
-  // Training moved: step 5's loss is below step 1's (a run that never updates would
-  // match the reference's first step only).
-  CHECK(r.losses.back() < r.losses.front() - 0.05);
+  partune::test::check_equivalent(kJob, args, world, reference_args, kSteps);
 }
 
 const std::string kFour = "--set nodes=2 ";  // 2 nodes x 2 ranks

@@ -1,8 +1,10 @@
 #pragma once
-// A GPT-style decoder in the LibTorch C++ frontend: token + learned position embeddings,
-// `layers` pre-LN transformer layers, a final LayerNorm and an LM head (the token
-// embedding's transpose when the model ties them, else its own ColumnParallelLinear
-// without bias), cross-entropy loss averaged over the tokens. fp32 on CPU.
+// A GPT-style decoder in the LibTorch C++ frontend: token embedding (+ learned position
+// embedding; none with rotary positions, which the layers apply), `layers` pre-norm
+// transformer layers of the config's block (transformer_layer.hpp: GPT's, LLaMA's or a
+// mix), a final norm and an LM head (the token embedding's transpose when the model ties
+// them, else its own ColumnParallelLinear without bias), cross-entropy loss averaged over
+// the tokens. fp32 on CPU.
 //
 // One rank holds a shard of it (ModelShard): the layers of its pipeline stage, the
 // embedding on the first model stage, the final LN and head on the stage that runs the
@@ -10,8 +12,9 @@
 //   - token embedding: vocabulary-parallel (rank i holds rows [i V/t, (i+1) V/t); tokens
 //     outside are looked up as zeros; g sums the partial embeddings). The position
 //     embedding is replicated and added after the sum.
-//   - attention: heads split over the group (QKV column-parallel, proj row-parallel);
-//     MLP: fc1 column-parallel, fc2 row-parallel. LayerNorms replicated.
+//   - attention: query and key/value heads split over the group (QKV column-parallel,
+//     proj row-parallel); MLP: fc1 column-parallel (with SwiGLU each rank holds its slice
+//     of the gate and of the up matrix), fc2 row-parallel. Norms replicated.
 //   - LM head: logits for the rank's vocabulary slice (tied: h E_i^T after f; untied: a
 //     ColumnParallelLinear); the loss is vocabulary-parallel cross-entropy (max, sum of
 //     exponentials and the target logit each all-reduced over the group), so the full
@@ -20,9 +23,10 @@
 // With sequence parallelism the embedding's g becomes sp_scatter (each rank keeps its
 // sequence shard and adds its positions' embeddings), the layers pass shards
 // [batch, seq/t, hidden] between them and over the pipeline, and the head's f becomes
-// sp_gather before the logits. The replicated parameters used on a shard (the
-// LayerNorms, the row-parallel biases, the position embedding) then get only their
-// shard's gradient: sequence_parallel_parameters() lists them for the sum over the group.
+// sp_gather before the logits. The replicated parameters used on a shard (the norms,
+// the row-parallel biases, the position embedding, those the model has) then get only
+// their shard's gradient: sequence_parallel_parameters() lists them for the sum over
+// the group.
 //
 // With the head's stage holding no embedding (pipeline > 1, tied, head on the last
 // stage), it keeps its own copy of the embedding slice (Megatron does the same; the
@@ -30,9 +34,11 @@
 //
 // Initialisation is a pure function of the seed (its own generator, not the global one),
 // GPT-2 / Megatron style: weights ~ N(0, 0.02), the two residual output projections
-// (attention proj, fc2) ~ N(0, 0.02 / sqrt(2 * layers)), biases 0, LayerNorm 1 and 0.
-// Every shard draws the whole model's values in the whole model's order and keeps its
-// slice, so any sharding of the same seed holds exactly the unsharded model's numbers.
+// (attention proj, fc2) ~ N(0, 0.02 / sqrt(2 * layers)), biases 0, norm scales 1 and
+// LayerNorm shifts 0. Every shard draws the whole model's values in the whole model's
+// order and keeps its slice, so any sharding of the same seed holds exactly the
+// unsharded model's numbers. A fused weight is drawn whole: QKV [h + 2 kv_heads d, h]
+// (q; k; v), SwiGLU's fc1 [2 ffn, h] (gate; up).
 #include <cstdint>
 #include <vector>
 
@@ -58,8 +64,8 @@ struct ModelShard {
 
 class GPTModelImpl : public torch::nn::Module {
  public:
-  // Throws std::invalid_argument when the tensor degree does not divide heads, hidden,
-  // ffn_hidden and vocab (naming which), or a layer index is out of range.
+  // Throws std::invalid_argument when the tensor degree does not divide heads, kv_heads,
+  // hidden, ffn_hidden and vocab (naming which), or a layer index is out of range.
   GPTModelImpl(const BackendModelConfig& config, std::uint64_t seed, ModelShard shard = {});
 
   // tokens [batch, seq] (int64) -> [batch, seq, hidden] (the whole hidden vector; the
@@ -94,9 +100,9 @@ class GPTModelImpl : public torch::nn::Module {
   BackendModelConfig config;
   ModelShard shard;
   torch::Tensor wte;  // [vocab / t, hidden]: when embedding, or head with tied embeddings
-  torch::Tensor wpe;  // [seq_len, hidden]: when embedding
+  torch::Tensor wpe;  // [seq_len, hidden]: when embedding, with learned positions
   torch::nn::ModuleDict layers{nullptr};  // key: the global layer index as a string
-  torch::nn::LayerNorm ln_f{nullptr};      // when head
+  Norm ln_f{nullptr};                      // when head
   ColumnParallelLinear lm_head{nullptr};   // when head and the embeddings are not tied
 };
 TORCH_MODULE(GPTModel);

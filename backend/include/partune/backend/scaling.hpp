@@ -17,17 +17,27 @@ struct ScaleOptions {
   int vocab = 0;
 };
 
-// The sizes the backend runs.
+// The sizes the backend runs, and the block it builds: the GPT block (gelu, layernorm,
+// learned positions, biases, multi-head attention) by default, or the job's variants
+// (LLaMA-style: swiglu, rmsnorm, rope, no biases, grouped-query attention).
 struct BackendModelConfig {
   int layers = 2;
   int hidden = 64;
   int heads = 4;
+  int kv_heads = 0;      // key/value heads; 0 = heads (multi-head attention)
   int ffn_hidden = 256;  // 4 * hidden unless the job's model is kept as it is
   int vocab = 256;
   int seq_len = 32;
   bool tied_embeddings = true;
   bool flash_attention = false;  // the job's parallel.flash_attention: the attention kernel
+  AttentionKind attention = AttentionKind::mha;
+  MlpKind mlp = MlpKind::gelu;
+  NormKind norm = NormKind::layernorm;
+  PositionKind positions = PositionKind::learned;
+  bool bias = true;  // the linear layers' biases (a LayerNorm keeps its shift either way)
   int head_dim() const { return hidden / heads; }
+  int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  long long norm_parameters() const;  // one norm: 2 hidden (layernorm), hidden (rmsnorm)
   long long parameters() const;  // exact count of the model the backend builds
 };
 
@@ -38,22 +48,29 @@ constexpr int kSmallSeqLen = 1024;
 
 // The rule: every size given in `scale` wins. The others keep the job's values when the
 // model is small (above), else take the defaults: 2 layers, hidden 64, 4 heads, sequence
-// 32, vocabulary 256. ffn_hidden is the job's when hidden is the job's, else 4 * hidden;
-// heads default to the job's when they divide the hidden size and the model is kept, else
-// 4 (or the largest divisor of hidden <= 4). Grouped-query / multi-query attention runs as
-// multi-head attention. Tied embeddings follow the job. Throws std::invalid_argument
-// for sizes that cannot work (heads not dividing hidden, values < 1).
-BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale);
-// The job's model by the rule, with the job's choice of attention kernel.
+// 32, vocabulary 256. ffn_hidden is the job's when hidden is the job's, else 4 * hidden
+// (for SwiGLU too: its fc1 then holds 8 * hidden columns); heads default to the job's
+// when they divide the hidden size and the model is kept, else 4 (or the largest divisor
+// of hidden <= 4). The block keeps the job's variants (mlp, norm, positions, bias,
+// attention). Key/value heads: all the heads for mha, 1 for mqa; for gqa the job's when
+// its heads are kept, else the job's share of the heads (kv_heads / heads) of the new
+// heads, at least `min_kv_heads` (the Job overload: the tensor-parallel degree, which
+// splits them), rounded up to a divisor of the heads. Tied embeddings follow the job.
+// Throws std::invalid_argument for sizes that cannot work (heads not dividing hidden,
+// values < 1, an odd head dim with rotary positions).
+BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads = 1);
+// The job's model by the rule (min_kv_heads: its tensor-parallel degree), with the job's
+// choice of attention kernel.
 BackendModelConfig scaled_model(const Job& job, const ScaleOptions& scale);
 
 // The job with its model replaced by `config` (same name suffixed "-scaled" when any size
 // changed), so that build_program and the batch arithmetic see the sizes that run. The
-// block is the GPT block the backend builds: a LLaMA-style model (swiglu, rmsnorm, rope,
-// no biases) runs, and is predicted, as that block at its sizes.
+// block's variants are the config's, so the cost model predicts the block that runs.
 Job scaled_job(const Job& job, const BackendModelConfig& config);
 
-// "2 layers, hidden 64, 4 heads (head dim 16), ffn 256, vocab 256, seq 32, tied, 0.11M parameters"
+// "2 layers, hidden 64, 4 heads (head dim 16), ffn 256, vocab 256, seq 32, tied embeddings,
+// 0.119M parameters"; a block other than GPT's names what differs after the sizes:
+// "..., seq 32, swiglu, rmsnorm, rope, gqa 2 kv heads, no bias, tied embeddings, ..."
 std::string describe(const BackendModelConfig& config);
 
 }  // namespace partune::backend

@@ -1,16 +1,29 @@
 #pragma once
-// One pre-LN GPT transformer layer, Megatron's split:
-//   x = x + ParallelAttention(LN1(x))
-//   x = x + ParallelMLP(LN2(x))
-// ParallelAttention: QKV = ColumnParallelLinear(h, 3h) (heads split over the tensor
-// group), causal softmax(Q K^T / sqrt(d)) V per head, output RowParallelLinear(h, h).
-// ParallelMLP: ColumnParallelLinear(h, ffn) -> GeLU (exact, erf) -> RowParallelLinear(ffn, h).
-// Over a tensor group of t ranks, rank i computes heads [i heads/t, (i+1) heads/t) and
-// fc1 columns [i ffn/t, (i+1) ffn/t); the only communication is at the region edges, as
-// the layer plan states them (LayerConjugates): f before QKV and fc1 (backward) and g
-// after proj and fc2 (forward), or with sequence parallelism sp_gather / sp_scatter there,
-// the layer's input, norms and residuals then holding a sequence shard [batch, seq/t,
-// hidden]. The LayerNorms are replicated.
+// One pre-norm transformer layer, Megatron's split:
+//   x = x + ParallelAttention(Norm1(x))
+//   x = x + ParallelMLP(Norm2(x))
+// The block is the config's (scaling.hpp, BackendModelConfig), as the layer plan states it
+// (costmodel/layer_plan.cpp):
+//   - GPT's: LayerNorm, GeLU MLP, multi-head attention, biases on every linear layer;
+//   - LLaMA's: RMSNorm, SwiGLU MLP, rotary positions on the queries and keys, grouped-query
+//     (or multi-query) attention, no biases;
+//   or any mix of the two (each variant is independent of the others).
+// ParallelAttention: QKV = ColumnParallelLinear(h, h + 2 kv_heads d): the queries of every
+// head, then the keys and the values of every key/value head; causal softmax(Q K^T /
+// sqrt(d)) V per query head, query head j reading key/value head j / (heads / kv_heads);
+// output RowParallelLinear(h, h).
+// ParallelMLP: GeLU: ColumnParallelLinear(h, ffn) -> GeLU (exact, erf) ->
+// RowParallelLinear(ffn, h). SwiGLU: ColumnParallelLinear(h, 2 ffn), the gate and up
+// matrices side by side, -> silu(gate) * up -> RowParallelLinear(ffn, h).
+// Over a tensor group of t ranks, rank i computes query heads [i heads/t, (i+1) heads/t)
+// with key/value heads [i kv_heads/t, (i+1) kv_heads/t) (Megatron: the key/value heads
+// are split, never replicated, so t must divide kv_heads), and the ffn columns
+// [i ffn/t, (i+1) ffn/t) (of the gate and of the up matrix with SwiGLU: its fc1 output on
+// rank i is [gate_i | up_i]); the only communication is at the region edges, as the
+// layer plan states them (LayerConjugates): f before QKV and fc1 (backward) and g after
+// proj and fc2 (forward), or with sequence parallelism sp_gather / sp_scatter there, the
+// layer's input, norms and residuals then holding a sequence shard [batch, seq/t, hidden].
+// The norms are replicated.
 // No dropout (deterministic; recompute reproduces the forward exactly). fp32.
 #include <memory>
 #include <vector>
@@ -19,9 +32,49 @@
 
 #include "partune/backend/conjugates.hpp"
 #include "partune/backend/parallel_linear.hpp"
+#include "partune/backend/scaling.hpp"
 #include "partune/backend/tensor_parallel.hpp"
 
 namespace partune::backend {
+
+// --- Norms, over the last dimension, with eps kNormEps (GPT-2's layer norm, LLaMA-2's
+// rms_norm_eps):
+//   layernorm  y = (x - mean(x)) / sqrt(var(x) + eps) * w + b
+//   rmsnorm    y = x / sqrt(mean(x^2) + eps) * w          (scale only, no mean)
+constexpr double kNormEps = 1e-5;
+
+// RMSNorm over the last dimension; its backward keeps only x (and the b x s inverse roots).
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps = kNormEps);
+
+class NormImpl : public torch::nn::Module {
+ public:
+  NormImpl(std::int64_t hidden, NormKind kind);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  NormKind kind;
+  torch::Tensor weight;  // the scale w [hidden]
+  torch::Tensor bias;    // the shift b [hidden]: layernorm only
+};
+TORCH_MODULE(Norm);
+
+// --- Rotary positions (Su et al. 2021) in LLaMA's Hugging Face convention, rotate_half:
+// a head vector x of d dimensions at position p becomes
+//   x cos(p w) + rotate_half(x) sin(p w),   rotate_half([x1, x2]) = [-x2, x1]
+// with x1, x2 its halves and w = [w_0 .. w_{d/2-1}, w_0 .. w_{d/2-1}], w_i = theta^(-2i/d),
+// theta 10000: dimension i is paired with i + d/2. Applied to the queries and the keys of
+// every head at the positions of the whole sequence (with sequence parallelism too: QKV's
+// sp_gather gives it the whole sequence), no parameters; q . k then depends on the two
+// positions' difference only.
+constexpr double kRopeTheta = 10000.0;
+
+// cos(p w) and sin(p w) for positions p = 0 .. positions - 1: each [positions, head_dim].
+// Throws std::invalid_argument for an odd head_dim.
+struct RotaryTables {
+  torch::Tensor cos, sin;
+};
+RotaryTables rotary_tables(std::int64_t positions, std::int64_t head_dim, double theta = kRopeTheta);
+// x [..., seq, head_dim] rotated by the rows of cos / sin [seq, head_dim] (x's positions).
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
 // --- Selective activation recomputation (Korthikanti et al. 2022, section 4.3; Megatron's
 // CheckpointFunction around core_attention): the attention core, softmax(Q K^T / sqrt(d))
@@ -66,30 +119,36 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 
 class ParallelAttentionImpl : public torch::nn::Module {
  public:
-  // Throws std::invalid_argument when heads do not divide hidden or the group's degree
-  // does not divide heads.
-  // flash_attention: the core is kernels::flash_attention (no s x s scores kept), else
-  // causal_attention above.
-  ParallelAttentionImpl(std::int64_t hidden, std::int64_t heads, TensorParallel tp = nullptr,
-                        const LayerConjugates& conjugates = {}, bool flash_attention = false);
+  // Throws std::invalid_argument when heads do not divide hidden, kv_heads do not divide
+  // heads, the group's degree does not divide heads or kv_heads, or rotary positions meet
+  // an odd head dim. config.flash_attention: the core is kernels::flash_attention (no
+  // s x s scores kept), else causal_attention above.
+  ParallelAttentionImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
+                        const LayerConjugates& conjugates = {});
   // x: [batch, seq, hidden] -> [batch, seq, hidden] (seq / t of both with sequence parallelism)
   torch::Tensor forward(const torch::Tensor& x);
 
-  std::int64_t hidden, heads;  // of the whole layer
-  std::int64_t local_heads;    // heads / t: the heads this rank computes
+  std::int64_t hidden, heads, kv_heads, head_dim;  // of the whole layer
+  std::int64_t local_heads, local_kv_heads;        // heads / t, kv_heads / t: this rank's
   bool flash_attention = false;
-  // The local QKV output is [q | k | v] of the local heads: 3 * local_heads * head_dim.
+  RotaryTables rotary;  // [seq_len, head_dim] with rotary positions, else undefined
+  // The local QKV output is [q | k | v]: local_heads d query columns, then local_kv_heads d
+  // key and local_kv_heads d value columns.
   ColumnParallelLinear qkv{nullptr};
   RowParallelLinear proj{nullptr};
 };
 TORCH_MODULE(ParallelAttention);
 
+// SwiGLU over y = [gate | up] (the last dimension's halves): silu(gate) * up; its backward
+// keeps only y.
+torch::Tensor swiglu(const torch::Tensor& y);
+
 class ParallelMLPImpl : public torch::nn::Module {
  public:
-  ParallelMLPImpl(std::int64_t hidden, std::int64_t ffn_hidden, TensorParallel tp = nullptr,
-                  const LayerConjugates& conjugates = {});
+  ParallelMLPImpl(const BackendModelConfig& config, TensorParallel tp = nullptr, const LayerConjugates& conjugates = {});
   torch::Tensor forward(const torch::Tensor& x);
 
+  bool gated = false;  // SwiGLU: fc1's local output is [gate_i | up_i]
   ColumnParallelLinear fc1{nullptr};
   RowParallelLinear fc2{nullptr};
 };
@@ -97,17 +156,14 @@ TORCH_MODULE(ParallelMLP);
 
 class TransformerLayerImpl : public torch::nn::Module {
  public:
-  TransformerLayerImpl(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden, TensorParallel tp = nullptr,
-                       const LayerConjugates& conjugates = {}, bool flash_attention = false);
+  TransformerLayerImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
+                       const LayerConjugates& conjugates = {});
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  Norm ln1{nullptr}, ln2{nullptr};
   ParallelAttention attention{nullptr};
   ParallelMLP mlp{nullptr};
 };
 TORCH_MODULE(TransformerLayer);
-
-// The layer norm every module here uses (eps 1e-5, as GPT-2).
-constexpr double kLayerNormEps = 1e-5;
 
 }  // namespace partune::backend
