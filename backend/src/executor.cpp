@@ -305,6 +305,8 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
   s.zero_gradients();
   const TensorParallel& tp = s.model->shard.tensor;
   if (tp) tp->take_tally();
+  const ExpertParallel& ep = s.model->shard.expert;
+  if (ep) ep->take_tally();
   s.tensor_calls.start_step();
   bool head_ran = false;
 
@@ -319,7 +321,11 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
       continue;
     }
     if (events) events->push_back(e);
-    if (is_compute(ins.kind)) s.tensor_calls.after_compute(ins, tp ? tp->take_tally() : TensorCalls{}, events);
+    if (is_compute(ins.kind)) {
+      TensorCalls calls = tp ? tp->take_tally() : TensorCalls{};
+      if (ep) calls += ep->take_tally();  // a layer with experts' exchanges
+      s.tensor_calls.after_compute(ins, calls, events);
+    }
     else if (ins.kind == OpKind::wait) s.tensor_calls.waited(program.ops.at(ins.wait_for), ins.wait_for, events);
     else s.tensor_calls.other_instruction();
   }

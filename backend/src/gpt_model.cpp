@@ -136,6 +136,8 @@ namespace {
 // This rank's slices of the split dimensions.
 struct Parts {
   Slice heads, kv_heads, hidden, ffn, vocab;
+  Slice expert_ffn;           // of each expert's width
+  const ExpertParallelGroup* expert = nullptr;  // picks the rank's experts (null: all)
 };
 
 // A norm's scale (1) and, for LayerNorm, its shift (0); `held` null when not held.
@@ -145,8 +147,38 @@ void add_norm(std::vector<WholeParameter>& all, const BackendModelConfig& c, con
 }
 
 // One layer's parameters in registration order; `L` null when not held.
+// A layer with experts' MLP: the router [E, h] (whole on every rank), each expert's fc1
+// [E, f1, h] and fc2 [E, h, f] (this rank's experts of its expert group, each split over
+// the tensor group as the dense MLP is: SwiGLU's rows as [gate slice | up slice]), then
+// their biases. `L` null when not held.
+void add_experts(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+                 TransformerLayerImpl* L) {
+  const std::int64_t h = c.hidden, E = c.experts, fe = c.expert_ffn_hidden;
+  const std::int64_t f1 = c.mlp == MlpKind::swiglu ? 2 * fe : fe;
+  const ExpertMLPImpl* X = L ? L->experts.get() : nullptr;
+  const std::int64_t local = X ? X->local_experts : 0;
+  const std::int64_t first = X && parts.expert ? parts.expert->rank() * local : 0;
+  const Slice ffn = parts.expert_ffn;
+  const bool swiglu = c.mlp == MlpKind::swiglu;
+  auto mine = [=](const torch::Tensor& t) { return t.narrow(0, first, local); };
+  auto fc1_part = [=](const torch::Tensor& t) {
+    const torch::Tensor e = t.narrow(0, first, local);
+    if (!swiglu) return e.narrow(1, ffn.begin, ffn.size);
+    return torch::cat({e.narrow(1, ffn.begin, ffn.size), e.narrow(1, fe + ffn.begin, ffn.size)}, 1);
+  };
+  auto fc2_part = [=](const torch::Tensor& t) { return t.narrow(0, first, local).narrow(2, ffn.begin, ffn.size); };
+  auto held = [&](torch::Tensor ExpertMLPImpl::*member) { return X ? X->*member : torch::Tensor(); };
+  all.push_back({Init::normal, {E, h}, held(&ExpertMLPImpl::router), whole});
+  all.push_back({Init::normal, {E, f1, h}, held(&ExpertMLPImpl::fc1), fc1_part});
+  all.push_back({Init::residual, {E, h, fe}, held(&ExpertMLPImpl::fc2), fc2_part});
+  if (c.bias) {
+    all.push_back({Init::zero, {E, f1}, held(&ExpertMLPImpl::fc1_bias), mine});
+    all.push_back({Init::zero, {E, h}, held(&ExpertMLPImpl::fc2_bias), mine});
+  }
+}
+
 void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
-               TransformerLayerImpl* L) {
+               TransformerLayerImpl* L, bool layer_has_experts) {
   const std::int64_t h = c.hidden, f = c.ffn_hidden;
   const std::int64_t qkv = h + 2 * std::int64_t{c.key_value_heads()} * c.head_dim();
   const std::int64_t fc1 = c.mlp == MlpKind::swiglu ? 2 * f : f;
@@ -159,6 +191,10 @@ void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, co
   all.push_back({Init::residual, {h, h}, held([](auto& l) { return l.attention->proj->weight; }), columns(parts.hidden)});
   if (c.bias) all.push_back({Init::zero, {h}, held([](auto& l) { return l.attention->proj->bias; }), whole});
   add_norm(all, c, L ? L->ln2.get() : nullptr);
+  if (layer_has_experts) {
+    add_experts(all, c, parts, L);
+    return;
+  }
   all.push_back({Init::normal, {fc1, h}, held([](auto& l) { return l.mlp->fc1->weight; }), fc1_part});
   if (c.bias) all.push_back({Init::zero, {fc1}, held([](auto& l) { return l.mlp->fc1->bias; }), fc1_part});
   all.push_back({Init::residual, {h, f}, held([](auto& l) { return l.mlp->fc2->weight; }), columns(parts.ffn)});
@@ -172,7 +208,9 @@ void initialise(GPTModelImpl& model, std::uint64_t seed) {
   const int t = degree_of(shard.tensor), r = rank_of(shard.tensor);
   const Parts parts{tensor_slice(c.heads, t, r, "heads"), tensor_slice(c.key_value_heads(), t, r, "kv_heads"),
                     tensor_slice(c.hidden, t, r, "hidden"), tensor_slice(c.ffn_hidden, t, r, "ffn_hidden"),
-                    tensor_slice(c.vocab, t, r, "vocab")};
+                    tensor_slice(c.vocab, t, r, "vocab"),
+                    c.experts > 0 ? tensor_slice(c.expert_ffn_hidden, t, r, "expert_ffn_hidden") : Slice{0, 0},
+                    shard.expert.get()};
   // The whole model's parameters in its registration order; each shard draws them all
   // from the model's own generator (so the generator advances identically everywhere)
   // and keeps its slice.
@@ -181,7 +219,8 @@ void initialise(GPTModelImpl& model, std::uint64_t seed) {
   all.push_back({Init::normal, {c.vocab, h}, model.wte, rows(parts.vocab)});
   if (c.positions == PositionKind::learned) all.push_back({Init::normal, {c.seq_len, h}, model.wpe, whole});
   for (int i = 0; i < c.layers; ++i)
-    add_layer(all, c, parts, model.holds_layer(i) ? &model.layers->at<TransformerLayerImpl>(layer_key(i)) : nullptr);
+    add_layer(all, c, parts, model.holds_layer(i) ? &model.layers->at<TransformerLayerImpl>(layer_key(i)) : nullptr,
+              c.is_moe_layer(i));
   add_norm(all, c, shard.head ? model.ln_f.get() : nullptr);
   if (!c.tied_embeddings)
     all.push_back({Init::normal, {c.vocab, h}, shard.head ? model.lm_head->weight : torch::Tensor(), rows(parts.vocab)});
@@ -242,7 +281,9 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   if (shard.embedding && c.positions == PositionKind::learned)
     wpe = register_parameter("wpe", torch::empty({c.seq_len, c.hidden}));
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
-  for (int i : shard.layers) held_layers.emplace_back(layer_key(i), TransformerLayer(c, tp, shard.conjugates).ptr());
+  for (int i : shard.layers)
+    held_layers.emplace_back(layer_key(i),
+                             TransformerLayer(c, tp, shard.conjugates, c.is_moe_layer(i), shard.expert).ptr());
   layers = register_module("layers", torch::nn::ModuleDict(held_layers));
   if (shard.head) {
     ln_f = register_module("ln_f", Norm(c.hidden, c.norm));
@@ -312,7 +353,11 @@ std::vector<torch::Tensor> GPTModelImpl::layer_parameters(int i) {
 
 std::vector<torch::Tensor> GPTModelImpl::layer_expert_parameters(int i) {
   if (!holds_layer(i)) throw std::logic_error("GPTModel: this shard does not hold layer " + std::to_string(i));
-  return {};  // no layer has experts yet
+  const TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
+  if (!L.experts) return {};
+  std::vector<torch::Tensor> out{L.experts->fc1, L.experts->fc2};
+  if (L.experts->fc1_bias.defined()) out.insert(out.end(), {L.experts->fc1_bias, L.experts->fc2_bias});
+  return out;
 }
 
 std::vector<torch::Tensor> GPTModelImpl::embedding_parameters() {
@@ -341,7 +386,7 @@ std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
   for (int i : shard.layers) {
     TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
     for (const torch::Tensor& t : {L.ln1->weight, L.ln1->bias, L.attention->proj->bias, L.ln2->weight, L.ln2->bias,
-                                   L.mlp->fc2->bias})
+                                   L.mlp ? L.mlp->fc2->bias : torch::Tensor()})
       add(t);
   }
   if (shard.head) {

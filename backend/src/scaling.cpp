@@ -20,10 +20,16 @@ long long BackendModelConfig::parameters() const {
                           + (h * fc1 + b * fc1)                   // fc1 (column-parallel)
                           + (f * h + b * h)                       // fc2 (row-parallel)
                           + 2 * norm;                             // two norms
+  // A layer with experts: the router and `experts` MLPs of expert_ffn_hidden in place of fc1, fc2.
+  const long long fe = expert_ffn_hidden, fc1e = mlp == MlpKind::swiglu ? 2 * fe : fe;
+  const long long moe_layer = layer - (h * fc1 + b * fc1) - (f * h + b * h) + h * experts +
+                              experts * ((h * fc1e + b * fc1e) + (fe * h + b * h));
+  long long all_layers = 0;
+  for (int i = 0; i < layers; ++i) all_layers += is_moe_layer(i) ? moe_layer : layer;
   const long long positions_table = positions == PositionKind::learned ? static_cast<long long>(seq_len) * h : 0;
   const long long embeddings = static_cast<long long>(vocab) * h + positions_table;
   const long long head = tied_embeddings ? 0 : static_cast<long long>(vocab) * h;
-  return layers * layer + embeddings + norm /* final norm */ + head;
+  return all_layers + embeddings + norm /* final norm */ + head;
 }
 
 long long BackendModelConfig::norm_parameters() const { return norm == NormKind::layernorm ? 2LL * hidden : hidden; }
@@ -69,6 +75,12 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
   c.norm = model.norm;
   c.positions = model.positions;
   c.bias = model.bias;
+  // Experts as the job has them; their width follows the hidden size as ffn_hidden does.
+  c.experts = model.experts;
+  c.experts_per_token = model.experts_per_token;
+  c.moe_every = model.moe_every;
+  c.capacity_factor = model.capacity_factor;
+  c.expert_ffn_hidden = !model.is_moe() ? 0 : c.hidden == model.hidden ? model.expert_ffn_hidden : 4 * c.hidden;
   if (c.layers < 1 || c.hidden < 1 || c.heads < 1 || c.seq_len < 1 || c.vocab < 2)
     throw std::invalid_argument(fmt::format("scaled model: every size must be >= 1 (vocab >= 2): {}", describe(c)));
   if (c.hidden % c.heads != 0)
@@ -87,7 +99,7 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
                     m.kv_heads == c.key_value_heads() && m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
                     m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
-                    m.positions == c.positions && m.bias == c.bias;
+                    m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden;
   if (!same) m.name += "-scaled";
   m.layers = c.layers;
   m.hidden = c.hidden;
@@ -102,6 +114,11 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   m.norm = c.norm;
   m.positions = c.positions;
   m.bias = c.bias;
+  m.experts = c.experts;
+  m.experts_per_token = c.experts_per_token;
+  m.moe_every = c.moe_every;
+  m.expert_ffn_hidden = c.expert_ffn_hidden;
+  m.capacity_factor = c.capacity_factor;
   return j;
 }
 
@@ -122,6 +139,9 @@ std::string block_variants(const BackendModelConfig& c) {
   if (c.attention != AttentionKind::mha)
     s += fmt::format("{} {} kv head{}, ", enum_name(c.attention), c.key_value_heads(), c.key_value_heads() == 1 ? "" : "s");
   if (!c.bias) s += "no bias, ";
+  if (c.experts > 0)
+    s += fmt::format("{} experts of {} ({} a token, {}), ", c.experts, c.expert_ffn_hidden, c.experts_per_token,
+                     c.moe_every == 1 ? std::string("every layer") : fmt::format("layers 0, {}, ...", c.moe_every));
   return s;
 }
 

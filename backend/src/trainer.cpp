@@ -108,6 +108,10 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
     return fmt::format("tensor_parallel_degree {} does not divide the model's kv_heads ({}) that runs: the backend "
                        "splits the key/value heads over the tensor group, it does not replicate them",
                        t, config.key_value_heads());
+  if (job.model.is_moe() && job.parallel.sequence_parallel)
+    return "sequence parallelism around a mixture of experts is not run by the LibTorch backend";
+  if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)
+    return "optimizer-state sharding with expert parallelism is not run by the LibTorch backend";
   const int m = job.parallel.microbatches * job.training.gradient_accumulation;
   const int b = job.microbatch_size();
   if (b < 1 || b * m * job.data_parallel_degree() != job.training.global_batch)
@@ -252,6 +256,10 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   if (pc.tensor_parallel_degree > 1) {
     const Communicator& tensor = s.comms->tensor();
     shard.tensor = std::make_shared<TensorParallelGroup>(tensor.group, tensor.size(), tensor.index);
+  }
+  if (s.job.model.is_moe() && pc.expert_parallel_degree > 1) {
+    const Communicator& expert = s.comms->group(CommGroup::expert);
+    shard.expert = std::make_shared<ExpertParallelGroup>(expert.group, expert.size(), expert.index);
   }
   s.model = GPTModel(s.config, options.seed, shard);
 

@@ -213,16 +213,28 @@ torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) {
 }
 
 TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorParallel tp,
-                                           const LayerConjugates& conjugates) {
+                                           const LayerConjugates& conjugates, bool moe, ExpertParallel ep) {
   ln1 = register_module("ln1", Norm(c.hidden, c.norm));
   attention = register_module("attention", ParallelAttention(c, tp, conjugates));
   ln2 = register_module("ln2", Norm(c.hidden, c.norm));
-  mlp = register_module("mlp", ParallelMLP(c, tp, conjugates));
+  if (moe) {
+    ExpertShape shape;
+    shape.hidden = c.hidden;
+    shape.expert_ffn_hidden = c.expert_ffn_hidden;
+    shape.experts = c.experts;
+    shape.experts_per_token = c.experts_per_token;
+    shape.capacity_factor = c.capacity_factor;
+    shape.swiglu = c.mlp == MlpKind::swiglu;
+    shape.bias = c.bias;
+    experts = register_module("experts", ExpertMLP(shape, tp, std::move(ep), conjugates));
+  } else {
+    mlp = register_module("mlp", ParallelMLP(c, tp, conjugates));
+  }
 }
 
 torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x) {
   const torch::Tensor h = x + attention(ln1(x));
-  return h + mlp(ln2(h));
+  return h + (experts ? experts(ln2(h)) : mlp(ln2(h)));
 }
 
 }  // namespace partune::backend

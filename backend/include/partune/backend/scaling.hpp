@@ -35,6 +35,10 @@ struct BackendModelConfig {
   NormKind norm = NormKind::layernorm;
   PositionKind positions = PositionKind::learned;
   bool bias = true;  // the linear layers' biases (a LayerNorm keeps its shift either way)
+  // A mixture of experts (ModelSpec's keys): 0 experts = dense.
+  int experts = 0, experts_per_token = 2, moe_every = 1, expert_ffn_hidden = 0;
+  double capacity_factor = 1.0;
+  bool is_moe_layer(int layer) const { return experts > 0 && layer % moe_every == 0; }
   int head_dim() const { return hidden / heads; }
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   long long norm_parameters() const;  // one norm: 2 hidden (layernorm), hidden (rmsnorm)

@@ -31,6 +31,7 @@
 #include <torch/torch.h>
 
 #include "partune/backend/conjugates.hpp"
+#include "partune/backend/expert_parallel.hpp"
 #include "partune/backend/parallel_linear.hpp"
 #include "partune/backend/scaling.hpp"
 #include "partune/backend/tensor_parallel.hpp"
@@ -156,13 +157,15 @@ TORCH_MODULE(ParallelMLP);
 
 class TransformerLayerImpl : public torch::nn::Module {
  public:
+  // With `moe`, the MLP is the mixture of experts over `ep` (expert_parallel.hpp).
   TransformerLayerImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
-                       const LayerConjugates& conjugates = {});
+                       const LayerConjugates& conjugates = {}, bool moe = false, ExpertParallel ep = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
 
   Norm ln1{nullptr}, ln2{nullptr};
   ParallelAttention attention{nullptr};
-  ParallelMLP mlp{nullptr};
+  ParallelMLP mlp{nullptr};   // a dense layer's
+  ExpertMLP experts{nullptr};  // a layer with experts' (instead of mlp)
 };
 TORCH_MODULE(TransformerLayer);
 
