@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
+#include "mpi_world.hpp"
 #include "progress.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/tuner.hpp"
@@ -120,6 +121,9 @@ void print_search_report(const Job& base, const search::SearchReport& report, co
 }
 
 nlohmann::json run_search_command(const SearchCommand& opt) {
+  // Under MPI every rank runs the search; the simulations are split over the ranks and
+  // every rank gets every outcome (mpi_world.hpp); rank 0 prints and writes.
+  const MpiWorld world = mpi_world();
   const Job base = load_job(opt.job, opt.overrides);
   if (opt.execute.candidates > 0 && ::access(runner_path().c_str(), X_OK) != 0) {
     std::cerr << "partune: error: --execute needs the LibTorch backend (build/partune-run), and this build has none\n";
@@ -127,7 +131,7 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
   }
   // Opened first: a --write-job path that cannot be written fails before the search.
   std::optional<AtomicFile> job_file;
-  if (!opt.write_job.empty()) job_file.emplace(opt.write_job);
+  if (!opt.write_job.empty() && world.prints()) job_file.emplace(opt.write_job);
   const search::SearchSpace space = restricted_space(base, opt);
   search::SearchOptions so;
   so.top_k = opt.top_k;
@@ -145,9 +149,12 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
     }
   }
   so.simulate_contrasts = opt.simulate_contrasts;
-  const bool terminal = ::isatty(STDERR_FILENO) && !opt.json;
+  if (world.size > 1) so.simulate_batch = mpi_simulate_batch(world);
+  else if (world.mpi) so.simulate_batch = spawned_simulate_batch();
+  const bool terminal = ::isatty(STDERR_FILENO) && !opt.json && world.prints();
   if (terminal) so.progress = progress_bar;
   const search::SearchReport report = search::run_search(base, space, so);
+  if (!world.prints()) return {};
   if (terminal) std::fprintf(stderr, "\r%80s\r", "");
   nlohmann::json execution;
   if (opt.execute.candidates > 0 && !report.ranked.empty()) {

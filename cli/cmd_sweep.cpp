@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -11,6 +12,7 @@
 #include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "mpi_world.hpp"
 #include "progress.hpp"
 #include "sweep_report.hpp"
 
@@ -26,7 +28,21 @@ struct SweepCommand {
   SweepBudget budget;
 };
 
+// This rank's points, each as its table line, CSV row and JSON object (what rank 0 puts
+// together: under MPI every rank renders its own share).
+std::string rendered(const std::vector<search::SweepAxis>& axes, const std::vector<search::SweepPoint>& points,
+                     const SweepCommand& opt) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : points)
+    out.push_back({{"index", p.index},
+                   {"text", sweep_text_row(p, opt.budget, opt.search)},
+                   {"csv", sweep_csv_row(p, opt.budget)},
+                   {"json", sweep_point_json(axes, p, opt.budget)}});
+  return out.dump();
+}
+
 void run_sweep_command(const SweepCommand& opt) {
+  const MpiWorld world = mpi_world();
   const Job base = load_job(opt.job, opt.overrides);  // a bad job or --set fails here, once
   search::SweepOptions so;
   try {
@@ -39,19 +55,41 @@ void run_sweep_command(const SweepCommand& opt) {
   so.search = opt.search;
   so.search_options.simulate = true;
   so.threads = opt.threads;
-  const bool terminal = ::isatty(STDERR_FILENO) && !opt.json;
+  // Under MPI the runtime's threads forbid forking: searched points simulate in fresh
+  // processes.
+  if (world.mpi) so.search_options.simulate_batch = spawned_simulate_batch();
+  so.offset = world.rank;  // under MPI, this rank's share of the points
+  so.stride = world.size;
+  const bool terminal = ::isatty(STDERR_FILENO) && !opt.json && world.prints();
   if (terminal) so.progress = [](long done, long total) { progress_bar(done, total, "points"); };
   // Opened first: a --csv path that cannot be written fails before the sweep.
   std::optional<AtomicFile> csv;
-  if (!opt.csv.empty()) csv.emplace(opt.csv);
+  if (!opt.csv.empty() && world.prints()) csv.emplace(opt.csv);
   const std::vector<search::SweepPoint> points = search::run_sweep(opt.job, so);
   if (terminal) std::fprintf(stderr, "\r%80s\r", "");
+  const std::vector<std::string> shares = mpi_all_gather(rendered(so.axes, points, opt));
+  if (!world.prints()) return;
+  std::vector<nlohmann::json> all;
+  for (const std::string& share : shares)
+    for (auto& p : nlohmann::json::parse(share)) all.push_back(std::move(p));
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a["index"] < b["index"]; });
+  // No point could be loaded (ranks each judged only their share): a mistake in the input.
+  if (std::none_of(all.begin(), all.end(), [](const auto& p) { return p["json"]["ok"].template get<bool>(); }) &&
+      !all.empty())
+    throw ScenarioError(opt.job, "", all.front()["json"]["error"].get<std::string>());
+  std::string text = sweep_text_header(so.axes, opt.budget, opt.search), rows = sweep_csv_header(so.axes);
+  nlohmann::json objects = nlohmann::json::array();
+  for (const auto& p : all) {
+    text += p["text"].get<std::string>();
+    rows += p["csv"].get<std::string>();
+    objects.push_back(p["json"]);
+  }
   if (csv) {
-    csv->write(sweep_csv(so.axes, points, opt.budget));
+    csv->write(rows);
     csv->commit();
   }
-  if (opt.json) std::cout << sweep_json(so.axes, points, opt.budget).dump(2) << "\n";
-  else std::cout << sweep_text(so.axes, points, opt.budget, opt.search);
+  if (opt.json) std::cout << sweep_json_of(so.axes, std::move(objects)).dump(2) << "\n";
+  else std::cout << text;
 }
 
 }  // namespace

@@ -10,6 +10,8 @@ void register_reproduce(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_search(CLI::App& app);
 void register_sweep(CLI::App& app);
+// The internal command that runs one simulation for search under MPI (mpi_world.cpp).
+void register_simulate_outcome(CLI::App& app);
 void register_bench(CLI::App& app);
 // `bench run`, under bench (cmd_bench_run.cpp).
 void register_bench_run(CLI::App* bench);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   partune::cli::register_simulate(app);
   partune::cli::register_search(app);
   partune::cli::register_sweep(app);
+  partune::cli::register_simulate_outcome(app);
   partune::cli::register_reproduce(app);
   partune::cli::register_bench(app);
   partune::cli::register_validate(app);

@@ -365,8 +365,6 @@ nlohmann::json search_json(const Job& base, const search::SearchReport& r, const
                       {"pruned_dominated", r.pruned_dominated},
                       {"simulated", r.simulated},
                       {"partitioned", r.partitioned},
-                      {"estimate_seconds", r.estimate_seconds},
-                      {"simulate_seconds", r.simulate_seconds},
                       {"best", candidate_json(r.ranked.front())},
                       {"ranked", ranked}};
   if (r.has_tensor_across_nodes) j["best_tensor_across_nodes"] = candidate_json(r.best_tensor_across_nodes);

@@ -10,6 +10,9 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -27,7 +30,7 @@
 #include "partune/search/tuner.hpp"
 #include "partune/sim/simulator.hpp"
 #include "chrome_trace.hpp"
-#include "cli_process.hpp"
+#include "process_spawn.hpp"
 #include "report.hpp"
 #include "sweep_report.hpp"
 
@@ -35,6 +38,15 @@ namespace py = pybind11;
 using namespace partune;
 
 namespace {
+
+// The partune binary built beside the module (PARTUNE_CLI overrides).
+cli::CliResult run_cli(const std::vector<std::string>& args) {
+  const char* given = std::getenv("PARTUNE_CLI");
+  const std::string path = given && *given ? given : PARTUNE_CLI_PATH;
+  if (::access(path.c_str(), X_OK) != 0)
+    throw std::runtime_error("partune module: no partune binary at " + path + " (build it, or set PARTUNE_CLI)");
+  return cli::run_program(path, args);
+}
 
 // A job argument: a path (str), or a dict written out as JSON (which the YAML loader
 // reads as it is); `origin` names it in errors.
@@ -101,15 +113,15 @@ nlohmann::json run_on_job(const py::object& job, const std::string& command, std
                           const std::vector<std::string>& overrides) {
   load(job, overrides);  // bad input raises here, with the module's own names
   const JobSource s = job_source(job);
-  std::optional<python::TemporaryFile> file;
+  std::optional<cli::TemporaryFile> file;
   if (!s.text.empty()) file.emplace(".yaml", s.text);
   std::vector<std::string> args{command, file ? file->path() : s.path, "--json"};
   for (const std::string& o : overrides) args.insert(args.end(), {"--set", o});
   args.insert(args.end(), extra.begin(), extra.end());
-  python::CliResult r;
+  cli::CliResult r;
   {
     py::gil_scoped_release released;  // other Python threads run meanwhile
-    r = python::run_cli(args);
+    r = run_cli(args);
   }
   if (r.status != 0) {
     std::string message = r.err.substr(0, r.err.find('\n'));
@@ -128,7 +140,7 @@ nlohmann::json run_on_job(const py::object& job, const std::string& command, std
 // Chrome trace `simulate --trace` writes: rank, stream (0 compute, 1 pipeline and copies,
 // 2 + one per communicator), kind, group, micro-batch, chunk, layer, start and end in s.
 py::object simulate_py(const py::object& job, const std::vector<std::string>& overrides, bool timeline) {
-  std::optional<python::TemporaryFile> trace;
+  std::optional<cli::TemporaryFile> trace;
   std::vector<std::string> extra;
   if (timeline) {
     trace.emplace(".json", "");
@@ -203,10 +215,10 @@ py::object reproduce_py(const std::vector<std::string>& paths, bool simulator) {
     std::vector<std::string> args{"reproduce"};
     args.insert(args.end(), paths.begin(), paths.end());
     args.push_back("--json");
-    python::CliResult r;
+    cli::CliResult r;
     {
       py::gil_scoped_release released;
-      r = python::run_cli(args);
+      r = run_cli(args);
     }
     if (r.status != 0) throw py::value_error(r.err.substr(0, r.err.find('\n')));
     return to_python(nlohmann::json::parse(r.out));

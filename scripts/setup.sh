@@ -20,6 +20,7 @@ packages=(
   pybind11-dev python3-dev  # the Python module (build/python/partune*.so; optional at configure time)
   python3-matplotlib python3-nbconvert python3-nbclient python3-ipykernel jupyter-nbconvert jupyter-core
                           # the notebooks, executed headless by the tests (jupyter nbconvert --execute)
+  libopenmpi-dev openmpi-bin  # sweep and search under mpirun (optional at configure time)
 )
 
 packages+=("$@")   # extra packages a script needs (fuzz.sh: clang)

@@ -115,9 +115,12 @@ void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptio
   sim::SimOptions so;
   so.in_child = options.in_simulation_child;
   const long total = static_cast<long>(batch.size());
-  const std::vector<sim::SimOutcome> outcomes = sim::simulate_each(jobs, so, workers, [&](std::size_t done) {
+  const std::function<void(std::size_t)> progress = [&](std::size_t done) {
     if (options.progress) options.progress(static_cast<long>(done), total, "simulated");
-  });
+  };
+  const std::vector<sim::SimOutcome> outcomes = options.simulate_batch
+                                                    ? options.simulate_batch(jobs, so, workers, progress)
+                                                    : sim::simulate_each(jobs, so, workers, progress);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Candidate& c = *batch[i];
     if (!outcomes[i].ok) {

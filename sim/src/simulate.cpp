@@ -98,6 +98,27 @@ void decode(Reader& rd, SimResult& r) {
   rd.get(r.symmetric), rd.get(r.activities), rd.get(r.wall_seconds);
 }
 
+}  // namespace
+
+std::string encode_outcome(const SimOutcome& o) {
+  Writer w;
+  w.put(o.ok);
+  w.put(o.error);
+  if (o.ok) encode(w, o.result);
+  return w.bytes();
+}
+
+SimOutcome decode_outcome(const std::string& bytes) {
+  Reader rd(bytes);
+  SimOutcome o;
+  rd.get(o.ok);
+  rd.get(o.error);
+  if (o.ok) decode(rd, o.result);
+  return o;
+}
+
+namespace {
+
 bool write_all(int fd, const std::string& data) {
   std::size_t done = 0;
   while (done < data.size()) {

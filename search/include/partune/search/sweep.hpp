@@ -50,7 +50,8 @@ struct SweepPoint {
 
 // Every point of the product (or the options' share of them), in product order.
 // Throws the first point's ScenarioError when no point could be loaded at all (a key or
-// value wrong for every point is a mistake in the input, not a what-if).
+// value wrong for every point is a mistake in the input, not a what-if); for a share of
+// the points (stride > 1) the caller, who sees them all, judges.
 std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOptions& options);
 
 }  // namespace partune::search

@@ -10,6 +10,7 @@
 
 #include "partune/costmodel/estimator.hpp"
 #include "partune/search/space.hpp"
+#include "partune/sim/simulator.hpp"
 
 namespace partune::search {
 
@@ -52,6 +53,12 @@ struct SearchOptions {
   std::function<void(const Job&)> in_simulation_child;
   // Called as work advances: (done, total, what).
   std::function<void(long, long, const char*)> progress;
+  // Runs a batch of simulations, every outcome in order (default: sim::simulate_each over
+  // `workers` processes here). A front end may split the batch over machines (search
+  // under MPI), as long as every caller gets every outcome.
+  using SimulateBatch = std::function<std::vector<sim::SimOutcome>(
+      const std::vector<Job>&, const sim::SimOptions&, int, const std::function<void(std::size_t)>&)>;
+  SimulateBatch simulate_batch;
 };
 
 struct SearchReport {

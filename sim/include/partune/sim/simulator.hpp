@@ -80,6 +80,11 @@ struct SimOutcome {
 std::vector<SimOutcome> simulate_each(const std::vector<Job>& jobs, const SimOptions& options, int workers,
                                       const std::function<void(std::size_t done)>& on_done = {});
 
+// A simulation's outcome as bytes and back (the flat binary the child process writes):
+// for front ends that simulate on other machines (partune search under MPI).
+std::string encode_outcome(const SimOutcome& outcome);
+SimOutcome decode_outcome(const std::string& bytes);
+
 // Whether use_symmetry can apply to this job (and why not, when it cannot).
 bool replicas_are_symmetric(const Job& job, std::string* why_not = nullptr);
 // Whether one rank per tensor-parallel group can stand for the group (groups inside one

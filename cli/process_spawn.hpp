@@ -1,19 +1,20 @@
 #pragma once
-// Running the `partune` binary from the Python module. The simulator forks a child per
-// simulation, which a multi-threaded process (a Jupyter kernel, a Python program with
-// threads) must not do: the module's simulate and search run in the binary's own process
-// instead, started with posix_spawn (no fork of the interpreter) and read back as JSON.
+// Running a program with posix_spawn (no fork of the caller) and reading its output. The
+// simulator forks a child per simulation, which a multi-threaded process must not do: the
+// Python module (a Jupyter kernel has threads) runs simulations in the partune binary's
+// own process, and partune search under MPI (whose runtime starts threads) in a fresh
+// partune process each.
 #include <string>
 #include <vector>
 
-namespace partune::python {
+namespace partune::cli {
 
 struct CliResult {
   int status = 0;         // exit status (2: bad input, the message on stderr)
   std::string out, err;   // standard output and error
 };
-// Runs `partune` (the binary built beside the module, PARTUNE_CLI overrides) with `args`.
-CliResult run_cli(const std::vector<std::string>& args);
+// Runs the program at `path` with `args` and waits for it.
+CliResult run_program(const std::string& path, const std::vector<std::string>& args);
 
 // A file removed when this goes out of scope (a dict's job written for the binary).
 class TemporaryFile {
@@ -28,4 +29,4 @@ class TemporaryFile {
   std::string path_;
 };
 
-}  // namespace partune::python
+}  // namespace partune::cli

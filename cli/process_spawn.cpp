@@ -1,5 +1,5 @@
-// posix_spawn of the partune binary and temporary files (cli_process.hpp).
-#include "cli_process.hpp"
+// posix_spawn of a program and temporary files (process_spawn.hpp).
+#include "process_spawn.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,14 +15,9 @@
 
 extern char** environ;
 
-namespace partune::python {
+namespace partune::cli {
 
 namespace {
-
-std::string cli_path() {
-  const char* given = std::getenv("PARTUNE_CLI");
-  return given && *given ? given : PARTUNE_CLI_PATH;
-}
 
 // Reads both pipes to their end (poll, so neither fills while the other is read).
 void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
@@ -50,8 +45,7 @@ void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
 
 }  // namespace
 
-CliResult run_cli(const std::vector<std::string>& args) {
-  const std::string path = cli_path();
+CliResult run_program(const std::string& path, const std::vector<std::string>& args) {
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("partune module: pipe: ") + std::strerror(errno));
@@ -71,7 +65,7 @@ CliResult run_cli(const std::vector<std::string>& args) {
     ::close(out_pipe[0]);
     ::close(err_pipe[0]);
     throw std::runtime_error("partune module: cannot start " + path + ": " + std::strerror(rc) +
-                             " (build the partune binary, or set PARTUNE_CLI)");
+                             "");
   }
   CliResult r;
   drain(out_pipe[0], err_pipe[0], r.out, r.err);
@@ -96,4 +90,4 @@ TemporaryFile::~TemporaryFile() {
   if (!path_.empty()) ::unlink(path_.c_str());
 }
 
-}  // namespace partune::python
+}  // namespace partune::cli
