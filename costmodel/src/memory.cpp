@@ -120,6 +120,42 @@ double logits_bytes_per_microbatch(const Job& job) {
   return head_plan(job.model, plan_config(job)).stored_bytes(Checkpointing::none);
 }
 
+// The activations a stage keeps for backward (on the device and offloaded) and the
+// working set of a recompute, into `mb`. A mixture of experts keeps each kind's bytes; the
+// mean over the stage's layers of a kind stands for a layer (exact when every layer has
+// experts).
+namespace {
+void stage_activations(const Job& job, int stage, const PlanConfig& config, const LayerPlan& plan,
+                       MemoryBreakdown& mb) {
+  const ParallelConfig& pc = job.parallel;
+  const double layers = job.layers_on_stage(stage);
+  const double checkpointed = job.checkpointed_layers_on_stage(stage);
+  const LayerMix L = job.stage_mix(stage), K = job.checkpointed_mix(stage);
+  const LayerPlan moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : plan;
+  const Checkpointing policy = pc.activation_checkpointing;
+  auto mean = [](double a, double wa, double b, double wb) { return wa + wb > 0 ? (a * wa + b * wb) / (wa + wb) : a; };
+  const double full_layer = mean(plan.stored_bytes(Checkpointing::none), L.dense - K.dense,
+                                 moe.stored_bytes(Checkpointing::none), L.moe - K.moe);
+  const double in_flight = in_flight_microbatches(pc, stage);
+  const double per_layer_stored = mean(plan.stored_bytes(policy), K.dense, moe.stored_bytes(policy), K.moe);
+  // Recomputing a checkpointed layer materialises what it did not keep.
+  if (checkpointed > 0)
+    mb.activation_working = std::max(K.dense > 0 ? plan.recomputed_bytes(policy) : 0.0,
+                                     K.moe > 0 ? moe.recomputed_bytes(policy) : 0.0);
+  // Checkpointed layers keep what the policy keeps (and only that is offloaded); the
+  // others keep their full activations.
+  const double checkpointed_layers = checkpointed * in_flight;
+  const double full_layers = (layers - checkpointed) * in_flight;
+  if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
+    const double on_device = std::min<double>(checkpointed_layers, pc.activation_loading_horizon + 1);
+    mb.activations = on_device * per_layer_stored + full_layers * full_layer;
+    mb.host_offload = (checkpointed_layers - on_device) * per_layer_stored;
+  } else {
+    mb.activations = checkpointed_layers * per_layer_stored + full_layers * full_layer;
+  }
+}
+}  // namespace
+
 MemoryBreakdown stage_memory(const Job& job, int stage) {
   const ModelSpec& m = job.model;
   const ParallelConfig& pc = job.parallel;
@@ -163,8 +199,6 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   }
 
   const double b = job.microbatch_size();
-  const double layers = job.layers_on_stage(stage);
-  const double checkpointed = job.checkpointed_layers_on_stage(stage);
   PlanConfig config = plan_config(job);
   config.sequences = b;
   const LayerPlan plan = transformer_layer_plan(job.model, config);  // one plan for the three figures
@@ -184,31 +218,8 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     // never live together (the head's gradient is reduced before the layers' backward).
     mb.communication_buffers = std::max(2.0 * sharding.reduce_elements, largest_extra) * sb.grad;
   }
-  // A mixture of experts keeps each kind's bytes; the mean over the stage's layers of a
-  // kind stands for a layer below (exact when every layer has experts).
-  const LayerMix L = job.stage_mix(stage), K = job.checkpointed_mix(stage);
-  const LayerPlan moe = m.is_moe() ? moe_layer_plan(m, config) : plan;
-  const Checkpointing policy = pc.activation_checkpointing;
-  auto mean = [](double a, double wa, double b, double wb) { return wa + wb > 0 ? (a * wa + b * wb) / (wa + wb) : a; };
-  const double full_layer = mean(plan.stored_bytes(Checkpointing::none), L.dense - K.dense,
-                                 moe.stored_bytes(Checkpointing::none), L.moe - K.moe);
+  stage_activations(job, stage, config, plan, mb);
   const double in_flight = in_flight_microbatches(pc, stage);
-  const double per_layer_stored = mean(plan.stored_bytes(policy), K.dense, moe.stored_bytes(policy), K.moe);
-  // Recomputing a checkpointed layer materialises what it did not keep.
-  if (checkpointed > 0)
-    mb.activation_working = std::max(K.dense > 0 ? plan.recomputed_bytes(policy) : 0.0,
-                                     K.moe > 0 ? moe.recomputed_bytes(policy) : 0.0);
-  // Checkpointed layers keep what the policy keeps (and only that is offloaded); the
-  // others keep their full activations.
-  const double checkpointed_layers = checkpointed * in_flight;
-  const double full_layers = (layers - checkpointed) * in_flight;
-  if (pc.offload_activations && pc.activation_checkpointing != Checkpointing::none) {
-    const double on_device = std::min<double>(checkpointed_layers, pc.activation_loading_horizon + 1);
-    mb.activations = on_device * per_layer_stored + full_layers * full_layer;
-    mb.host_offload = (checkpointed_layers - on_device) * per_layer_stored;
-  } else {
-    mb.activations = checkpointed_layers * per_layer_stored + full_layers * full_layer;
-  }
   if (stage == job.lm_head_stage()) {
     // fp16 logits plus the fp32 copy the cross-entropy works on, vocabulary split over TP.
     // Kept from each micro-batch's forward (where the loss is computed) to its backward:
