@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "partune/costmodel/training_cost.hpp"
 #include "partune/costmodel/units.hpp"
 #include "partune/sim/explain.hpp"
 
@@ -284,6 +285,15 @@ nlohmann::json candidate_json(const search::Candidate& c) {
                            {"offload", b.offload_exposed}}}};
 }
 
+// The search's budget through the one time-to-train rule (training_cost.hpp), at the
+// given price per node-hour only (0: none).
+TrainingCost budget_cost(const Job& job, double step_time, const TrainingBudget& budget) {
+  TrainingCostOptions o;
+  o.tokens = budget.tokens;
+  o.on_demand_per_hour = budget.price_per_node_hour;
+  return training_cost(job, step_time, o);
+}
+
 std::string duration(double s) {
   if (s >= 86400) return fmt::format("{:.1f} days", s / 86400);
   if (s >= 3600) return fmt::format("{:.1f} hours", s / 3600);
@@ -339,14 +349,11 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
                      p.samples_per_s / t.samples_per_s, p.samples_per_s >= t.samples_per_s ? "faster" : "slower");
   }
   if (budget.tokens > 0) {
-    const double steps = budget.tokens / (static_cast<double>(base.training.global_batch) * base.model.seq_len);
-    const double seconds_total = steps * v.step_time;
-    s += fmt::format("  {:.3g} tokens: {:.0f} steps, {} on {} nodes", budget.tokens, steps, duration(seconds_total),
+    const TrainingCost c = budget_cost(base, v.step_time, budget);
+    s += fmt::format("  {:.3g} tokens: {:.0f} steps, {} on {} nodes", budget.tokens, c.steps, duration(c.seconds),
                      base.cluster.nodes);
     if (budget.price_per_node_hour > 0)
-      s += fmt::format(", cost {:.0f} at {:.2f} per node-hour", seconds_total / 3600 * base.cluster.nodes *
-                                                                    budget.price_per_node_hour,
-                       budget.price_per_node_hour);
+      s += fmt::format(", cost {:.0f} at {:.2f} per node-hour", c.on_demand_usd, budget.price_per_node_hour);
     s += "\n";
   }
   return s;
@@ -370,10 +377,9 @@ nlohmann::json search_json(const Job& base, const search::SearchReport& r, const
   if (r.has_tensor_across_nodes) j["best_tensor_across_nodes"] = candidate_json(r.best_tensor_across_nodes);
   if (r.has_pipeline_across_nodes) j["best_pipeline_across_nodes"] = candidate_json(r.best_pipeline_across_nodes);
   if (budget.tokens > 0) {
-    const double steps = budget.tokens / (static_cast<double>(base.training.global_batch) * base.model.seq_len);
-    const double secs = steps * best_view(r.ranked.front()).step_time;
-    j["time_to_train_s"] = secs;
-    if (budget.price_per_node_hour > 0) j["cost"] = secs / 3600 * base.cluster.nodes * budget.price_per_node_hour;
+    const TrainingCost c = budget_cost(base, best_view(r.ranked.front()).step_time, budget);
+    j["time_to_train_s"] = c.seconds;
+    if (budget.price_per_node_hour > 0) j["cost"] = c.on_demand_usd;
   }
   return j;
 }

@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "partune/backend/expert_parallel.hpp"
+#include "gloo_threads.hpp"
 
 #undef CHECK
 #include <catch2/catch.hpp>
@@ -76,33 +77,12 @@ torch::Tensor reference_token(const Whole& w, const ExpertShape& s, const torch:
   return out;
 }
 
-// Runs body(ep) on `degree` threads, one per rank of a fresh expert group.
+// Runs body(ep) on `degree` threads, one per rank of a fresh expert group (gloo_threads.hpp).
 template <typename Body>
 auto run_ranks(int degree, Body body) -> std::vector<decltype(body(ExpertParallel()))> {
-  static const c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
-  static std::atomic<int> groups{0};
-  const std::string prefix = "expert-group-" + std::to_string(groups++);
-  std::vector<decltype(body(ExpertParallel()))> results(static_cast<std::size_t>(degree));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(degree));
-  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> alive(static_cast<std::size_t>(degree));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < degree; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-        auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store),
-                                                                 r, degree, options);
-        alive[static_cast<std::size_t>(r)] = group;
-        results[static_cast<std::size_t>(r)] = body(std::make_shared<ExpertParallelGroup>(group, degree, r));
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-  return results;
+  return partune::test::run_gloo_ranks("expert-group", degree, [&](auto group, int r) {
+    return body(std::make_shared<ExpertParallelGroup>(group, degree, r));
+  });
 }
 
 // A rank's micro-batch [2, 5, 8] (a leaf that wants its gradient, as a layer's input

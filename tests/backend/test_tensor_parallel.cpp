@@ -26,6 +26,7 @@
 #include "partune/backend/gpt_model.hpp"
 #include "partune/backend/memory_accounting.hpp"
 #include "partune/backend/tensor_parallel.hpp"
+#include "gloo_threads.hpp"
 
 #undef CHECK
 #include <catch2/catch.hpp>
@@ -35,36 +36,12 @@ using namespace partune::backend;
 namespace {
 
 // Runs body(tp) on `degree` threads, one per rank of a fresh tensor group, and returns
-// their results in rank order. Assertions stay on the calling thread (Catch is not
-// thread-safe): bodies only compute. A rank's exception is rethrown here.
+// their results in rank order (gloo_threads.hpp).
 template <typename Body>
 auto run_ranks(int degree, Body body) -> std::vector<decltype(body(TensorParallel()))> {
-  static const c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
-  static std::atomic<int> groups{0};
-  const std::string prefix = "tensor-group-" + std::to_string(groups++);
-  std::vector<decltype(body(TensorParallel()))> results(static_cast<std::size_t>(degree));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(degree));
-  // The groups outlive every body: a rank done first must not close its connections
-  // while a peer still reads the last message (Gloo: "Connection closed by peer").
-  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> groups_alive(static_cast<std::size_t>(degree));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < degree; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-        auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store),
-                                                                 r, degree, options);
-        groups_alive[static_cast<std::size_t>(r)] = group;
-        results[static_cast<std::size_t>(r)] = body(std::make_shared<TensorParallelGroup>(group, degree, r));
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-  return results;
+  return partune::test::run_gloo_ranks("tensor-group", degree, [&](auto group, int r) {
+    return body(std::make_shared<TensorParallelGroup>(group, degree, r));
+  });
 }
 
 // Every layer, the embedding and the head, split over `tp`.
