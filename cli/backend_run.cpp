@@ -51,6 +51,7 @@ BackendRun run_on_backend(const BackendRunRequest& rq) {
   std::string command = fmt::format("{} run {} --json --trace {} --steps {} --threads 1", shell_quoted(runner_path()),
                                     shell_quoted(rq.file), shell_quoted(trace), rq.steps);
   for (const std::string& o : rq.overrides) command += " --set " + shell_quoted(o);
+  if (rq.device != "cpu") command += " --device " + shell_quoted(rq.device);
   BackendRun out;
   out.report = BackendProcess(command).report();
   const nlohmann::json& report = out.report;

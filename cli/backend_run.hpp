@@ -18,6 +18,7 @@ struct BackendRunRequest {
   int steps = 0;
   int world_size = 0;                  // what the backend must run: checked
   backend::BackendModelConfig model;
+  std::string device = "cpu";          // partune run --device
 };
 
 struct BackendRun {

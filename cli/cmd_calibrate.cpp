@@ -1,8 +1,9 @@
-// partune calibrate --out FILE [--quick] [--threads N] [--json]
-// Measures this machine through the backend's libraries (kernels/calibrate.hpp), fits the
-// cost model's parameters and writes them as an instance-type file that jobs can name
-// (`instance_type: <file name without .yaml>` when it lies in scenarios/clusters/, or its
-// path). Runs in build/partune-run: it needs LibTorch.
+// partune calibrate --out FILE [--device cpu|cuda] [--quick] [--threads N] [--json]
+// Measures this machine through the backend's libraries (kernels/calibrate.hpp; with
+// --device cuda its GPU, kernels/gpu_calibrate.hpp), fits the cost model's parameters and
+// writes them as an instance-type file that jobs can name (`instance_type: <file name
+// without .yaml>` when it lies in scenarios/clusters/, or its path). Runs in
+// build/partune-run: it needs LibTorch.
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 #include "partune/kernels/calibrate.hpp"
+#include "partune/kernels/gpu_calibrate.hpp"
 #include "progress.hpp"
 
 namespace partune::cli {
@@ -26,6 +28,12 @@ namespace partune::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+struct Options {
+  std::string out, device = "cpu";
+  bool quick = false, json = false;
+  int threads = 0;
+};
 
 [[noreturn]] void fail(const std::string& message, int code) {
   std::fprintf(stderr, "partune: error: %s\n", message.c_str());
@@ -46,60 +54,102 @@ std::unique_ptr<AtomicFile> open_output(const std::string& path) {
   }
 }
 
+// A progress bar on standard error when it is a terminal (silent into a file or a pipe);
+// `run` gets the callback, or an empty one.
+template <class Run>
+auto with_progress(Run run) {
+  const bool bar = ::isatty(STDERR_FILENO) != 0;
+  std::function<void(int, int, const char*)> progress;
+  if (bar) progress = [](int done, int total, const char* what) { progress_bar(done, total, what); };
+  try {
+    auto result = run(progress);
+    if (bar) std::fprintf(stderr, "\r\033[K");
+    return result;
+  } catch (...) {
+    if (bar) std::fprintf(stderr, "\n");
+    throw;
+  }
+}
+
+// Writes the profile, unless a fit is unusable: then its measurements are kept beside the
+// target (not a .yaml: never taken for an instance type) and the command fails. The file
+// must be one the loader accepts (strict keys, ranges) before it replaces anything.
+InstanceType write_profile(AtomicFile& output, const std::string& out, const std::string& yaml,
+                           const std::vector<std::string>& unusable) {
+  if (!unusable.empty()) {
+    const std::string raw = out + ".rejected";
+    write_file_atomically(raw, yaml);
+    fail(fmt::format("{} not written: {} (the measurements and fits are in {})", out, fmt::join(unusable, "; "), raw), 1);
+  }
+  output.write(yaml);
+  output.close();
+  const InstanceType it = load_instance_type(output.temp_path());
+  output.commit();
+  return it;
+}
+
+void calibrate_cpu(const Options& opt, const std::string& command) {
+  const std::unique_ptr<AtomicFile> output = open_output(opt.out);
+  kernels::CalibrationOptions options;
+  options.quick = opt.quick;
+  options.max_threads = opt.threads;
+  const kernels::Calibration c = with_progress([&](const auto& progress) {
+    options.progress = progress;
+    return kernels::calibrate(options);
+  });
+  const std::string yaml = kernels::instance_type_yaml(c, fs::path(opt.out).stem().string(), command);
+  const InstanceType it = write_profile(*output, opt.out, yaml, kernels::unusable_fits(c));
+  if (opt.json) std::cout << calibration_json(c, it, opt.out).dump(2) << "\n";
+  else std::cout << calibration_text(c, it, opt.out);
+}
+
+// GPU 0 against its datasheet file; refused (exit 2) before anything is written when there
+// is no GPU or no datasheet file for it.
+void calibrate_cuda(const Options& opt, const std::string& command) {
+  if (const std::string why = kernels::cuda_unavailable_reason(); !why.empty()) fail(why, 2);
+  if (opt.threads > 0) fail("calibrate --device cuda: --threads applies to --device cpu", 2);
+  const kernels::GpuInfo gpu = kernels::gpu_info();
+  const std::string base = kernels::datasheet_instance_type_for(gpu.name);
+  if (base.empty())
+    fail(fmt::format("calibrate --device cuda: no datasheet instance type for '{}' (there are h100-sxm-device and "
+                     "h200-device in scenarios/clusters/)", gpu.name), 2);
+  const std::unique_ptr<AtomicFile> output = open_output(opt.out);
+  kernels::GpuCalibrationOptions options;
+  options.quick = opt.quick;
+  const kernels::GpuCalibration c = with_progress([&](const auto& progress) {
+    options.progress = progress;
+    return kernels::calibrate_gpu(options, gpu, base);
+  });
+  const std::string yaml = kernels::gpu_instance_type_yaml(c, fs::path(opt.out).stem().string(), command);
+  const InstanceType it = write_profile(*output, opt.out, yaml, kernels::unusable_gpu_fits(c));
+  if (opt.json) std::cout << gpu_calibration_json(c, it, opt.out).dump(2) << "\n";
+  else std::cout << gpu_calibration_text(c, it, opt.out);
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "calibrate", "Measure this machine (LibTorch kernels, Gloo, libfabric) and write a fitted instance-type file");
-  struct Options {
-    std::string out;
-    bool quick = false, json = false;
-    int threads = 0;
-  };
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "Measure this machine (LibTorch kernels, Gloo, libfabric; or its GPU) and write a "
+                                 "fitted instance-type file");
   auto opt = std::make_shared<Options>();
   cmd->add_option("--out", opt->out, "instance-type file to write, e.g. scenarios/clusters/local-measured.yaml")
       ->required();
-  cmd->add_flag("--quick", opt->quick, "fewer shapes and sizes, short timings (under a minute on 2 cores)");
+  cmd->add_option("--device", opt->device,
+                  "cpu: each core a rank (LibTorch, Gloo, libfabric); cuda: GPU 0, against its datasheet file")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--quick", opt->quick, "fewer shapes and sizes, short timings (under a minute on 2 cores or one H100)");
   cmd->add_option("--threads", opt->threads, "largest LibTorch thread count to measure matmul at (default: the cores)")
       ->check(count_in(1, 1024));
-  cmd->add_flag("--json", opt->json, "print one JSON object with the fitted values");
+  cmd->add_flag("--json", opt->json, "print one JSON object with the measured figures and fitted values");
   cmd->callback([opt] {
-    const std::unique_ptr<AtomicFile> output = open_output(opt->out);
-    const std::string name = fs::path(opt->out).stem().string();
     std::string command = "partune calibrate --out " + opt->out;
+    if (opt->device != "cpu") command += " --device " + opt->device;
     if (opt->quick) command += " --quick";
     if (opt->threads > 0) command += fmt::format(" --threads {}", opt->threads);
-
-    kernels::CalibrationOptions options;
-    options.quick = opt->quick;
-    options.max_threads = opt->threads;
-    const bool bar = ::isatty(STDERR_FILENO) != 0;  // silent when stderr is a file or a pipe
-    if (bar) options.progress = [](int done, int total, const char* what) { progress_bar(done, total, what); };
-    kernels::Calibration c;
-    try {
-      c = kernels::calibrate(options);
-    } catch (...) {
-      if (bar) std::fprintf(stderr, "\n");
-      throw;
-    }
-    if (bar) std::fprintf(stderr, "\r\033[K");
-
-    const std::string yaml = kernels::instance_type_yaml(c, name, command);
-    // A fit that hit its bounds or explains its samples badly is refused: its measurements
-    // are kept beside the target (not a .yaml: never taken for an instance type).
-    if (const auto bad = kernels::unusable_fits(c); !bad.empty()) {
-      const std::string raw = opt->out + ".rejected";
-      write_file_atomically(raw, yaml);
-      fail(fmt::format("{} not written: {} (the measurements and fits are in {})", opt->out, fmt::join(bad, "; "), raw), 1);
-    }
-    output->write(yaml);
-    output->close();
-    // The file must be one the loader accepts (strict keys, ranges) before it replaces anything.
-    const InstanceType it = load_instance_type(output->temp_path());
-    output->commit();
-
-    if (opt->json) std::cout << calibration_json(c, it, opt->out).dump(2) << "\n";
-    else std::cout << calibration_text(c, it, opt->out);
+    if (opt->device == "cuda") calibrate_cuda(*opt, command);
+    else calibrate_cpu(*opt, command);
   });
 }
 

@@ -23,6 +23,7 @@ namespace {
 
 struct Options {
   std::string job, trace, data, save, resume;
+  std::string device = "cpu";
   std::vector<std::string> overrides;
   int steps = 10;
   int nproc = 0;
@@ -117,7 +118,7 @@ void run_rank(const Job& job, Options& opt) {
 }  // namespace
 
 void register_run(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Execute the job's per-rank programs with LibTorch (CPU, fp32), one process per rank");
+  auto* cmd = app.add_subcommand("run", "Execute the job's per-rank programs with LibTorch (CPU fp32, or --device cuda), one process per rank");
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
   cmd->add_option("--steps", opt->steps, "training steps to run")->check(count_in(1, 1000000));
@@ -135,6 +136,10 @@ void register_run(CLI::App& app) {
   cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)")->check(count_in(1, 1024));
   cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)")->check(count_in(1, 65536));
   cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)")->check(count_in(1, 1048576));
+  cmd->add_option("--device", opt->device,
+                  "cpu (fp32, Gloo) or cuda (the job's precision on this machine's GPUs, NCCL or Gloo; the job's model "
+                  "as it is unless --scale-* says otherwise)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--seed", opt->run.seed, "seed of the model initialisation and of the synthetic tokens");
   cmd->add_option("--data", opt->run.data_file, "byte-level tokens from this text file (default: synthetic tokens)");
   cmd->add_option("--lr", opt->run.learning_rate, "learning rate (default: 1e-3 Adam, 0.1 SGD)")
@@ -142,6 +147,10 @@ void register_run(CLI::App& app) {
   cmd->add_option("--threads", opt->run.threads, "LibTorch intra-op threads per rank (default: cores / local ranks)")
       ->check(count_in(1, 1024));
   cmd->callback([opt] {
+    if (opt->device == "cuda") {
+      opt->run.device = backend::DeviceKind::cuda;
+      opt->run.scale.whole = true;  // a GPU runs the job's model as it is
+    }
     const Job job = load_job(opt->job, opt->overrides);
     if (!supervised_ranks(job, *opt)) run_rank(job, *opt);
   });

@@ -36,6 +36,7 @@ namespace {
 
 struct ValidateOptions {
   std::string job, suite, trace_dir, jobs, search;
+  std::string device = "cpu";
   int candidates = 5;
   std::vector<std::string> overrides;
   int steps = 8, warmup = 3, repeats = 3;
@@ -78,7 +79,7 @@ struct JobRuns {
 
 void run_once(const JobCase& c, const ValidateOptions& opt, JobRuns& j) {
   if (!j.prediction) j.prediction = predict(c);
-  const BackendRun run = run_on_backend({c.file, opt.overrides, opt.steps, c.ran.world_size(), c.model});
+  const BackendRun run = run_on_backend({c.file, opt.overrides, opt.steps, c.ran.world_size(), c.model, opt.device});
   j.runs.push_back(sim::compare_with_measurement(c.ran, j.prediction->programs, j.prediction->result, run.measured,
                                                  opt.warmup));
   j.threads_per_rank = run.report.value("threads_per_rank", 0);
@@ -99,8 +100,9 @@ nlohmann::json job_result(const JobCase& c, const ValidateOptions& opt, const Jo
   return out;
 }
 
-// Ranks (times their threads) that outnumber this machine's cores.
-bool oversubscribed(const JobCase& c, int threads_per_rank) {
+// Ranks (times their threads) that outnumber this machine's cores (on the CPU).
+bool oversubscribed(const JobCase& c, int threads_per_rank, const std::string& device) {
+  if (device != "cpu") return false;
   const unsigned cores = std::thread::hardware_concurrency();
   return cores > 0 && static_cast<unsigned>(c.ran.world_size() * std::max(1, threads_per_rank)) > cores;
 }
@@ -140,6 +142,10 @@ void register_validate(CLI::App& app) {
                   "(search --execute K), and judge the ranking: Kendall's tau >= 0.8, regret <= 5%");
   cmd->add_option("--candidates", opt->candidates, "with --search: K")->capture_default_str()->check(count_in(1, 1000));
   cmd->add_option("--set", opt->overrides, "override a key of every job, e.g. --set optimizer=sgd");
+  cmd->add_option("--device", opt->device,
+                  "where the backend runs the jobs: cpu (scaled model, fp32) or cuda (the job's model in its precision)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--trace-dir", opt->trace_dir, "write DIR/<job>-predicted.json and DIR/<job>-measured.json (Chrome traces)");
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->callback([opt] {
@@ -168,7 +174,9 @@ void register_validate(CLI::App& app) {
       c.file = f;
       c.job = load_job(f, opt->overrides);
       try {
-        c.model = backend::scaled_model(c.job, backend::ScaleOptions{});
+        backend::ScaleOptions whole;
+        whole.whole = opt->device == "cuda";  // partune run --device cuda keeps the job's model
+        c.model = backend::scaled_model(c.job, whole);
       } catch (const std::invalid_argument& e) {
         throw ScenarioError(f, "model", e.what());
       }
@@ -207,7 +215,7 @@ void register_validate(CLI::App& app) {
         compared.emplace_back();
         r = failure_json(c.job.name, c.file, runs[i].error);
       }
-      const bool over = oversubscribed(c, runs[i].threads_per_rank);
+      const bool over = oversubscribed(c, runs[i].threads_per_rank, opt->device);
       r["oversubscribed"] = over;
       results.push_back(r);
       if (!opt->json) std::cout << job_text(r) << "\n" << std::flush;

@@ -31,13 +31,13 @@ std::string run_header_text(const Job& job, const backend::Trainer& trainer) {
   const Job& ran = trainer.job();
   const int m = ran.parallel.microbatches * ran.training.gradient_accumulation;
   std::string s = fmt::format(
-      "job {}: {} on {} rank{} (pipeline {} x tensor {} x data {}{}), LibTorch CPU fp32, {} thread{} per rank\n",
+      "job {}: {} on {} rank{} (pipeline {} x tensor {} x data {}{}), {}, {} thread{} per rank\n",
       job.name, job.model.name, ran.world_size(), plural(ran.world_size()), ran.parallel.pipeline_parallel_degree,
       ran.parallel.tensor_parallel_degree, ran.data_parallel_degree(),
       ran.parallel.sharded_data_parallel_degree > 1
           ? fmt::format(", sharded {}", ran.parallel.sharded_data_parallel_degree)
           : std::string(),
-      trainer.threads(), plural(trainer.threads()));
+      trainer.device_description(), trainer.threads(), plural(trainer.threads()));
   s += fmt::format("model run: {}\n", backend::describe(trainer.model()));
   s += fmt::format("batch: {} sequences = {} replica{} x {} micro-batch{} x {} sequence{} of {} tokens; {}\n",
                    ran.training.global_batch, ran.data_parallel_degree(), plural(ran.data_parallel_degree()), m,
@@ -73,6 +73,7 @@ nlohmann::json run_json(const Job& job, const backend::Trainer& trainer,
           {"tensor_parallel_degree", ran.parallel.tensor_parallel_degree},
           {"data_parallel_degree", ran.data_parallel_degree()},
           {"threads_per_rank", trainer.threads()},
+          {"device", trainer.device_description()},
           {"model", {{"name", job.model.name}, {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
                      {"ffn_hidden", c.ffn_hidden}, {"vocab", c.vocab}, {"seq_len", c.seq_len},
                      {"tied_embeddings", c.tied_embeddings}, {"parameters", c.parameters()}}},

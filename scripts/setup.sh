@@ -21,6 +21,7 @@ packages=(
   python3-matplotlib python3-nbconvert python3-nbclient python3-ipykernel jupyter-nbconvert jupyter-core
                           # the notebooks, executed headless by the tests (jupyter nbconvert --execute)
   libopenmpi-dev openmpi-bin  # sweep and search under mpirun (optional at configure time)
+  patchelf                # scripts/device-pack.sh: the partune binary carried to the GPU machine finds its libraries
 )
 
 packages+=("$@")   # extra packages a script needs (fuzz.sh: clang)

@@ -15,9 +15,11 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/cuda.h>
 
 #include <fmt/format.h>
 
+#include "nccl_group.hpp"
 #include "partune/backend/watchdog.hpp"
 
 namespace partune::backend {
@@ -182,7 +184,7 @@ std::shared_ptr<::gloo::transport::Device> gloo_device() {
 }
 
 Communicator connect(const c10::intrusive_ptr<c10d::Store>& store, const std::string& name, std::vector<int> members,
-                     int rank, std::chrono::milliseconds timeout) {
+                     int rank, std::chrono::milliseconds timeout, CommBackendKind kind = CommBackendKind::gloo) {
   Communicator c;
   c.members = std::move(members);
   c.index = static_cast<int>(std::find(c.members.begin(), c.members.end(), rank) - c.members.begin());
@@ -191,10 +193,14 @@ Communicator connect(const c10::intrusive_ptr<c10d::Store>& store, const std::st
   // rendezvous separately.
   std::string key = name;
   for (int m : c.members) key += fmt::format("-{}", m);
+  const auto prefixed = c10::make_intrusive<c10d::PrefixStore>(key, store);
+  if (kind == CommBackendKind::nccl) {
+    c.group = nccl_group(prefixed, c.index, c.size(), timeout);
+    return c;
+  }
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(gloo_device());
-  c.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(key, store), c.index,
-                                                       c.size(), options);
+  c.group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, c.index, c.size(), options);
   return c;
 }
 
@@ -232,12 +238,33 @@ Store join_rendezvous(const RankEnvironment& env, std::chrono::milliseconds oper
   return store;
 }
 
+const char* to_string(CommBackendKind k) { return k == CommBackendKind::nccl ? "nccl" : "gloo"; }
+
+CommBackendKind comm_backend_for(const torch::Device& device, int local_world_size) {
+  if (!device.is_cuda()) return CommBackendKind::gloo;
+  if (const char* forced = std::getenv("PARTUNE_COMM_BACKEND"); forced && *forced) {
+    const std::string f = forced;
+    if (f == "nccl") return CommBackendKind::nccl;
+    if (f == "gloo") return CommBackendKind::gloo;
+    throw std::runtime_error(fmt::format("PARTUNE_COMM_BACKEND={}: expected nccl or gloo", f));
+  }
+  const bool own_gpu = local_world_size <= static_cast<int>(torch::cuda::device_count());
+  return own_gpu && nccl_available() ? CommBackendKind::nccl : CommBackendKind::gloo;
+}
+
 Communicators::Communicators(const Job& job, int rank, c10::intrusive_ptr<c10d::Store> store,
-                             std::chrono::milliseconds timeout)
-    : rank_(rank) {
+                             std::chrono::milliseconds timeout, const torch::Device& device, int local_world_size)
+    : rank_(rank), backend_(comm_backend_for(device, local_world_size)) {
+  staged_ = device.is_cuda() && backend_ == CommBackendKind::gloo;
+  if (backend_ == CommBackendKind::nccl && !nccl_available())
+    throw std::runtime_error("PARTUNE_COMM_BACKEND=nccl: this LibTorch was built without NCCL");
   std::vector<int> all(static_cast<std::size_t>(job.world_size()));
   for (int r = 0; r < job.world_size(); ++r) all[static_cast<std::size_t>(r)] = r;
+  // The world group carries the run's own bookkeeping (CPU tensors: step rows, events,
+  // barriers), so it is Gloo whatever the device; with NCCL a second world group carries
+  // the pipeline transfers.
   world_ = connect(store, "world", all, rank, timeout);
+  transfers_ = backend_ == CommBackendKind::nccl ? connect(store, "transfers", all, rank, timeout, backend_) : world_;
   for (CommGroup kind : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica,
                          CommGroup::embedding, CommGroup::expert, CommGroup::expert_data}) {
     if ((kind == CommGroup::expert || kind == CommGroup::expert_data) &&
@@ -246,7 +273,7 @@ Communicators::Communicators(const Job& job, int rank, c10::intrusive_ptr<c10d::
     // Tensor groups come ordered by tensor coordinate (Placement::group), which is also
     // rank order: a rank grows with each coordinate.
     groups_[static_cast<std::size_t>(kind)] =
-        connect(store, to_string(kind), comm_group_members(job, rank, kind), rank, timeout);
+        connect(store, to_string(kind), comm_group_members(job, rank, kind), rank, timeout, backend_);
   }
 }
 

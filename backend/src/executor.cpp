@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -54,6 +55,11 @@ using Impl = ProgramExecutor::Impl;
 
 Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
     : job(j), program(std::move(prog)), model(std::move(m)), comms(c) {
+  // The model's device and format: where it was moved after its initialisation (trainer.cpp).
+  if (const auto ps = model->parameters(); !ps.empty()) {
+    compute.device = ps.front().device();
+    compute.dtype = ps.front().scalar_type();
+  }
   const ParallelConfig& pc = job.parallel;
   stage = program.coords.pipeline;
   p = pc.pipeline_parallel_degree;
@@ -114,19 +120,23 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
   } else {
     params = model->parameters();
   }
-  if (job.parallel.offload_optimizer) {
-    // The optimizer's copies (and, stepping them, its state) are host memory; with
-    // offload_parameters so is the shard the gathers start from.
-    HostMemoryScope host;
+  masters_on_device = !job.parallel.offload_optimizer && compute.dtype != torch::kFloat;
+  if (job.parallel.offload_optimizer || masters_on_device) {
+    // The optimizer's fp32 copies (and, stepping them, its state): host memory with
+    // offload_optimizer (and with offload_parameters so is the shard the gathers start
+    // from), else the device's.
+    std::optional<HostMemoryScope> host;
+    if (!masters_on_device) host.emplace();
     torch::NoGradGuard no_grad;
-    device_params = params;
-    for (torch::Tensor& d : device_params) {
-      torch::Tensor h = d.detach().clone().set_requires_grad(true);
+    model_params = params;
+    const torch::Device where = masters_on_device ? compute.device : torch::Device(torch::kCPU);
+    for (torch::Tensor& d : model_params) {
+      torch::Tensor h = d.detach().to(where, torch::kFloat, /*non_blocking=*/false, /*copy=*/true).set_requires_grad(true);
       h.mutable_grad() = torch::zeros_like(h);
-      host_params.push_back(h);
+      master_params.push_back(h);
       if (job.parallel.offload_parameters) d.set_data(d.detach().clone());
     }
-    params = host_params;
+    params = master_params;
   }
   if (settings.kind == Optimizer::adam)
     optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(settings.learning_rate));
@@ -137,33 +147,43 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
 }
 
 void Impl::optimizer_step() {
+  // Masters on the device: no program instruction moves their gradients (offload's do).
+  if (masters_on_device) offload_gradients();
   if (!shards.empty()) {
     // Slices hold gradient sums over the data-parallel replicas: average them.
     torch::NoGradGuard no_grad;
-    if (host_params.empty()) {
+    if (master_params.empty()) {
       for (auto& [k, s] : shards) s->owned().mutable_grad().div_(dp);
     } else {
-      for (torch::Tensor& h : host_params) h.mutable_grad().div_(dp);
+      for (torch::Tensor& h : master_params) h.mutable_grad().div_(dp);
     }
   }
-  if (host_params.empty()) {
+  if (master_params.empty() || masters_on_device) {
     optimizer->step();
   } else {
     HostMemoryScope host;  // the optimizer state is created and stepped on the host
     optimizer->step();
   }
   // With offload_parameters the updated shard stays on the host: the owned slices (the
-  // host copy the gathers start from) take it without a reload instruction.
-  if (job.parallel.offload_parameters) sync_device_from_host();
+  // host copy the gathers start from) take it without a reload instruction. Masters on
+  // the device: the model takes their values in its own format.
+  if (job.parallel.offload_parameters || masters_on_device) sync_model_from_masters();
+  // The masters' fp32 gradients live only through the step: 4 bytes a parameter that the
+  // cost model's 2 + 2 + 12 does not hold between steps (the model's own gradients are the 2).
+  if (masters_on_device)
+    for (torch::Tensor& m : master_params) m.mutable_grad() = torch::Tensor();
 }
 
-// offload_optimizer: the gradients the optimizer will use, device -> host.
+// The gradients the optimizer will use, model -> masters (device -> host with
+// offload_optimizer; to fp32 with mixed precision).
 void Impl::offload_gradients() {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < device_params.size(); ++i) {
-    const torch::Tensor& g = device_params[i].grad();
-    if (g.defined()) host_params[i].mutable_grad().copy_(g);
-    else host_params[i].mutable_grad().zero_();
+  for (std::size_t i = 0; i < model_params.size(); ++i) {
+    const torch::Tensor& g = model_params[i].grad();
+    torch::Tensor& mg = master_params[i].mutable_grad();
+    if (!mg.defined()) mg = torch::zeros_like(master_params[i]);  // LibTorch 2's zero_grad sets none
+    if (g.defined()) mg.copy_(g);
+    else mg.zero_();
   }
 }
 
@@ -172,27 +192,27 @@ void Impl::offload_gradients() {
 void Impl::reload_parameters(const Instruction& ins) {
   torch::NoGradGuard no_grad;
   if (ins.microbatch < 0) {  // after the host step
-    sync_device_from_host();
+    sync_model_from_masters();
     return;
   }
   staged[{ins.chunk, ins.layer}] = shards.at({ins.chunk, ins.layer})->owned().detach().clone();
 }
 
-void Impl::sync_device_from_host() {
+void Impl::sync_model_from_masters() {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < device_params.size(); ++i) device_params[i].copy_(host_params[i]);
+  for (std::size_t i = 0; i < model_params.size(); ++i) model_params[i].copy_(master_params[i]);
 }
 
 // The host copies take the device's values (at the start, and after a checkpoint loads).
-void Impl::sync_host_params() {
+void Impl::sync_master_params() {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < device_params.size(); ++i) host_params[i].copy_(device_params[i]);
+  for (std::size_t i = 0; i < model_params.size(); ++i) master_params[i].copy_(model_params[i]);
 }
 
 void Impl::zero_gradients() {
   if (shards.empty()) {
     optimizer->zero_grad();  // the host copies' gradients with offload_optimizer; the model's too
-    for (torch::Tensor& d : device_params)
+    for (torch::Tensor& d : model_params)
       if (d.grad().defined()) d.mutable_grad().zero_();
     return;
   }
@@ -315,6 +335,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     if (!s.pending.empty()) s.reap_completed();
     const double start = monotonic_seconds();
     s.execute(ins, i, recomputed, head_ran);
+    synchronize(s.compute);  // on CUDA: the instruction's kernels are done before its end is read
     const TraceEvent e = event_of(ins, program.rank, start - t0, monotonic_seconds() - t0);
     if (run_by_layers(ins)) {
       s.tensor_calls.tensor_instruction(ins, i, e, events);
@@ -373,7 +394,7 @@ void ProgramExecutor::load(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive optimizer;
   archive.read("optimizer", optimizer);
   s.optimizer->load(optimizer);
-  s.sync_host_params();
+  s.sync_master_params();
 }
 
 }  // namespace partune::backend

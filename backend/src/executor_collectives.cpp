@@ -224,7 +224,7 @@ void Impl::reduce_scatter(int index, ParameterShards& s, const Communicator& g, 
 void Impl::gather(int index, ParameterShards& s, const Communicator& g, bool async, int calls,
                   const torch::Tensor& source) {
   const torch::Tensor owned = (source.defined() ? source : s.owned().detach()).contiguous();
-  auto packed = std::make_shared<torch::Tensor>(torch::empty({s.degree(), owned.numel()}));
+  auto packed = std::make_shared<torch::Tensor>(torch::empty({s.degree(), owned.numel()}, owned.options()));
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (const auto& [first, last] : pieces(owned.numel(), calls)) {
     std::vector<std::vector<torch::Tensor>> outputs(1);  // each rank's row, these columns

@@ -152,7 +152,7 @@ void Impl::offload(const Instruction& ins, std::size_t i) {
   // (its graph holds it: only a fully checkpointed part runs again from its input).
   if (part.input.defined() && !part.embedding && !part.selective) {
     HostMemoryScope host;
-    part.host_input = part.input.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
+    part.host_input = host_copy(part.input, compute);  // pinned on CUDA: the copy runs asynchronously
     part.input = torch::Tensor();
   }
   pending[static_cast<int>(i)] = Pending{};
@@ -161,7 +161,7 @@ void Impl::offload(const Instruction& ins, std::size_t i) {
 void Impl::reload(const Instruction& ins, std::size_t i) {
   Part& part = part_of(ins, i, "reload");
   if (part.host_input.defined()) {
-    part.input = part.host_input.to(torch::kCPU, false, true).requires_grad_(true);
+    part.input = part.host_input.to(compute.device, /*non_blocking=*/compute.cuda(), /*copy=*/true).requires_grad_(true);
     part.host_input = torch::Tensor();
   }
   pending[static_cast<int>(i)] = Pending{};

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "partune/backend/compute_device.hpp"
 #include "partune/backend/executor.hpp"
 #include "partune/backend/parameter_shards.hpp"
 
@@ -104,6 +105,7 @@ struct ProgramExecutor::Impl {
   RankProgram program;
   GPTModel model;
   const Communicators* comms;
+  ComputeDevice compute;  // where the model's parameters are, and in which format
   int stage = 0, p = 1, v = 1, layers_per_chunk = 0, dp = 1, sdp = 1;
   bool head_first = false, sharded = false, zero1 = false;
   std::map<BucketKey, std::vector<torch::Tensor>> bucket_params;
@@ -113,12 +115,14 @@ struct ProgramExecutor::Impl {
   std::map<BucketKey, std::unique_ptr<ParameterShards>> shards;  // ZeRO-1 or sharded
   std::set<BucketKey> resident;  // sharded buckets kept gathered through the step (tied embedding)
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  // offload_optimizer: the optimizer steps on host copies of what it updates (the owned
-  // slices, or the whole model): gradients go down to them and the updated values come
-  // back. On CPU both sides are host memory; the copies still run, so the path is the
-  // one a GPU run takes. offload_parameters: each gather starts from a copy of the shard
-  // brought up first (staged).
-  std::vector<torch::Tensor> device_params, host_params;
+  // The optimizer steps on fp32 master copies of what it updates (the owned slices, or the
+  // whole model) when offload_optimizer puts them in host memory, or when the model is
+  // bf16 / fp16 (mixed precision: the masters stay on the device). Gradients go to them
+  // and the updated values come back. On CPU both sides of an offload are host memory;
+  // the copies still run, so the path is the one a GPU run takes. offload_parameters:
+  // each gather starts from a copy of the shard brought up first (staged).
+  std::vector<torch::Tensor> model_params, master_params;
+  bool masters_on_device = false;  // mixed precision without offload_optimizer
   std::map<BucketKey, torch::Tensor> staged;
   torch::Tensor wte;  // this rank's tied token embedding (copy), when it syncs it
   std::set<const void*> sequence_parallel;  // parameters summed over the tensor group (by TensorImpl)
@@ -149,8 +153,8 @@ struct ProgramExecutor::Impl {
   void optimizer_step();
   void offload_gradients();
   void reload_parameters(const Instruction& ins);
-  void sync_host_params();
-  void sync_device_from_host();
+  void sync_master_params();
+  void sync_model_from_masters();
   void zero_gradients();
   void execute(const Instruction& ins, std::size_t i, const std::set<PartKey>& recomputed, bool& head_ran);
 
@@ -171,6 +175,7 @@ struct ProgramExecutor::Impl {
   }
 
   // executor_transfers.cpp
+  bool staged_transfers() const { return compute.cuda() && comms && comms->stages_transfers_through_host(); }
   int output_chunk(const Instruction& ins) const;
   torch::Tensor activation_buffer() const;
   void send(const Instruction& ins, std::size_t i, torch::Tensor t, int tag);

@@ -17,7 +17,8 @@ torch::Tensor Impl::activation_buffer() const {
   const MicroBatchData& d = data->front();
   std::int64_t seq = d.tokens.size(1);
   if (model->shard.conjugates.splits_sequence()) seq = sequence_slice(seq, model->shard.tensor).size;
-  return torch::empty({d.tokens.size(0), seq, static_cast<std::int64_t>(model->config.hidden)});
+  return torch::empty({d.tokens.size(0), seq, static_cast<std::int64_t>(model->config.hidden)},
+                      staged_transfers() ? compute.options().device(torch::kCPU) : compute.options());
 }
 
 void Impl::send(const Instruction& ins, std::size_t i, torch::Tensor t, int tag) {
@@ -27,8 +28,11 @@ void Impl::send(const Instruction& ins, std::size_t i, torch::Tensor t, int tag)
     pending[static_cast<int>(i)] = Pending{};
     return;
   }
+  // Gloo on CUDA tensors: the host copy is what travels (and what the work keeps alive).
+  if (staged_transfers()) t = host_copy(t, compute);
+  if (compute.cuda()) synchronize(compute);  // the copy (or the NCCL stream) sees the finished tensor
   std::vector<torch::Tensor> tensors{t};
-  pending[static_cast<int>(i)] = Pending{comms->world().group->send(tensors, ins.peer, tag), [t] {}};
+  pending[static_cast<int>(i)] = Pending{comms->transfers().group->send(tensors, ins.peer, tag), [t] {}};
   if (!ins.async) finish(static_cast<int>(i));
 }
 
@@ -41,8 +45,8 @@ torch::Tensor Impl::receive(const Instruction& ins, int tag) {
     return t;
   }
   std::vector<torch::Tensor> tensors{activation_buffer()};
-  comms->world().group->recv(tensors, ins.peer, tag)->wait();
-  return tensors[0];
+  comms->transfers().group->recv(tensors, ins.peer, tag)->wait();
+  return staged_transfers() ? tensors[0].to(compute.device) : tensors[0];
 }
 
 void Impl::send_activation(const Instruction& ins, std::size_t i) {

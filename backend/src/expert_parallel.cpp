@@ -37,7 +37,7 @@ int degree_of(const TensorParallel& tp) { return tp ? tp->degree() : 1; }
 
 }  // namespace
 
-ExpertParallelGroup::ExpertParallelGroup(c10::intrusive_ptr<c10d::ProcessGroup> group, int degree, int rank)
+ExpertParallelGroup::ExpertParallelGroup(CommBackendPtr group, int degree, int rank)
     : group_(std::move(group)), degree_(degree), rank_(rank) {
   if (degree < 1 || rank < 0 || rank >= degree)
     throw std::invalid_argument("ExpertParallelGroup: rank " + std::to_string(rank) + " of degree " +

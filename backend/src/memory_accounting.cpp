@@ -74,8 +74,14 @@ void delete_counted_allocation(void* context) {
   delete record;  // frees the storage through the base's deleter
 }
 
+// allocate() is const in LibTorch 1.13 and not from 2.0, which adds a pure virtual
+// copy_data (torch_compat.hpp): both overloads are defined, without `override`, so that one
+// of them overrides on either version.
 struct CountingCPUAllocator final : c10::Allocator {
-  c10::DataPtr allocate(std::size_t n) const override {
+  c10::DataPtr allocate(std::size_t n) const { return counted(n); }
+  c10::DataPtr allocate(std::size_t n) { return counted(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+  c10::DataPtr counted(std::size_t n) const {
     if (g_base_raw_deleter != nullptr) {
       if (n == 0) return c10::DataPtr(nullptr, nullptr, &delete_with_header, c10::Device(c10::DeviceType::CPU));
       c10::DataPtr block = g_base->allocate(n + kHeader);

@@ -52,7 +52,7 @@ int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
 }  // namespace
 
 BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
-  const bool small = model.total_params() <= kSmallModelParams && model.seq_len <= kSmallSeqLen &&
+  const bool small = (scale.whole || (model.total_params() <= kSmallModelParams && model.seq_len <= kSmallSeqLen)) &&
                      model.layers >= 1 && model.hidden >= 1 && model.heads >= 1;
   BackendModelConfig c;
   c.tied_embeddings = model.tied_embeddings;

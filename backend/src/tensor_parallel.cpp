@@ -11,7 +11,7 @@
 
 namespace partune::backend {
 
-TensorParallelGroup::TensorParallelGroup(c10::intrusive_ptr<c10d::ProcessGroup> group, int degree, int rank)
+TensorParallelGroup::TensorParallelGroup(CommBackendPtr group, int degree, int rank)
     : group_(std::move(group)), degree_(degree), rank_(rank) {
   if (degree < 1) throw std::invalid_argument("TensorParallelGroup: degree " + std::to_string(degree) + " < 1");
   if (rank < 0 || rank >= degree)
@@ -46,7 +46,7 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void all_reduce(const c10::intrusive_ptr<c10d::ProcessGroup>& group, torch::Tensor& t, c10d::ReduceOp op) {
+void all_reduce(const CommBackendPtr& group, torch::Tensor& t, c10d::ReduceOp op) {
   // Gloo reduces dense contiguous buffers in place.
   if (!t.is_contiguous()) t = t.contiguous();
   std::vector<torch::Tensor> tensors{t};

@@ -10,10 +10,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "partune/backend/checkpoint.hpp"
 #include "partune/backend/communicators.hpp"
+#include "partune/backend/compute_device.hpp"
 #include "partune/backend/conjugates.hpp"
 #include "partune/backend/executor.hpp"
 #include "partune/backend/gpt_model.hpp"
@@ -96,6 +98,7 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
   }
   const Job job = scaled_job(original, config);
   if (const JobViolation v = check_job(job)) return fmt::format("{}: {}", v.key, v.reason);
+  if (std::string why = why_not_on_device(options.device, job.training.precision); !why.empty()) return why;
   const int t = job.parallel.tensor_parallel_degree;
   for (const auto& [name, n] : {std::pair<const char*, int>{"heads", config.heads}, {"hidden", config.hidden},
                                 {"ffn_hidden", config.ffn_hidden}, {"vocab", config.vocab}})
@@ -140,6 +143,7 @@ struct Trainer::Impl {
   Job job;
   RankProgram program;
   RankEnvironment env;
+  ComputeDevice compute;
   bool distributed = false;
   c10::intrusive_ptr<c10d::TCPStore> store;
   std::unique_ptr<Communicators> comms;
@@ -235,10 +239,12 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   s.threads = options.threads > 0 ? options.threads : default_threads(s.env.local_world_size);
   torch::set_num_threads(s.threads);
   install_cpu_memory_accounting();
+  s.compute = compute_device(options.device, s.job.training.precision, s.env.local_rank);
 
   if (s.distributed) {
     s.watchdog = std::make_unique<Watchdog>(s.env);
-    s.comms = std::make_unique<Communicators>(s.job, s.env.rank, s.store, timeout);
+    s.comms = std::make_unique<Communicators>(s.job, s.env.rank, s.store, timeout, s.compute.device,
+                                              s.env.local_world_size);
   }
   s.program = build_program(s.job, s.env.rank, layer_programs());
 
@@ -262,6 +268,8 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
     shard.expert = std::make_shared<ExpertParallelGroup>(expert.group, expert.size(), expert.index);
   }
   s.model = GPTModel(s.config, options.seed, shard);
+  // Initialised on the CPU in fp32 (the same numbers on every device), then moved.
+  if (s.compute.cuda() || s.compute.dtype != torch::kFloat) s.model->to(s.compute.device, s.compute.dtype);
 
   s.tokens = options.data_file.empty() ? std::make_unique<TokenSource>(options.seed, s.config.vocab)
                                        : std::make_unique<TokenSource>(options.seed, s.config.vocab, options.data_file);
@@ -289,11 +297,14 @@ StepReport Trainer::run_step() {
   std::vector<MicroBatchData> data;
   for (int i = 0; i < s.microbatches; ++i) {
     const torch::Tensor rows = mine.narrow(0, static_cast<std::int64_t>(i) * s.microbatch_size, s.microbatch_size);
-    data.push_back({rows.slice(1, 0, seq).contiguous(), rows.slice(1, 1, seq + 1).contiguous()});
+    data.push_back({rows.slice(1, 0, seq).contiguous().to(s.compute.device),
+                    rows.slice(1, 1, seq + 1).contiguous().to(s.compute.device)});
   }
-  reset_cpu_tensor_bytes_peak();
+  synchronize(s.compute);
+  reset_peak_memory(s.compute);
   const double start = monotonic_seconds();
   const StepOutcome out = s.executor->run(data, s.options.record_events ? &s.events : nullptr, s.t0);
+  synchronize(s.compute);
   const double seconds = monotonic_seconds() - start;
   if (out.unbooked_tensor_calls > 0 && !s.warned_unbooked) {
     // The layers and the program disagree on the tensor collectives (layer_plan.hpp owns both).
@@ -301,7 +312,7 @@ StepReport Trainer::run_step() {
                  s.env.rank, out.unbooked_tensor_calls, s.steps_done + 1);
     s.warned_unbooked = true;
   }
-  const double peak = static_cast<double>(cpu_tensor_bytes_peak());
+  const double peak = static_cast<double>(peak_memory_bytes(s.compute));
   ++s.steps_done;
 
   // The batch's loss: the mean over the data-parallel replicas of what each one's head
@@ -401,6 +412,13 @@ std::string Trainer::optimizer_description() const {
   return fmt::format("{} (lr {})", impl_->job.training.optimizer == Optimizer::adam ? "Adam" : "SGD", impl_->lr);
 }
 int Trainer::threads() const { return impl_->threads; }
+std::string Trainer::device_description() const {
+  const Impl& s = *impl_;
+  std::string d = fmt::format("LibTorch {}, {}", TORCH_VERSION, s.compute.describe());
+  if (s.comms) d += fmt::format(", {}{}", to_string(s.comms->backend()),
+                                s.comms->stages_transfers_through_host() ? " (transfers through host memory)" : "");
+  return d;
+}
 const std::vector<TraceEvent>& Trainer::events() const { return impl_->events; }
 
 }  // namespace partune::backend

@@ -184,6 +184,9 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
   torch::Tensor q = heads_at(0, local_heads), k = heads_at(local_heads, local_kv_heads),
                 v = heads_at(local_heads + local_kv_heads, local_kv_heads);
   if (rotary.cos.defined()) {
+    // The tables follow the model to its device and format (made on the CPU in fp32).
+    if (rotary.cos.device() != y.device() || rotary.cos.scalar_type() != y.scalar_type())
+      rotary = {rotary.cos.to(y.options()), rotary.sin.to(y.options())};
     const torch::Tensor cos = rotary.cos.narrow(0, 0, s), sin = rotary.sin.narrow(0, 0, s);
     q = apply_rotary(q, cos, sin);
     k = apply_rotary(k, cos, sin);

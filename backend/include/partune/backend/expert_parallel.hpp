@@ -26,7 +26,7 @@
 #include <memory>
 
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include "partune/backend/torch_compat.hpp"
 
 #include "partune/backend/conjugates.hpp"
 #include "partune/backend/tensor_parallel.hpp"
@@ -38,7 +38,7 @@ class ExpertParallelGroup {
   ExpertParallelGroup() = default;  // degree 1: the exchange is the identity
   // `group` holds the `degree` ranks of this rank's expert group in data-coordinate order
   // (`rank`: this rank's place in it, which picks its experts).
-  ExpertParallelGroup(c10::intrusive_ptr<c10d::ProcessGroup> group, int degree, int rank);
+  ExpertParallelGroup(CommBackendPtr group, int degree, int rank);
   int degree() const { return degree_; }
   int rank() const { return rank_; }
   // All-to-all of equal blocks along dimension 0 (its size divisible by the degree):
@@ -48,7 +48,7 @@ class ExpertParallelGroup {
   TensorCalls take_tally();
 
  private:
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  CommBackendPtr group_;
   int degree_ = 1, rank_ = 0;
   TensorCalls tally_;
 };

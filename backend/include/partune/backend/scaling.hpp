@@ -15,6 +15,9 @@ struct ScaleOptions {
   int heads = 0;
   int seq_len = 0;
   int vocab = 0;
+  // The job's model as it is, whatever its size (a GPU run: --device cuda), the sizes
+  // given above still winning.
+  bool whole = false;
 };
 
 // The sizes the backend runs, and the block it builds: the GPT block (gelu, layernorm,

@@ -16,7 +16,7 @@
 #include <memory>
 
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include "partune/backend/torch_compat.hpp"
 
 namespace partune::backend {
 
@@ -46,7 +46,7 @@ class TensorParallelGroup {
   TensorParallelGroup() = default;
   // `group` holds exactly the `degree` ranks of this rank's tensor-parallel group, in
   // tensor-coordinate order (`rank` = this rank's tensor coordinate).
-  TensorParallelGroup(c10::intrusive_ptr<c10d::ProcessGroup> group, int degree, int rank);
+  TensorParallelGroup(CommBackendPtr group, int degree, int rank);
 
   int degree() const { return degree_; }
   int rank() const { return rank_; }
@@ -71,7 +71,7 @@ class TensorParallelGroup {
   double take_gradient_seconds();
 
  private:
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  CommBackendPtr group_;
   int degree_ = 1, rank_ = 0;
   TensorCalls tally_;
   double gradient_seconds_ = 0;

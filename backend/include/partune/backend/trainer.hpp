@@ -18,8 +18,13 @@
 
 namespace partune::backend {
 
+// Where the ranks compute (compute_device.hpp): the CPU in fp32, or a CUDA device in the
+// job's training precision.
+enum class DeviceKind { cpu, cuda };
+
 struct RunOptions {
   ScaleOptions scale;
+  DeviceKind device = DeviceKind::cpu;
   std::uint64_t seed = 1234;  // model initialisation and tokens
   std::string data_file;      // empty: synthetic tokens
   double learning_rate = 0;   // 0: 1e-3 for Adam, 0.1 for SGD
@@ -36,7 +41,7 @@ struct StepReport {
   double loss = 0;       // mean token loss of the step's whole batch, before its update
   double seconds = 0;    // wall-clock time of the step (the slowest rank's)
   double samples_per_s = 0;
-  std::vector<double> peak_bytes;  // per rank: peak CPU tensor bytes during the step
+  std::vector<double> peak_bytes;  // per rank: peak tensor bytes on its device during the step
 };
 
 // Why the job cannot run as asked (empty when it can): the scaled model's shapes against
@@ -77,6 +82,9 @@ class Trainer {
   const RankProgram& program() const;
   std::string data_description() const;
   std::string optimizer_description() const;
+  // "LibTorch 2.11.0, cuda:0 bf16 (NVIDIA H200), nccl": where the rank computes, in which
+  // format, and which c10d implementation connects the ranks.
+  std::string device_description() const;
   int threads() const;
   // Events recorded so far (record_events), times in seconds since construction; on
   // rank 0 after finish(), every rank's.
