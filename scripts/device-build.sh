@@ -4,7 +4,7 @@
 # LibTorch 2.x and CUDA from the machine's PyTorch, and this repository's Debian
 # dependencies unpacked from .device/debs (scripts/device-pack.sh made them here, the
 # device tool carries .device). The `partune` binary (estimator and simulator) comes
-# prebuilt from .device/partune.tar.xz. Prints where each part came from; exits non-zero
+# prebuilt from .device/partune.tar.gz. Prints where each part came from; exits non-zero
 # naming the step that failed.
 #   scripts/device-build.sh [--jobs N] [--dry-run]
 # --dry-run (this machine): builds the same targets against Debian's CPU LibTorch into
@@ -96,6 +96,6 @@ for t in "${targets[@]}"; do [ -x "$build/$t" ] && step "$t built" || step "$t F
 [ -x "$build/partune-run" ] || { echo "device-build: partune-run failed to build" >&2; exit 1; }
 step "built in $(( $(date +%s) - start )) s"
 if [ $dry -eq 0 ]; then
-  tar -xJf .device/partune.tar.xz -C "$build"   # partune (and its libraries in lib/) beside partune-run
+  tar -xzf .device/partune.tar.gz -C "$build"   # partune (and its libraries in lib/) beside partune-run
   step "partune $("$build/partune" --version 2>&1 | head -1)"
 fi

@@ -5,7 +5,7 @@
 #                      libraries of yaml-cpp, fmt, Eigen, nlohmann-json, CLI11; reference BLAS
 #                      for the CPU FlashAttention tiles; Gloo's headers in case the LibTorch
 #                      there ships none), unpacked by device-build.sh with dpkg -x
-#   .device/partune.tar.xz  this machine's build/partune (estimator, simulator: validate's
+#   .device/partune.tar.gz  this machine's build/partune (estimator, simulator: validate's
 #                      prediction) with every shared library it loads that a bare Ubuntu
 #                      lacks, so that SimGrid need not be built there
 # The GPU machine has nvcc, CMake, ninja and PyTorch 2.x (LibTorch with CUDA and NCCL), no
@@ -28,6 +28,6 @@ patchelf --force-rpath --set-rpath '$ORIGIN/lib' "$out.tmp/bundle/partune"
 # A library with a RUNPATH of its own (Open MPI's) shuts the executable's out for its
 # dependencies: each bundled library looks beside itself too.
 for lib in "$out.tmp"/bundle/lib/*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$lib"; done
-tar -C "$out.tmp/bundle" -cJf "$out.tmp/partune.tar.xz" .
+tar -C "$out.tmp/bundle" -czf "$out.tmp/partune.tar.gz" .
 rm -rf "$out.tmp/bundle" "$out" && mv "$out.tmp" "$out"
-du -sh "$out"/debs "$out"/partune.tar.xz
+du -sh "$out"/debs "$out"/partune.tar.gz
