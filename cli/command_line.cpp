@@ -1,7 +1,14 @@
 #include "command_line.hpp"
 
+// SimGrid's version where its headers are (not in the GPU machine's backend-only build).
+#if __has_include(<simgrid/version.h>)
 #include <xbt/base.h>  // simgrid/version.h uses its macros without including it
 #include <simgrid/version.h>
+#define PARTUNE_SIMGRID_VERSION_TEXT \
+  fmt::format("SimGrid {}.{}.{}", SIMGRID_VERSION_MAJOR, SIMGRID_VERSION_MINOR, SIMGRID_VERSION_PATCH)
+#else
+#define PARTUNE_SIMGRID_VERSION_TEXT std::string("no SimGrid in this build")
+#endif
 
 #include <cstdio>
 #include <cstring>
@@ -62,8 +69,7 @@ const char* exit_status_help() {
 }
 
 std::string version_text() {
-  std::string text = fmt::format("partune {} (SimGrid {}.{}.{}", PARTUNE_VERSION, SIMGRID_VERSION_MAJOR,
-                                 SIMGRID_VERSION_MINOR, SIMGRID_VERSION_PATCH);
+  std::string text = fmt::format("partune {} ({}", PARTUNE_VERSION, PARTUNE_SIMGRID_VERSION_TEXT);
 #ifdef PARTUNE_TORCH_VERSION
   text += ", LibTorch " PARTUNE_TORCH_VERSION;
 #else

@@ -84,8 +84,9 @@ grep "partune:" "$build/device-build.configure.log" || true
 # only its own check, and every error is in the log at once (one GPU call may have to fix
 # them all). partune-run is what the checks need: without it the build has failed.
 targets=(partune-run)
+known=$(ninja -C "$build" -t targets all 2>/dev/null)  # (not piped into grep -q: pipefail and SIGPIPE)
 for t in flash_attention_cuda_check flash_attention_sdpa_check; do
-  ninja -C "$build" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+  grep -q "^$t:" <<<"$known" && targets+=("$t")
 done
 step "building ${targets[*]} with $jobs jobs"
 start=$(date +%s)
