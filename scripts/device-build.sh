@@ -56,12 +56,14 @@ for d in site.getsitepackages():
 PY
 )
   step "nccl.h: ${nccl_h:-not found (the CUDA ranks connect over Gloo)}"
-  cxxflags=""
+  # LibTorch 2.x ships fmt's headers (a newer fmt than Debian's libfmt the prefix has): the
+  # translation units that include LibTorch see those, so fmt is header-only everywhere.
+  cxxflags="-DFMT_HEADER_ONLY=1"
   # Gloo's headers (ProcessGroupGloo.hpp includes them): LibTorch's own when it ships them,
   # else Debian's, searched after everything else.
   if [ ! -d "$torch_include/gloo" ]; then
     step "LibTorch ships no gloo/ headers: Debian's libgloo-dev headers stand in"
-    cxxflags="-idirafter $prefix/usr/include"
+    cxxflags="$cxxflags -idirafter $prefix/usr/include"
   fi
   # LibTorch 2.13 and later need C++20 (their headers stop with an #error otherwise).
   if grep -qs "C++20 or later compatible compiler is required" "$torch_include/ATen/ATen.h" \
