@@ -159,8 +159,9 @@ nlohmann::json gpu_calibration_json(const kernels::GpuCalibration& c, const Inst
   j["score_bmm"] = {{"measured", c.score_bmm_measured},
                     {"score_bmm_efficiency", it.gpu.attention.score_bmm_efficiency},
                     {"rms_relative_error", c.score_bmm_fit.residual.rms_relative}};
+  j["attention_kernel"] = c.gpu.attention_kernel;  // what flash_attention: true runs: its fit is the profile's
   j["flash_attention"] = {{"measured", c.flash_measured},
-                          {"flash_efficiency", it.gpu.attention.flash_efficiency},
+                          {"flash_efficiency", c.flash_fit.flash_efficiency},
                           {"rms_relative_error", c.flash_fit.residual.rms_relative}};
   j["sdpa"] = {{"measured", c.sdpa_measured},
                {"flash_efficiency", c.sdpa_fit.flash_efficiency},
@@ -194,9 +195,15 @@ std::string gpu_calibration_text(const kernels::GpuCalibration& c, const Instanc
   o << fmt::format("  attention: score_bmm_efficiency {:.3f}  (rms error {:.1f}%){}\n",
                    g.attention.score_bmm_efficiency, 100 * c.score_bmm_fit.residual.rms_relative,
                    kept(c.score_bmm_measured));
-  o << fmt::format("  flash attention (partune's CUDA kernel): flash_efficiency {:.3f}  (rms error {:.1f}%){}\n",
-                   g.attention.flash_efficiency, 100 * c.flash_fit.residual.rms_relative, kept(c.flash_measured));
-  if (c.sdpa_measured)
+  o << fmt::format("  flash attention ({}, what flash_attention: true runs): flash_efficiency {:.3f}  (rms error "
+                   "{:.1f}%){}\n",
+                   c.gpu.attention_kernel == "sdpa" ? "LibTorch's fused attention" : "partune's CUDA kernel",
+                   g.attention.flash_efficiency, 100 * c.profile_flash_fit().residual.rms_relative,
+                   kept(c.profile_flash_measured()));
+  if (c.gpu.attention_kernel == "sdpa" && c.flash_measured)
+    o << fmt::format("  partune's CUDA FlashAttention, same shapes: {:.4f} of peak  (not in the profile)\n",
+                     c.flash_fit.flash_efficiency);
+  else if (c.sdpa_measured)
     o << fmt::format("  LibTorch scaled_dot_product_attention, same shapes: {:.3f} of peak  (not in the profile)\n",
                      c.sdpa_fit.flash_efficiency);
   o << fmt::format("  pinned copies: host to device {:.1f}, device to host {:.1f} GB/s\n", c.host_to_device_bw / 1e9,

@@ -3,13 +3,14 @@
 # GPU half (scripts/device-build.sh), then checks, most important first, each bounded by
 # what is left of the time budget, every figure written as JSON under $OUT so that a run
 # cut short still returns what it measured:
-#   1. the CUDA FlashAttention kernel against a double reference and against PyTorch's
+#   1. partune's CUDA FlashAttention against a double reference and against LibTorch's
 #      scaled_dot_product_attention (values, gradients, speed ratio)   -> flash-sdpa.json
-#   2. single-GPU jobs sized to the card (scenarios/device/validate-*), predicted by the
-#      simulator on the card's instance type and measured on the backend  -> validate.json
-#   3. two ranks on the one GPU, tensor parallel 2 and pipeline 2, against one process;
+#   2. calibrate --device cuda --quick: the card's profile             -> calibrate.json, *-measured.yaml
+#   3. single-GPU jobs sized to the card (scenarios/device/validate-*), predicted by the
+#      simulator on that profile and measured on the backend (2 interleaved runs each;
+#      summary.json adds the prediction on the datasheet file)        -> validate.json
+#   4. two ranks on the one GPU, tensor parallel 2 and pipeline 2, against one process;
 #      and NCCL's answer to two ranks on one device                      -> ranks.json
-#   4. calibrate --device cuda --quick                                 -> calibrate.json, *-measured.yaml
 #   summary.json gathers the verdicts; device-check.log is everything printed.
 # Usage: scripts/device-check.sh [BUDGET_SECONDS]   (default 460; $OUT must be set)
 #        scripts/device-check.sh --dry-run [BUDGET_SECONDS]
@@ -45,10 +46,10 @@ verdict() { echo "$1=$2" >> "$out/verdicts.tmp"; }  # NAME VERDICT, for summary.
 : > "$out/verdicts.tmp"
 
 if [ $dry -eq 1 ]; then
-  bin=${PARTUNE_BUILD_DIR:-build}; device=cpu; instance=h100-sxm-device; steps=(--steps 2 --warmup 1); scale=""
+  bin=${PARTUNE_BUILD_DIR:-build}; device=cpu; instance=h100-sxm-device; steps=(--steps 2 --warmup 1); repeats=1
   say "dry run on the CPU with $bin/"
 else
-  bin=build-device; device=cuda; steps=(--steps 5 --warmup 2)
+  bin=build-device; device=cuda; steps=(--steps 5 --warmup 2); repeats=2
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv >>"$log" 2>&1
   card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   case "$card" in *H200*) instance=h200-device ;; *) instance=h100-sxm-device ;; esac
@@ -69,17 +70,31 @@ for check in flash_attention_cuda_check flash_attention_sdpa_check; do
   case $rc in 0) verdict $check passed ;; 77) verdict $check skipped ;; *) verdict $check "failed ($rc)"; status=1 ;; esac
 done
 
-# 2. Single-GPU jobs, one validate call each (a job cut short loses only itself):
+# 2. The card's calibration (the CPU calibration is the tests' own: skipped in a dry run):
+#    the jobs below are predicted on the profile it writes (the datasheet file if it
+#    writes none); summary.json adds each job's prediction on the datasheet file.
+profile=$instance
+if [ $dry -eq 0 ]; then
+  run 120 calibrate sh -c "'$bin/partune-run' calibrate --device cuda --quick --out '$out/$instance-measured.yaml' \
+    --json > '$out/calibrate.json'"
+  rc=$?; [ $rc -eq 0 ] && verdict calibrate passed || { verdict calibrate "failed ($rc)"; status=1; }
+  [ -f "$out/$instance-measured.yaml" ] && profile=$out/$instance-measured.yaml
+else
+  verdict calibrate skipped
+fi
+verdict profile "$(basename "$profile" .yaml)"
+
+# 3. Single-GPU jobs, one validate call each (a job cut short loses only itself):
 #    predicted vs measured step time and peak memory. validate exits 1 when a job misses
 #    the accuracy targets: a result, reported as such.
 validate() {  # JOB (a file of scenarios/device without .yaml)
   run 150 "$1" sh -c "'$bin/partune' validate 'scenarios/device/$1.yaml' --device $device ${steps[*]} \
-    --repeats 1 --set instance_type=$instance --json > '$out/validate-$1.json.tmp'"
+    --repeats $repeats --set instance_type=$profile --json > '$out/validate-$1.json.tmp'"
   case $? in 0) verdict "$1" "ran; accuracy targets met" ;; 1) verdict "$1" "ran; targets missed" ;;
     *) verdict "$1" "failed"; status=1 ;; esac
 }
 
-# 3. Two ranks on the one GPU against one process (the same model, batch and seed).
+# 4. Two ranks on the one GPU against one process (the same model, batch and seed).
 ranks() {  # NAME RANKS FILE [VAR=VALUE]: partune-run's --json report into ranks-NAME.json.tmp
   local name=$1 n=$2 file=$3 env=${4:-}
   run 90 "ranks-$name" sh -c "$env '$bin/partune-run' run 'scenarios/device/$file' --device $device --nproc $n \
@@ -107,15 +122,9 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "validate-*.json.tmp"))):
 json.dump({"jobs": jobs}, open(os.path.join(sys.argv[1], "validate.json"), "w"), indent=2)
 PY
 
-# 4. Calibration of the card (the CPU calibration is the tests' own: skipped in a dry run).
-if [ $dry -eq 0 ]; then
-  run 120 calibrate sh -c "'$bin/partune-run' calibrate --device cuda --quick --out '$out/$instance-measured.yaml' \
-    --json > '$out/calibrate.json'"
-  rc=$?; [ $rc -eq 0 ] && verdict calibrate passed || { verdict calibrate "failed ($rc)"; status=1; }
-  ranks nccl 2 ranks-tp2.yaml PARTUNE_COMM_BACKEND=nccl  # recorded, not required
+if [ $dry -eq 0 ]; then  # NCCL with two ranks on one device: recorded, not required
+  ranks nccl 2 ranks-tp2.yaml PARTUNE_COMM_BACKEND=nccl
   tail -c 2000 "$out/ranks-nccl.json.tmp" >> "$log" 2>/dev/null
-else
-  verdict calibrate skipped
 fi
 rm -f "$out"/ranks-*.json.tmp "$out"/validate-*.json.tmp
 

@@ -31,6 +31,13 @@ for job in validate.get("jobs", []):
     row = {"job": job.get("job"), "step_time": job.get("step_time"), "memory": job.get("memory"),
            "error": job.get("error")}
     measured = (job.get("step_time") or {}).get("measured_s")
+    # The same job predicted on the datasheet file (validate predicted it on the calibrated one).
+    sim = subprocess.run([os.path.join(bin_dir, "partune"), "simulate", job["file"], "--set",
+                          f"instance_type={instance}", "--json"], capture_output=True, text=True)
+    if sim.returncode == 0 and measured and device == "cuda":
+        predicted = json.loads(sim.stdout)["step_time_s"]
+        row["datasheet_prediction"] = {"instance_type": instance, "predicted_s": predicted,
+                                       "error_pct": 100.0 * (predicted - measured) / measured}
     if device == "cuda" and measured:
         est = subprocess.run([os.path.join(bin_dir, "partune"), "estimate", job["file"], "--set",
                               f"instance_type={instance}", "--json"], capture_output=True, text=True)

@@ -198,7 +198,7 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
     v = v.repeat_interleave(local_heads / local_kv_heads, 1);
   }
   // FlashAttention keeps no scores, so selective recomputation has nothing of it to recompute.
-  const torch::Tensor ctx = flash_attention ? kernels::flash_attention(q, k, v, true) : causal_attention(q, k, v);
+  const torch::Tensor ctx = flash_attention ? kernels::fused_attention(q, k, v, true) : causal_attention(q, k, v);
   // The local heads' context is this rank's column block of proj's input.
   return proj(ctx.permute({0, 2, 1, 3}).reshape({b, s, local_heads * d}));
 }

@@ -422,6 +422,7 @@ GpuInfo gpu_info() {
   g.host = host;
   g.libtorch = TORCH_VERSION;
   g.partune_cuda_attention = flash_attention_has_cuda();
+  g.attention_kernel = fused_attention_kernel(torch::Device(torch::kCUDA, 0));
   cpu_set_t set;
   g.host_cores =
       sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));

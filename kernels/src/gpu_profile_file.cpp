@@ -239,9 +239,10 @@ std::vector<std::string> unusable_gpu_fits(const GpuCalibration& c) {
         calibration::efficiency_fit_problem("attention", "score_bmm_efficiency x head-dim scale",
                                             c.score_bmm_fit.score_bmm_efficiency * (scale > 0 ? scale : 1.0),
                                             c.score_bmm_fit.residual, kMaxProfileFitRms));
-  check(c.flash_measured,
-        calibration::efficiency_fit_problem("flash_attention", "flash_efficiency", c.flash_fit.flash_efficiency,
-                                            c.flash_fit.residual, kMaxProfileFitRms));
+  check(c.profile_flash_measured(),
+        calibration::efficiency_fit_problem("flash_attention", "flash_efficiency",
+                                            c.profile_flash_fit().flash_efficiency, c.profile_flash_fit().residual,
+                                            kMaxProfileFitRms));
   return out;
 }
 
@@ -267,9 +268,9 @@ InstanceType measured_gpu_instance_type(const GpuCalibration& c, const std::stri
   // Up to 2 (the loader's bound): the head-dim curve's key, capped in use by max_efficiency.
   if (c.score_bmm_measured)
     g.attention.score_bmm_efficiency = std::clamp(c.score_bmm_fit.score_bmm_efficiency, 1e-4, 2.0);
-  if (c.flash_measured) {
-    g.attention.flash_efficiency = c.flash_fit.flash_efficiency;
-    g.attention.flash_fp32 = false;  // partune's CUDA kernel takes bf16
+  if (c.profile_flash_measured()) {
+    g.attention.flash_efficiency = c.profile_flash_fit().flash_efficiency;
+    g.attention.flash_fp32 = false;  // both CUDA kernels take bf16 / fp16
   }
   // Offload copies both ways: the slower direction bounds it.
   if (c.host_to_device_bw > 0 && c.device_to_host_bw > 0)
@@ -363,15 +364,21 @@ void add_gpu_comments(const GpuCalibration& c, std::map<std::string, std::string
              fmt::format("fitted: at::_scaled_mm e4m3 x e4m3 -> bf16, per-tensor scales, no fast accumulation,\n"
                          "the bf16 fit's tile and k_half, against the fp8 peak; {}",
                          residual_text(c.fp8_fit.residual)));
+  const bool sdpa = c.gpu.attention_kernel == "sdpa";
+  const std::string partune_kernel = "partune's CUDA FlashAttention (kernels/flash_attention.hpp: scalar fp32 on\n"
+                                     "shared-memory tiles, no tensor cores)";
+  const std::string other =
+      sdpa ? (c.flash_measured ? fmt::format(". {} on the same shapes: {:.4f}", partune_kernel, c.flash_fit.flash_efficiency)
+                               : std::string())
+           : (c.sdpa_measured ? fmt::format(". LibTorch's scaled_dot_product_attention on the same shapes: {:.3f}",
+                                            c.sdpa_fit.flash_efficiency)
+                              : std::string());
   k["gpu.attention.flash_efficiency"] = either(
-      c.flash_measured,
-      fmt::format("fitted: partune's CUDA FlashAttention (kernels/flash_attention.hpp: scalar fp32 on\n"
-                  "shared-memory tiles, no tensor cores), causal, bf16, forward + backward, t = 1.75 F / (peak eff)\n"
-                  "+ 2 overhead; {}{}",
-                  residual_text(c.flash_fit.residual),
-                  c.sdpa_measured ? fmt::format(". LibTorch's scaled_dot_product_attention on the same shapes: {:.3f}",
-                                                c.sdpa_fit.flash_efficiency)
-                                  : ""));
+      c.profile_flash_measured(),
+      fmt::format("fitted: {} (what flash_attention: true runs here), causal, bf16, forward + backward,\n"
+                  "t = 1.75 F / (peak eff) + 2 overhead; {}{}",
+                  sdpa ? "LibTorch's fused scaled_dot_product_attention" : partune_kernel,
+                  residual_text(c.profile_flash_fit().residual), other));
   k["gpu.attention.score_bmm_efficiency"] =
       either(c.score_bmm_measured,
              fmt::format("fitted: torch::bmm bf16 Q K^T and A V over (batch x heads, seq, head_dim) under\n"

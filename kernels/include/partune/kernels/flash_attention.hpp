@@ -33,4 +33,13 @@ torch::Tensor flash_attention(const torch::Tensor& q, const torch::Tensor& k, co
 // Whether this build has the CUDA kernels (nvcc found at configure time).
 bool flash_attention_has_cuda();
 
+// What `flash_attention: true` runs (the backend's attention core, what calibrate times):
+// on CUDA tensors with LibTorch >= 2.0, LibTorch's fused scaled_dot_product_attention
+// (FlashAttention-2, cuDNN or memory-efficient attention, its choice: what today's training
+// stacks run, and what the GPU profiles' flash_efficiency describes); otherwise, or with
+// PARTUNE_ATTENTION_KERNEL=partune, flash_attention() above. Same layout and gradients.
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal);
+// "sdpa" or "partune": which of the two fused_attention runs for tensors on `device`.
+const char* fused_attention_kernel(const torch::Device& device);
+
 }  // namespace partune::kernels

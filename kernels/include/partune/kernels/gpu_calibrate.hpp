@@ -28,6 +28,9 @@ struct GpuInfo {
   int driver_version = 0;               // cuDriverGetVersion: 13000 is 13.0
   std::string libtorch;                 // TORCH_VERSION
   bool partune_cuda_attention = false;  // this build has partune's CUDA FlashAttention
+  // What `flash_attention: true` runs on this GPU (kernels::fused_attention_kernel): "sdpa"
+  // (LibTorch's fused attention) or "partune"; its fit is the profile's flash_efficiency.
+  std::string attention_kernel = "partune";
   int host_cores = 0;                   // sched_getaffinity
   double host_memory_bytes = 0;         // /proc/meminfo MemTotal
 };
@@ -111,8 +114,11 @@ struct GpuCalibration {
   calibration::MemoryFit memory_fit;  // overhead + bytes / bandwidth per kernel
   double hbm_efficiency = 0;          // element-wise kernels / the datasheet hbm_bw
   calibration::ScoreBmmFit score_bmm_fit;
-  calibration::FlashFit flash_fit;                      // partune's CUDA kernel: gpu.attention.flash_efficiency
-  calibration::FlashFit sdpa_fit;                       // LibTorch's SDPA: for comparison, not in the profile
+  calibration::FlashFit flash_fit;                      // partune's CUDA kernel
+  calibration::FlashFit sdpa_fit;                       // LibTorch's SDPA
+  // The fit of the kernel the backend runs (gpu.attention_kernel): gpu.attention.flash_efficiency.
+  bool profile_flash_measured() const { return gpu.attention_kernel == "sdpa" ? sdpa_measured : flash_measured; }
+  const calibration::FlashFit& profile_flash_fit() const { return gpu.attention_kernel == "sdpa" ? sdpa_fit : flash_fit; }
   double host_to_device_bw = 0, device_to_host_bw = 0;  // bytes/s, pinned
   std::vector<std::string> notes;                       // what was not measured or fitted, and why
 };
