@@ -107,6 +107,27 @@ bool oversubscribed(const JobCase& c, int threads_per_rank, const std::string& d
   return cores > 0 && static_cast<unsigned>(c.ran.world_size() * std::max(1, threads_per_rank)) > cores;
 }
 
+// Every file loaded and checked first: a typo in the 20th job stops the suite at once,
+// naming file, key and reason (ScenarioError, exit 2).
+std::vector<JobCase> load_cases(const ValidateOptions& opt) {
+  std::vector<JobCase> cases;
+  for (const std::string& f : opt.suite.empty() ? std::vector<std::string>{opt.job} : suite_files(opt.suite, opt.jobs)) {
+    JobCase c;
+    c.file = f;
+    c.job = load_job(f, opt.overrides);
+    try {
+      backend::ScaleOptions whole;
+      whole.whole = opt.device == "cuda";  // partune run --device cuda keeps the job's model
+      c.model = backend::scaled_model(c.job, whole);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(f, "model", e.what());
+    }
+    c.ran = backend::scaled_job(c.job, c.model);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 // validate --search: the search's ranking against the backend's; exit 1 on a missed target.
 void validate_search(const ValidateOptions& opt) {
   ExecuteOptions eo;
@@ -166,23 +187,7 @@ void register_validate(CLI::App& app) {
       throw Exit{2};
     }
     if (!opt->search.empty()) return validate_search(*opt);
-    // Every file is loaded and checked first: a typo in the 20th job stops the suite at
-    // once, naming file, key and reason (ScenarioError, exit 2).
-    std::vector<JobCase> cases;
-    for (const std::string& f : opt->suite.empty() ? std::vector<std::string>{opt->job} : suite_files(opt->suite, opt->jobs)) {
-      JobCase c;
-      c.file = f;
-      c.job = load_job(f, opt->overrides);
-      try {
-        backend::ScaleOptions whole;
-        whole.whole = opt->device == "cuda";  // partune run --device cuda keeps the job's model
-        c.model = backend::scaled_model(c.job, whole);
-      } catch (const std::invalid_argument& e) {
-        throw ScenarioError(f, "model", e.what());
-      }
-      c.ran = backend::scaled_job(c.job, c.model);
-      cases.push_back(std::move(c));
-    }
+    const std::vector<JobCase> cases = load_cases(*opt);
     std::error_code ec;  // the trace folder is made before any job runs
     if (!opt->trace_dir.empty() && !fs::create_directories(opt->trace_dir, ec) && ec)
       throw OutputError(opt->trace_dir, "cannot create the folder: " + ec.message(), true);
