@@ -21,6 +21,7 @@
 #include <torch/version.h>
 
 #include "bench_internal.hpp"
+#include "profile_text.hpp"
 
 namespace partune::kernels {
 
@@ -62,13 +63,8 @@ std::string command_output(const char* command) {
 
 MachineInfo machine_info() {
   MachineInfo m;
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  m.date = date;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  m.host = host;
+  m.date = detail::utc_now();
+  m.host = detail::host_name();
   m.cpu_model = proc_field("/proc/cpuinfo", "model name");
   if (m.cpu_model.empty()) m.cpu_model = "unknown (no model name in /proc/cpuinfo)";
   m.cores = usable_cores();

@@ -25,6 +25,7 @@
 #include "partune/costmodel/quantile.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/kernels/flash_attention.hpp"
+#include "profile_text.hpp"
 
 // at::_scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
 // -> Tensor since LibTorch 2.5 (2.1-2.4 took the scales as later keywords and also returned
@@ -413,13 +414,8 @@ std::string cuda_unavailable_reason() {
 
 GpuInfo gpu_info() {
   GpuInfo g = driver_info();
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  g.date = date;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  g.host = host;
+  g.date = detail::utc_now();
+  g.host = detail::host_name();
   g.libtorch = TORCH_VERSION;
   g.partune_cuda_attention = flash_attention_has_cuda();
   g.attention_kernel = fused_attention_kernel(torch::Device(torch::kCUDA, 0));

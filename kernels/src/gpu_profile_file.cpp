@@ -17,6 +17,7 @@
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 #include "partune/kernels/calibrate.hpp"
+#include "profile_text.hpp"
 
 namespace partune::kernels {
 
@@ -282,24 +283,9 @@ InstanceType measured_gpu_instance_type(const GpuCalibration& c, const std::stri
 
 namespace {
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
-}
-
-std::string residual_text(const calibration::Residual& r) {
-  return fmt::format("residual rms {:.1f}% max {:.1f}% over {} samples", 100 * r.rms_relative, 100 * r.max_relative,
-                     r.samples);
-}
-
-std::string residual_map(const calibration::Residual& r) {
-  return fmt::format("rms_relative_error: {:.4f}, max_relative_error: {:.4f}, samples: {}", r.rms_relative,
-                     r.max_relative, r.samples);
-}
+using detail::quoted;
+using detail::residual_map;
+using detail::residual_text;
 
 std::string profile_header(const GpuCalibration& c, const std::string& command_line) {
   const GpuInfo& g = c.gpu;
@@ -480,10 +466,7 @@ void write_provenance(std::ostringstream& y, const GpuCalibration& c, const std:
   y << "  quick: " << (c.quick ? "true" : "false") << "\n";
   y << fmt::format("  seconds: {:.1f}\n", c.seconds);
   write_fits(y, c);
-  y << "  notes:";
-  if (c.notes.empty()) y << " []";
-  y << "\n";
-  for (const auto& n : c.notes) y << "    - " << quoted(n) << "\n";
+  detail::write_notes(y, c.notes);
 }
 
 // The raw measurements, under calibration.measurements.

@@ -11,6 +11,7 @@
 
 #include "partune/costmodel/scenario_writer.hpp"
 #include "partune/kernels/calibrate.hpp"
+#include "profile_text.hpp"
 
 namespace partune::kernels {
 
@@ -18,24 +19,9 @@ namespace {
 
 constexpr double KiB = 1024.0, MiB = 1024.0 * 1024.0, GiB = 1024.0 * MiB;
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
-}
-
-std::string residual_text(const calibration::Residual& r) {
-  return fmt::format("residual rms {:.1f}% max {:.1f}% over {} samples", 100 * r.rms_relative, 100 * r.max_relative,
-                     r.samples);
-}
-
-std::string residual_map(const calibration::Residual& r) {
-  return fmt::format("rms_relative_error: {:.4f}, max_relative_error: {:.4f}, samples: {}", r.rms_relative,
-                     r.max_relative, r.samples);
-}
+using detail::quoted;
+using detail::residual_map;
+using detail::residual_text;
 
 std::string bytes_text(double b) {
   if (b >= MiB) return fmt::format("{:g} MiB", b / MiB);
@@ -270,10 +256,7 @@ void write_provenance(std::ostringstream& y, const Calibration& c, const std::st
   y << "  quick: " << (c.quick ? "true" : "false") << "\n";
   y << fmt::format("  seconds: {:.1f}\n", c.seconds);
   write_fits(y, c);
-  y << "  notes:";
-  if (c.notes.empty()) y << " []";
-  y << "\n";
-  for (const auto& n : c.notes) y << "    - " << quoted(n) << "\n";
+  detail::write_notes(y, c.notes);
 }
 
 // The raw measurements, under calibration.measurements.
