@@ -57,6 +57,7 @@ else
   if run 300 build scripts/device-build.sh; then verdict build passed; else
     verdict build failed
     python3 scripts/device_summary.py "$out" "$bin" "${instance:-}" "$device" $(( $(date +%s) - t0 )) > "$out/summary.json"
+    rm -f "$out/verdicts.tmp"
     exit 1
   fi
 fi
