@@ -80,6 +80,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "partune/kernels/flash_attention.hpp"
 
 #if TORCH_VERSION_MAJOR >= 2
@@ -150,31 +152,6 @@ int parse_arguments(int argc, char** argv, Options& o) {
     }
   }
   return 0;
-}
-
-// ---- a small JSON writer (numbers that are not finite become null) ----
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string json_number(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
 }
 
 // ---- cases ----
@@ -446,18 +423,14 @@ void print_case(const CaseResult& r) {
               r.partune_time.median / r.sdpa_time.median, r.ok ? "ok" : "FAIL");
 }
 
-// ---- JSON ----
+// ---- JSON (nlohmann: numbers that are not finite become null) ----
 
-void write_error(std::ostream& o, const Error& e) {
-  o << "{\"max_abs\": " << json_number(e.max_abs) << ", \"max_rel\": " << json_number(e.max_rel())
-    << ", \"max_abs_ref\": " << json_number(e.max_ref) << ", \"non_finite\": " << e.non_finite << "}";
+nlohmann::json error_json(const Error& e) {
+  return {{"max_abs", e.max_abs}, {"max_rel", e.max_rel()}, {"max_abs_ref", e.max_ref}, {"non_finite", e.non_finite}};
 }
-void write_timing(std::ostream& o, const Timing& t, double flops) {
-  o << "{\"median_ms\": " << json_number(t.median) << ", \"min_ms\": " << json_number(t.min)
-    << ", \"max_ms\": " << json_number(t.max) << ", \"tflops_at_median\": " << json_number(tflops(flops, t.median))
-    << ", \"repeats_ms\": [";
-  for (std::size_t i = 0; i < t.ms.size(); ++i) o << (i ? ", " : "") << json_number(t.ms[i]);
-  o << "]}";
+nlohmann::json timing_json(const Timing& t, double flops) {
+  return {{"median_ms", t.median}, {"min_ms", t.min}, {"max_ms", t.max},
+          {"tflops_at_median", tflops(flops, t.median)}, {"repeats_ms", t.ms}};
 }
 
 struct Run {
@@ -471,61 +444,53 @@ struct Run {
   std::vector<CaseResult> cases;
 };
 
+nlohmann::json case_json(const CaseResult& r) {
+  const Case& c = r.c;
+  const double ratio = r.partune_time.median / r.sdpa_time.median;
+  nlohmann::json tensors = nlohmann::json::object();
+  for (int i = 0; i < kTensors; ++i)
+    tensors[kTensorNames[i]] = {
+        {"partune", error_json(r.partune[i])}, {"sdpa", error_json(r.sdpa[i])},
+        {"partune_vs_sdpa_max_abs", r.partune_vs_sdpa[i]},
+        {"partune_vs_sdpa_max_rel", r.partune[i].max_ref > 0 ? r.partune_vs_sdpa[i] / r.partune[i].max_ref : NAN},
+        {"limit_max_abs", r.limit[i]}, {"pass", r.tensor_ok[i]}};
+  return {{"dtype", dtype_name(c.dtype)}, {"causal", c.causal}, {"head_dim", c.head_dim}, {"batch", c.batch},
+          {"heads", c.heads}, {"seq", c.seq}, {"sdpa_backend", r.backend}, {"pass", r.ok},
+          {"error", r.error.empty() ? nlohmann::json() : nlohmann::json(r.error)}, {"tensors", tensors},
+          {"flops_fwd_bwd", r.flops}, {"warmup", r.warmup}, {"partune", timing_json(r.partune_time, r.flops)},
+          {"sdpa", timing_json(r.sdpa_time, r.flops)}, {"time_ratio_partune_over_sdpa", ratio},
+          {"speed_ratio_partune_over_sdpa", 1.0 / ratio}};
+}
+
 bool write_json(const std::string& path, const Run& run) {
-  std::ostringstream o;
-  o << "{\n  \"program\": \"flash_attention_sdpa_check\",\n  \"status\": " << json_string(run.status)
-    << ",\n  \"reason\": " << json_string(run.reason) << ",\n  \"torch_version\": " << json_string(TORCH_VERSION)
-    << ",\n  \"device\": " << json_string(run.device) << ",\n  \"quick\": " << (run.quick ? "true" : "false")
-    << ",\n  \"timing_budget_s\": " << json_number(run.budget_s)
-    << ",\n  \"reference\": \"float32 math on the GPU (softmax(q k^T / sqrt(d) + mask) v and its gradients)\""
-    << ",\n  \"reference_tf32\": " << (run.tf32_reference ? "true" : "false")
-    << ",\n  \"pass_rule\": " << json_string("per tensor: all finite and partune max_abs <= 2 * sdpa max_abs + u * "
-                                             "max|ref|, u = 2^-8 (bf16) or 2^-11 (fp16)")
-    << ",\n  \"flops_rule\": \"14 b h s^2 d for forward+backward, halved when causal\""
-    << ",\n  \"time_ratio\": \"partune median / sdpa median (> 1: partune slower)\""
-    << ",\n  \"wall_s\": " << json_number(run.wall_s) << ",\n  \"cases\": [";
+  nlohmann::json cases = nlohmann::json::array();
   int failures = 0;
-  std::vector<double> log_ratio;
-  for (std::size_t n = 0; n < run.cases.size(); ++n) {
-    const CaseResult& r = run.cases[n];
-    const Case& c = r.c;
+  double log_sum = 0;
+  int logs = 0;
+  for (const CaseResult& r : run.cases) {
     failures += r.ok ? 0 : 1;
     const double ratio = r.partune_time.median / r.sdpa_time.median;
-    if (std::isfinite(ratio) && ratio > 0) log_ratio.push_back(std::log(ratio));
-    o << (n ? "," : "") << "\n    {\"dtype\": " << json_string(dtype_name(c.dtype))
-      << ", \"causal\": " << (c.causal ? "true" : "false") << ", \"head_dim\": " << c.head_dim
-      << ", \"batch\": " << c.batch << ", \"heads\": " << c.heads << ", \"seq\": " << c.seq
-      << ",\n     \"sdpa_backend\": " << json_string(r.backend) << ", \"pass\": " << (r.ok ? "true" : "false")
-      << ", \"error\": " << (r.error.empty() ? "null" : json_string(r.error)) << ",\n     \"tensors\": {";
-    for (int i = 0; i < kTensors; ++i) {
-      o << (i ? "," : "") << "\n       " << json_string(kTensorNames[i]) << ": {\"partune\": ";
-      write_error(o, r.partune[i]);
-      o << ", \"sdpa\": ";
-      write_error(o, r.sdpa[i]);
-      o << ", \"partune_vs_sdpa_max_abs\": " << json_number(r.partune_vs_sdpa[i])
-        << ", \"partune_vs_sdpa_max_rel\": "
-        << json_number(r.partune[i].max_ref > 0 ? r.partune_vs_sdpa[i] / r.partune[i].max_ref : NAN)
-        << ", \"limit_max_abs\": " << json_number(r.limit[i])
-        << ", \"pass\": " << (r.tensor_ok[i] ? "true" : "false") << "}";
+    if (std::isfinite(ratio) && ratio > 0) {
+      log_sum += std::log(ratio);
+      ++logs;
     }
-    o << "},\n     \"flops_fwd_bwd\": " << json_number(r.flops) << ", \"warmup\": " << r.warmup
-      << ",\n     \"partune\": ";
-    write_timing(o, r.partune_time, r.flops);
-    o << ",\n     \"sdpa\": ";
-    write_timing(o, r.sdpa_time, r.flops);
-    o << ",\n     \"time_ratio_partune_over_sdpa\": " << json_number(ratio)
-      << ", \"speed_ratio_partune_over_sdpa\": " << json_number(1.0 / ratio) << "}";
+    cases.push_back(case_json(r));
   }
-  double geo = NAN;
-  if (!log_ratio.empty()) {
-    double sum = 0;
-    for (const double x : log_ratio) sum += x;
-    geo = std::exp(sum / double(log_ratio.size()));
-  }
-  o << "\n  ],\n  \"summary\": {\"cases\": " << run.cases.size() << ", \"failures\": " << failures
-    << ", \"time_ratio_geomean\": " << json_number(geo) << "}\n}\n";
+  const nlohmann::json j = {
+      {"program", "flash_attention_sdpa_check"}, {"status", run.status}, {"reason", run.reason},
+      {"torch_version", TORCH_VERSION}, {"device", run.device}, {"quick", run.quick},
+      {"timing_budget_s", run.budget_s},
+      {"reference", "float32 math on the GPU (softmax(q k^T / sqrt(d) + mask) v and its gradients)"},
+      {"reference_tf32", run.tf32_reference},
+      {"pass_rule", "per tensor: all finite and partune max_abs <= 2 * sdpa max_abs + u * max|ref|, u = 2^-8 (bf16) "
+                    "or 2^-11 (fp16)"},
+      {"flops_rule", "14 b h s^2 d for forward+backward, halved when causal"},
+      {"time_ratio", "partune median / sdpa median (> 1: partune slower)"}, {"wall_s", run.wall_s},
+      {"cases", cases},
+      {"summary", {{"cases", run.cases.size()}, {"failures", failures},
+                   {"time_ratio_geomean", logs ? std::exp(log_sum / logs) : NAN}}}};
   std::ofstream f(path);
-  f << o.str();
+  f << j.dump(2) << "\n";
   f.close();
   if (!f) {
     std::fprintf(stderr, "flash_attention_sdpa_check: cannot write %s\n", path.c_str());
