@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
@@ -192,6 +193,7 @@ void register_search(CLI::App& app) {
   auto* cmd = app.add_subcommand("search", "Autotune: the fastest parallel configuration that fits");
   auto opt = std::make_shared<SearchCommand>();
   add_search_options(cmd, opt.get());
+  cmd->footer(search::describe_legend() + "\n" + exit_status_help());
   cmd->callback([opt] { run_search_command(*opt); });
 }
 

@@ -1,11 +1,13 @@
 #include "report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
 #include "partune/costmodel/training_cost.hpp"
 #include "partune/costmodel/units.hpp"
+#include "partune/search/twins.hpp"
 #include "partune/sim/explain.hpp"
 
 namespace partune::cli {
@@ -299,6 +301,37 @@ std::string duration(double s) {
   if (s >= 3600) return fmt::format("{:.1f} hours", s / 3600);
   return fmt::format("{:.1f} minutes", s / 60);
 }
+
+// "  also: DPT" after a row whose twins (search/twins.hpp) are not shown.
+std::string twins_note(const search::SearchReport& r, const search::TwinGroup& g) {
+  if (g.twins.empty()) return "";
+  std::vector<std::string> orders;
+  for (std::size_t i : g.twins) orders.push_back(r.ranked[i].job.parallel.placement_strategy.name());
+  return fmt::format("  also: {}", fmt::join(orders, ", "));
+}
+
+// The table of the best `rows` distinct configurations, twins folded into one row.
+std::string candidate_table(const search::SearchReport& r, const std::vector<search::TwinGroup>& groups, int rows) {
+  std::string s = fmt::format("{:>3}  {:<52} {:>9} {:>9} {:>7} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#",
+                              "configuration", "samples/s", "estimated", "TFLOPs", "headroom", "compute", "tensor",
+                              "pipe", "data", "shard");
+  const int n = std::min<int>(rows, static_cast<int>(groups.size()));
+  for (int i = 0; i < n; ++i) {
+    const search::Candidate& c = r.ranked[groups[i].first];
+    const Estimate& v = best_view(c);
+    const StepBreakdown& b = c.estimate.breakdown;
+    const double step = c.estimate.step_time;
+    auto pct = [&](double x) { return fmt::format("{:.0f}%", 100 * x / step); };
+    s += fmt::format("{:>3}  {:<52} {:>9.2f} {:>9.2f} {:>7.1f} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}{}\n", i + 1,
+                     search::describe(c.job), v.samples_per_s, c.estimate.samples_per_s, v.tflops_per_gpu,
+                     gib(c.estimate.memory_capacity - c.estimate.memory.total()), pct(b.compute),
+                     pct(b.tensor_parallel_comm), pct(b.pipeline_bubble + b.pipeline_p2p), pct(b.data_parallel_exposed),
+                     pct(b.sharded_exposed), twins_note(r, groups[i]));
+  }
+  s += "  (samples/s and TFLOPs/GPU: simulated where simulated; the breakdown is the estimator's share of its step;\n"
+       "   also: placement orders predicted exactly alike, the same configuration to the model)\n";
+  return s + search::describe_legend_line();
+}
 }  // namespace
 
 std::string search_text(const Job& base, const search::SearchReport& r, const TrainingBudget& budget, int rows) {
@@ -308,33 +341,19 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
                    "fit, {} dominated; re-partitioned {}; simulated {} ({:.2f} s)\n\n",
                    r.enumerated, r.invalid, r.duplicates, r.estimated, r.estimate_seconds, r.pruned_memory,
                    r.pruned_dominated, r.partitioned, r.simulated, r.simulate_seconds);
-  s += fmt::format("{:>3}  {:<52} {:>9} {:>9} {:>7} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#", "configuration",
-                   "samples/s", "estimated", "TFLOPs", "headroom", "compute", "tensor", "pipe", "data", "shard");
-  const int n = std::min<int>(rows, static_cast<int>(r.ranked.size()));
-  for (int i = 0; i < n; ++i) {
-    const search::Candidate& c = r.ranked[i];
-    const Estimate& v = best_view(c);
-    const StepBreakdown& b = c.estimate.breakdown;
-    const double step = c.estimate.step_time;
-    auto pct = [&](double x) { return fmt::format("{:.0f}%", 100 * x / step); };
-    s += fmt::format("{:>3}  {:<52} {:>9.2f} {:>9.2f} {:>7.1f} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", i + 1,
-                     search::describe(c.job), v.samples_per_s, c.estimate.samples_per_s, v.tflops_per_gpu,
-                     gib(c.estimate.memory_capacity - c.estimate.memory.total()), pct(b.compute),
-                     pct(b.tensor_parallel_comm), pct(b.pipeline_bubble + b.pipeline_p2p), pct(b.data_parallel_exposed),
-                     pct(b.sharded_exposed));
-  }
-  s += "  (samples/s and TFLOPs/GPU: simulated where simulated; the breakdown is the estimator's share of its step)\n";
+  const std::vector<search::TwinGroup> groups = search::group_twins(r.ranked);
+  s += candidate_table(r, groups, rows);
   const search::Candidate& best = r.ranked.front();
   const Estimate& v = best_view(best);
-  s += fmt::format("\nbest: {}\n  {:.2f} samples/s, {:.1f} model TFLOPs/GPU ({:.1f} hardware), MFU {:.1f}%, "
+  s += fmt::format("\nbest: {}{}\n  {:.2f} samples/s, {:.1f} model TFLOPs/GPU ({:.1f} hardware), MFU {:.1f}%, "
                    "step {:.3f} s{}\n",
-                   search::describe(best.job), v.samples_per_s, v.tflops_per_gpu, v.hw_tflops_per_gpu, 100 * v.mfu,
-                   v.step_time, best.simulated ? " (simulated)" : " (estimated)");
-  if (r.ranked.size() > 1) {
-    const Estimate& second = best_view(r.ranked[1]);
+                   search::describe(best.job), twins_note(r, groups.front()), v.samples_per_s, v.tflops_per_gpu,
+                   v.hw_tflops_per_gpu, 100 * v.mfu, v.step_time, best.simulated ? " (simulated)" : " (estimated)");
+  if (groups.size() > 1) {  // the runner-up: the best configuration that is not a twin of the winner
+    const search::Candidate& runner_up = r.ranked[groups[1].first];
     s += fmt::format("  why it wins: {:.1f}% faster than the runner-up ({}); its step is {:.0f}% compute, the rest "
                      "exposed communication and bubble\n",
-                     100 * (second.step_time / v.step_time - 1), search::describe(r.ranked[1].job),
+                     100 * (best_view(runner_up).step_time / v.step_time - 1), search::describe(runner_up.job),
                      100 * best.estimate.breakdown.compute / best.estimate.step_time);
   }
   if (r.has_tensor_across_nodes && r.has_pipeline_across_nodes) {
@@ -362,6 +381,14 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
 nlohmann::json search_json(const Job& base, const search::SearchReport& r, const TrainingBudget& budget) {
   nlohmann::json ranked = nlohmann::json::array();
   for (const auto& c : r.ranked) ranked.push_back(candidate_json(c));
+  // Twins (search/twins.hpp) stay in the ranking, each naming the one the text shows.
+  for (const search::TwinGroup& g : search::group_twins(r.ranked)) {
+    ranked[g.first]["placement_twins"] = nlohmann::json::array();
+    for (std::size_t i : g.twins) {
+      ranked[g.first]["placement_twins"].push_back(r.ranked[i].job.parallel.placement_strategy.name());
+      ranked[i]["twin_of_rank"] = g.first + 1;
+    }
+  }
   nlohmann::json j = {{"job", base.name},
                       {"gpus", base.world_size()},
                       {"enumerated", r.enumerated},

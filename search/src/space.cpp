@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -234,6 +235,64 @@ std::string describe(const Job& job) {
   if (!pc.stage_layers.empty()) s += fmt::format(" stages[{}]", fmt::join(pc.stage_layers, ","));
   if (pc.lm_head_stage == LmHeadStage::first) s += " head-on-stage0";
   return s;
+}
+
+namespace {
+
+// describe()'s tokens in the order it writes them: (token, meaning).
+const std::vector<std::pair<const char*, const char*>>& legend() {
+  static const std::vector<std::pair<const char*, const char*>> table = {
+      {"ppP tpT dpD", "pipeline, tensor and data-parallel degrees (P x T x D = the GPUs)"},
+      {"sdpS(coll)", "sharded data parallelism (ZeRO-3/FSDP) over S data-parallel ranks, its all-gathers and "
+                     "reduce-scatters by the collective coll (ring, all_to_all, ...)"},
+      {"epE", "expert parallelism: the experts split over E data-parallel ranks"},
+      {"mbMxS", "M micro-batches of S sequences each, per data-parallel replica and step"},
+      {"gpipe", "pipeline schedule: every forward pass, then every backward pass"},
+      {"1f1b", "pipeline schedule: one forward, one backward (1F1B)"},
+      {"1f1b-vN", "interleaved 1F1B: N model chunks (virtual stages) per GPU"},
+      {"DPT, PDT, ...", "placement: the order of the data (D), pipeline (P) and tensor (T) axes over global ranks, "
+                        "slowest first; the last letter's groups are consecutive ranks (inside a node)"},
+      {"ckpt-selective", "activation checkpointing: attention's score part recomputed in backward"},
+      {"ckpt-full", "activation checkpointing: each layer's forward recomputed in backward"},
+      {"(N/stage)", "checkpointing on the first N layers of each stage only (else all of them)"},
+      {"offload", "checkpointed activations kept in host memory"},
+      {"offload-opt", "optimizer state and master weights in host memory (ZeRO-Offload)"},
+      {"offload-params", "the parameter shard in host memory too"},
+      {"zero1", "optimizer state sharded over the data-parallel ranks (ZeRO stage 1)"},
+      {"flash", "FlashAttention"},
+      {"sp", "sequence parallelism: norms, dropouts and residuals split over the tensor-parallel group"},
+      {"stages[a,b,..]", "layers of each pipeline stage, as the automated partitioner split them (else even)"},
+      {"head-on-stage0", "the LM head on the first pipeline stage (beside the tied embedding)"},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::string describe_legend() {
+  constexpr std::size_t kIndent = 19, kWidth = 100;  // meanings wrapped at word breaks
+  std::string s = "Notation of a configuration (search, sweep --search):\n";
+  for (const auto& [token, meaning] : legend()) {
+    std::string line = fmt::format("  {:<16} ", token);
+    std::istringstream words(meaning);
+    for (std::string w; words >> w;) {
+      if (line.size() + 1 + w.size() > kWidth && line.size() > kIndent) {
+        s += line + "\n";
+        line = std::string(kIndent, ' ');
+      } else if (line.size() > kIndent) {
+        line += ' ';
+      }
+      line += w;
+    }
+    s += line + "\n";
+  }
+  return s;
+}
+
+std::string describe_legend_line() {
+  return "  notation: ppP tpT dpD degrees; mbMxS M micro-batches of S sequences; gpipe, 1f1b, 1f1b-vN schedules (N "
+         "virtual stages);\n  DPT etc. axis order over ranks, slowest first; ckpt-* checkpointing; zero1 sharded "
+         "optimizer state; flash FlashAttention;\n  sp sequence parallelism (the whole legend: partune search --help)\n";
 }
 
 bool matches(const Job& job, const std::vector<std::string>& filters) {

@@ -71,6 +71,10 @@ EnumerationStats enumerate(const Job& base, const SearchSpace& space,
 
 // A short stable description of a candidate's parallel configuration.
 std::string describe(const Job& job);
+// What describe()'s notation means, one token a line ("  mbMxS  M micro-batches of S
+// sequences..."), for --help and the docs; and the same in one line for under a table.
+std::string describe_legend();
+std::string describe_legend_line();
 // Whether `job` matches "key=value[,value...]" filters (for --explain); unknown keys throw.
 bool matches(const Job& job, const std::vector<std::string>& filters);
 
