@@ -55,7 +55,8 @@ std::string calibration_text(const kernels::Calibration& c, const InstanceType& 
   o << fmt::format("wrote {} (instance type '{}') in {:.0f} s{}\n", out, name, c.seconds, c.quick ? ", --quick" : "");
   o << fmt::format("  host {}: {}, {} cores; LibTorch {}, libfabric {}\n", c.machine.host, c.machine.cpu_model,
                    c.machine.cores, c.machine.libtorch, c.machine.libfabric);
-  o << fmt::format("  fp32 peak {:.1f} GFLOP/s per core ({})\n", c.fma_peak_flops / 1e9, c.fma_isa);
+  o << fmt::format("  fp32 peak {:.1f} GFLOP/s per core (from the {}; the {} FMA loop read {:.1f})\n",
+                   c.fma_peak_flops / 1e9, c.peak_source, c.fma_isa, c.fma_loop_flops / 1e9);
   o << fmt::format("  gemm: max_efficiency {:.3f}, k_half {:.1f}  (rms error {:.1f}%)\n", it.gpu.gemm.max_efficiency,
                    it.gpu.gemm.k_half, 100 * c.gemm_fit.residual.rms_relative);
   o << fmt::format("  memory: {:.2f} GB/s x {:.3f}, kernel overhead {:.2f} us  (rms error {:.1f}%)\n",

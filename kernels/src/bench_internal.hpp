@@ -12,8 +12,10 @@ namespace partune::kernels::detail {
 // seconds each; the 20th percentile of the batch means (costmodel/quantile.hpp): the
 // statistic validate and search --execute judge a measured step on, so a profile and
 // the runs it is checked against describe the same undisturbed speed. Not the single
-// fastest batch: that is one lucky moment.
-double time_per_call(const std::function<void()>& f, double target_seconds);
+// fastest batch: that is one lucky moment. With `threads` 1 the calls are timed on this
+// thread's CPU clock (a process taking turns on the core does not count), else on the
+// wall clock.
+double time_per_call(const std::function<void()>& f, double target_seconds, int threads);
 
 // LibTorch fp32 CPU kernels (compute_bench.cpp). `threads`: LibTorch intra-op threads.
 GemmMeasurement bench_gemm(const std::string& shape, double m, double n, double k, int threads, double target);

@@ -1,6 +1,8 @@
 // LibTorch fp32 CPU micro-benchmarks: the calls the backend's layers make (torch::matmul,
 // element-wise and reduction kernels, the attention bmm's), with autograd recording the
 // forward as it does in training.
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,12 +20,23 @@ namespace partune::kernels::detail {
 // Batches of a timing: their 20th percentile is the call's time (quantile.hpp).
 constexpr int kBatches = 5;
 
-double time_per_call(const std::function<void()>& f, double target_seconds) {
-  using clock = std::chrono::steady_clock;
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double time_per_call(const std::function<void()>& f, double target_seconds, int threads) {
+  // One thread: its work runs on this thread (LibTorch and OpenBLAS run inline with one
+  // thread), so this thread's CPU clock times it without the turns other processes take.
+  const auto now = [threads] {
+    return threads == 1 ? thread_cpu_seconds()
+                        : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
   auto seconds_of = [&](long reps) {
-    const auto t0 = clock::now();
+    const double t0 = now();
     for (long i = 0; i < reps; ++i) f();
-    return std::chrono::duration<double>(clock::now() - t0).count() / static_cast<double>(reps);
+    return (now() - t0) / static_cast<double>(reps);
   };
   const double first = seconds_of(1);  // warm-up: page faults, thread-pool start, caches
   const long reps = std::clamp(static_cast<long>(target_seconds / kBatches / std::max(first, 1e-9)), 1L, 100000L);
@@ -123,7 +136,7 @@ GemmMeasurement bench_gemm(const std::string& shape, double m, double n, double 
   g.m = m;
   g.n = n;
   g.k = k;
-  g.seconds = time_per_call([&] { (void)torch::matmul(x, w); }, target);
+  g.seconds = time_per_call([&] { (void)torch::matmul(x, w); }, target, threads);
   return g;
 }
 
@@ -165,7 +178,7 @@ MemoryMeasurement bench_memory(const std::string& kernel, double elements, int t
       throw std::invalid_argument("unknown memory-bound kernel '" + kernel + "'");
     }
   }
-  r.seconds = time_per_call(call, target);
+  r.seconds = time_per_call(call, target, threads);
   return r;
 }
 
@@ -182,10 +195,10 @@ AttentionMeasurement bench_attention(const std::string& product, double heads, d
   if (product == "qk") {
     const auto q = torch::randn({h, s, d}), k = torch::randn({h, s, d});
     const auto kt = k.transpose(1, 2);  // the layer's K^T is a view, as here
-    r.seconds = time_per_call([&] { (void)torch::bmm(q, kt); }, target);
+    r.seconds = time_per_call([&] { (void)torch::bmm(q, kt); }, target, 1);
   } else if (product == "av") {
     const auto a = torch::softmax(torch::randn({h, s, s}), -1), v = torch::randn({h, s, d});
-    r.seconds = time_per_call([&] { (void)torch::bmm(a, v); }, target);
+    r.seconds = time_per_call([&] { (void)torch::bmm(a, v); }, target, 1);
   } else {
     throw std::invalid_argument("unknown attention product '" + product + "'");
   }
@@ -201,7 +214,7 @@ FlashMeasurement bench_flash(double heads, double seq, double head_dim, double t
   const auto grad = torch::randn(shape);
   FlashMeasurement r{heads, seq, head_dim, 0};
   // As in training: the forward recorded, then its backward.
-  r.seconds = time_per_call([&] { flash_attention(q, k, v, true).backward(grad); }, target);
+  r.seconds = time_per_call([&] { flash_attention(q, k, v, true).backward(grad); }, target, 1);
   return r;
 }
 

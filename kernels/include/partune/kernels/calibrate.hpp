@@ -83,9 +83,15 @@ struct Calibration {
   int max_threads = 1;
   double seconds = 0;  // wall time of the whole calibration
 
-  double fma_peak_flops = 0;          // one core, an FMA loop (the profile's fp32 peak)
+  // The fp32 peak the efficiencies are fitted against: the FMA loop's rate, or the best
+  // matmul measured where that is higher (a matmul cannot beat the peak, so an FMA loop
+  // below it was slowed by something the kernels were not).
+  double fma_peak_flops = 0;          // one core (the profile's fp32 peak)
   double fma_peak_flops_all = 0;      // every thread of the sweep at once
-  std::string fma_isa;                // avx512f, avx2+fma, or scalar
+  double fma_loop_flops = 0;          // what the FMA loop read on one core
+  double fma_loop_flops_all = 0;      // and on every thread
+  std::string peak_source = "FMA loop";  // or "best matmul"
+  std::string fma_isa;                // avx512f, avx2+fma, or sse2 (no FMA)
   std::vector<GemmMeasurement> gemm;
   std::vector<MemoryMeasurement> memory;
   std::vector<AttentionMeasurement> attention;
