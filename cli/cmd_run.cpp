@@ -95,7 +95,7 @@ void run_rank(const Job& job, Options& opt) {
   int first_step = 0;
   if (!opt.resume.empty()) first_step = trainer.resume(opt.resume);
   if (leader && !opt.json) {
-    std::cout << run_header_text(job, trainer);
+    std::cout << run_header_text(job, trainer, opt.run.scale);
     if (first_step > 0) std::cout << fmt::format("resumed from {} after step {}\n", opt.resume, first_step);
     std::cout << step_table_header();
   }
@@ -136,6 +136,8 @@ void register_run(CLI::App& app) {
   cmd->add_option("--scale-heads", opt->run.scale.heads, "attention heads (default: the job's if small, else 4)")->check(count_in(1, 1024));
   cmd->add_option("--scale-seq", opt->run.scale.seq_len, "sequence length (default: the job's if small, else 32)")->check(count_in(1, 65536));
   cmd->add_option("--scale-vocab", opt->run.scale.vocab, "vocabulary (default: the job's if small, else 256)")->check(count_in(1, 1048576));
+  cmd->add_flag("--scale-whole", opt->run.scale.whole,
+                "run the job's model as written, however large (the --scale-* sizes given still win)");
   cmd->add_option("--device", opt->device,
                   "cpu (fp32, Gloo) or cuda (the job's precision on this machine's GPUs, NCCL or Gloo; the job's model "
                   "as it is unless --scale-* says otherwise)")

@@ -27,10 +27,11 @@ const char* plural(int n, const char* many = "s") { return n == 1 ? "" : many; }
 
 }  // namespace
 
-std::string run_header_text(const Job& job, const backend::Trainer& trainer) {
+std::string run_header_text(const Job& job, const backend::Trainer& trainer, const backend::ScaleOptions& scale) {
   const Job& ran = trainer.job();
   const int m = ran.parallel.microbatches * ran.training.gradient_accumulation;
-  std::string s = fmt::format(
+  std::string s = backend::describe_scaling(job.model, trainer.model(), scale) + "\n";
+  s += fmt::format(
       "job {}: {} on {} rank{} (pipeline {} x tensor {} x data {}{}), {}, {} thread{} per rank\n",
       job.name, job.model.name, ran.world_size(), plural(ran.world_size()), ran.parallel.pipeline_parallel_degree,
       ran.parallel.tensor_parallel_degree, ran.data_parallel_degree(),

@@ -154,4 +154,28 @@ std::string describe(const BackendModelConfig& c) {
                      c.parameters() / 1e6, c.flash_attention ? ", flash attention" : "");
 }
 
+namespace {
+
+// "0.119M", "124M", "1.3B".
+std::string parameter_count(double n) {
+  return n >= 1e9 ? fmt::format("{:.3g}B", n / 1e9) : fmt::format("{:.3g}M", n / 1e6);
+}
+
+}  // namespace
+
+std::string describe_scaling(const ModelSpec& model, const BackendModelConfig& ran, const ScaleOptions& scale) {
+  const std::string sizes = fmt::format("{} layers, hidden {}, seq {}, {} parameters", ran.layers, ran.hidden,
+                                        ran.seq_len, parameter_count(static_cast<double>(ran.parameters())));
+  const bool as_written = ran.layers == model.layers && ran.hidden == model.hidden && ran.heads == model.heads &&
+                          ran.seq_len == model.seq_len && ran.vocab == model.vocab;
+  if (as_written) return fmt::format("runs {} as written: {}", model.name, sizes);
+  const std::string written = parameter_count(model.total_params()) + " as written";
+  const bool sizes_given = scale.layers > 0 || scale.hidden > 0 || scale.heads > 0 || scale.seq_len > 0 || scale.vocab > 0;
+  if (sizes_given) return fmt::format("runs {} resized by --scale-*: {} ({})", model.name, sizes, written);
+  return fmt::format(
+      "runs a scaled-down {}: {} ({}), because run scales a model over {:g}M parameters or {} tokens down so that "
+      "a CPU step takes seconds; --scale-whole runs it as written, --scale-layers/-hidden/-heads/-seq/-vocab set sizes",
+      model.name, sizes, written, kSmallModelParams / 1e6, kSmallSeqLen);
+}
+
 }  // namespace partune::backend

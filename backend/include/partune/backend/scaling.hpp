@@ -15,8 +15,8 @@ struct ScaleOptions {
   int heads = 0;
   int seq_len = 0;
   int vocab = 0;
-  // The job's model as it is, whatever its size (a GPU run: --device cuda), the sizes
-  // given above still winning.
+  // The job's model as it is, whatever its size (`run --scale-whole`, or a GPU run:
+  // --device cuda), the sizes given above still winning.
   bool whole = false;
 };
 
@@ -79,5 +79,11 @@ Job scaled_job(const Job& job, const BackendModelConfig& config);
 // 0.119M parameters"; a block other than GPT's names what differs after the sizes:
 // "..., seq 32, swiglu, rmsnorm, rope, gqa 2 kv heads, no bias, tied embeddings, ..."
 std::string describe(const BackendModelConfig& config);
+
+// What runs against the job's model, and why, in one line (the first `partune run`
+// prints): "runs a scaled-down gpt2-small: 2 layers, hidden 64, seq 32, 0.119M parameters
+// (124M as written), because ..."; "runs gpt2-small as written: ..." when no size changed;
+// "runs gpt2-small resized by --scale-*: ..." when `scale` gave sizes.
+std::string describe_scaling(const ModelSpec& model, const BackendModelConfig& ran, const ScaleOptions& scale);
 
 }  // namespace partune::backend
