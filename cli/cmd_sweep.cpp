@@ -1,11 +1,17 @@
 // partune sweep JOB.yaml --vary KEY=V1,V2 [--vary ...] [--search] [--tokens N]
 //   [--price-per-node-hour P] [--csv FILE] [--json] [--threads N] [--set key=value ...]
+// Only points that fit are priced; the others say why (sweep_report.hpp). The line under
+// the table says how micro-batches were set (search::microbatch_policy).
 #include <unistd.h>
 
-#include <cstdio>
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "commands.hpp"
 #include "option_checks.hpp"
@@ -41,6 +47,32 @@ std::string rendered(const std::vector<search::SweepAxis>& axes, const std::vect
   return out.dump();
 }
 
+// On a terminal (standard error), the points done; with --search also the current
+// point's own search, which runs for minutes: "[####......] 12/32 simulated (point 2 of 4)".
+void show_progress(search::SweepOptions& so) {
+  struct Shown {
+    long point = 0, points = 0;
+    std::string what;  // the phase on the line now: a new one clears it first
+  };
+  auto shown = std::make_shared<Shown>();
+  auto clear_for = [shown](const std::string& what) {
+    if (what != shown->what) std::fprintf(stderr, "\r%100s\r", "");
+    shown->what = what;
+  };
+  so.progress = [shown, clear_for](long done, long total) {
+    shown->point = done;
+    shown->points = total;
+    clear_for("points");
+    progress_bar(done, total, "points");
+  };
+  if (!so.search) return;
+  so.search_options.progress = [shown, clear_for](long done, long total, const char* what) {
+    const std::string label = fmt::format("{} (point {} of {})", what, shown->point + 1, shown->points);
+    clear_for(what);
+    progress_bar(done, total, label.c_str());
+  };
+}
+
 void run_sweep_command(const SweepCommand& opt) {
   const MpiWorld world = mpi_world();
   const Job base = load_job(opt.job, opt.overrides);  // a bad job or --set fails here, once
@@ -61,12 +93,13 @@ void run_sweep_command(const SweepCommand& opt) {
   so.offset = world.rank;  // under MPI, this rank's share of the points
   so.stride = world.size;
   const bool terminal = ::isatty(STDERR_FILENO) && !opt.json && world.prints();
-  if (terminal) so.progress = [](long done, long total) { progress_bar(done, total, "points"); };
+  if (terminal) show_progress(so);
+  const search::MicrobatchPolicy policy = search::microbatch_policy(opt.job, so);
   // Opened first: a --csv path that cannot be written fails before the sweep.
   std::optional<AtomicFile> csv;
   if (!opt.csv.empty() && world.prints()) csv.emplace(opt.csv);
   const std::vector<search::SweepPoint> points = search::run_sweep(opt.job, so);
-  if (terminal) std::fprintf(stderr, "\r%80s\r", "");
+  if (terminal) std::fprintf(stderr, "\r%100s\r", "");
   const std::vector<std::string> shares = mpi_all_gather(rendered(so.axes, points, opt));
   if (!world.prints()) return;
   std::vector<nlohmann::json> all;
@@ -74,9 +107,11 @@ void run_sweep_command(const SweepCommand& opt) {
     for (auto& p : nlohmann::json::parse(share)) all.push_back(std::move(p));
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a["index"] < b["index"]; });
   // No point could be loaded (ranks each judged only their share): a mistake in the input.
-  if (std::none_of(all.begin(), all.end(), [](const auto& p) { return p["json"]["ok"].template get<bool>(); }) &&
-      !all.empty())
-    throw ScenarioError(opt.job, "", all.front()["json"]["error"].get<std::string>());
+  const auto invalid = [](const auto& p) {
+    return p["json"]["status"] == search::to_string(search::PointStatus::invalid);
+  };
+  if (std::all_of(all.begin(), all.end(), invalid) && !all.empty())
+    throw ScenarioError(opt.job, "", all.front()["json"]["reason"].get<std::string>());
   std::string text = sweep_text_header(so.axes, opt.budget, opt.search), rows = sweep_csv_header(so.axes);
   nlohmann::json objects = nlohmann::json::array();
   for (const auto& p : all) {
@@ -88,8 +123,8 @@ void run_sweep_command(const SweepCommand& opt) {
     csv->write(rows);
     csv->commit();
   }
-  if (opt.json) std::cout << sweep_json_of(so.axes, std::move(objects)).dump(2) << "\n";
-  else std::cout << text;
+  if (opt.json) std::cout << sweep_json_of(so.axes, policy, std::move(objects)).dump(2) << "\n";
+  else std::cout << text << sweep_microbatch_note(policy);
 }
 
 }  // namespace
@@ -102,7 +137,9 @@ void register_sweep(CLI::App& app) {
                   "KEY=V1,V2,...: any key --set takes (nodes=16,32, instance_type=p4d.24xlarge,p5.48xlarge, "
                   "model.base=llama-2-7b,llama-2-13b); repeat for more axes");
   cmd->add_option("--set", opt->overrides, "override a job key at every point");
-  cmd->add_flag("--search", opt->search, "search each point for its best configuration (as partune search)");
+  cmd->add_flag("--search", opt->search,
+                "search each point for its best configuration (as partune search; on a terminal, each point's "
+                "search shows its progress)");
   cmd->add_option("--tokens", opt->budget.tokens, "token budget for time-to-train (e.g. 300e9)")
       ->check(number_in(0, 1e18, true));
   cmd->add_option("--price-per-node-hour", opt->budget.on_demand_per_hour,

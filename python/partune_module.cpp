@@ -186,7 +186,12 @@ py::object sweep_py(const py::object& job, const py::object& vary, const std::ve
   if (py::isinstance<py::dict>(vary)) {
     for (const auto& kv : vary.cast<py::dict>()) {
       std::string values;
-      for (const auto& v : kv.second.cast<py::list>()) values += (values.empty() ? "" : ",") + py::str(v).cast<std::string>();
+      for (const auto& v : kv.second.cast<py::list>()) {
+        // True/False as YAML writes them; numbers and text as str() does.
+        const std::string text = py::isinstance<py::bool_>(v) ? (v.cast<bool>() ? "true" : "false")
+                                                              : py::str(v).cast<std::string>();
+        values += (values.empty() ? "" : ",") + text;
+      }
       axes.push_back(py::str(kv.first).cast<std::string>() + "=" + values);
     }
   } else {
@@ -202,10 +207,12 @@ py::object sweep_py(const py::object& job, const py::object& vary, const std::ve
   o.search = searched;
   o.threads = threads;
   o.job_yaml = s.text;
-  const std::vector<search::SweepPoint> points = search::run_sweep(s.text.empty() ? s.path : s.origin, o);
+  const std::string path = s.text.empty() ? s.path : s.origin;
+  const search::MicrobatchPolicy policy = search::microbatch_policy(path, o);
+  const std::vector<search::SweepPoint> points = search::run_sweep(path, o);
   TrainingCostOptions budget;
   budget.tokens = tokens;
-  return to_python(cli::sweep_json(o.axes, points, budget));
+  return to_python(cli::sweep_json(o.axes, policy, points, budget));
 }
 
 // The published tables (files or folders; none: the shipped ones) against the estimator
@@ -251,5 +258,6 @@ PYBIND11_MODULE(partune, m) {
         "Published tables against the predictions: the keys of `partune reproduce --json`.");
   m.def("sweep", &sweep_py, py::arg("job"), py::arg("vary"), py::arg("overrides") = Overrides{},
         py::arg("search") = false, py::arg("tokens") = 0.0, py::arg("threads") = 0,
-        "Every combination of `vary` ({key: [values]} or ['key=v1,v2']): the keys of `partune sweep --json`.");
+        "Every combination of `vary` ({key: [values]} or ['key=v1,v2']): the keys of `partune sweep --json` "
+        "(every point has the same keys; one that does not fit or is invalid has ok False and a reason).");
 }

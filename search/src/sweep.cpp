@@ -8,6 +8,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
 
@@ -45,35 +48,170 @@ std::vector<std::string> values_of(const std::vector<SweepAxis>& axes, long inde
   return out;
 }
 
-SweepPoint evaluate(const std::string& path, const SweepOptions& o, long index) {
+bool is_microbatches_key(const std::string& key) { return key == "microbatches" || key == "parallel.microbatches"; }
+
+// Whether a mapping of the job file sets `key`, itself or through a merge key (<<).
+bool sets_key(const YAML::Node& map, const std::string& key) {
+  if (!map.IsMap()) return false;
+  if (map[key].IsDefined()) return true;
+  const YAML::Node merged = map["<<"];
+  if (merged.IsMap()) return sets_key(merged, key);
+  if (merged.IsSequence())
+    for (const YAML::Node& m : merged)
+      if (sets_key(m, key)) return true;
+  return false;
+}
+
+// Whether the job file (or text) sets parallel.microbatches. Unreadable: no (loading the
+// job then says what is wrong).
+bool file_sets_microbatches(const std::string& path, const std::string& text) {
+  try {
+    const YAML::Node root = text.empty() ? YAML::LoadFile(path) : YAML::Load(text);
+    return root.IsMap() && sets_key(root["parallel"], "microbatches");
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+Job load_point(const std::string& path, const SweepOptions& o, const std::vector<std::string>& overrides) {
+  return o.job_yaml.empty() ? load_job(path, overrides) : parse_job(o.job_yaml, path, overrides);
+}
+
+// The error names one of the keys the micro-batch rules name (check_job's rules 9 and 12).
+bool microbatch_violation(const ScenarioError& e) {
+  return e.key() == "training.global_batch" || e.key() == "parallel.microbatches";
+}
+
+// Sequences of the global batch per data-parallel rank and accumulation step.
+long batch_share(const Job& job) {
+  return job.training.global_batch /
+         (static_cast<long>(job.data_parallel_degree()) * job.training.gradient_accumulation);
+}
+
+// The micro-batches of the largest micro-batch size <= `size` that divides the job's
+// batch share (with virtual_stages > 1: into a multiple of pp); 0 when none does.
+int adapted_microbatches(const Job& job, int size) {
+  const long share = batch_share(job);
+  const int pp = job.parallel.pipeline_parallel_degree;
+  for (long b = std::min<long>(size, share); b >= 1; --b) {
+    if (share % b != 0) continue;
+    const long m = share / b;
+    if (job.parallel.virtual_stages > 1 && m % pp != 0) continue;
+    return static_cast<int>(m);
+  }
+  return 0;
+}
+
+// Whether the point loads with one micro-batch (and one virtual stage): its batch splits
+// over its data-parallel ranks, so some count of micro-batches would do.
+bool splits_into_microbatches(const std::string& path, const SweepOptions& o, std::vector<std::string> overrides) {
+  overrides.insert(overrides.end(), {"microbatches=1", "virtual_stages=1"});
+  try {
+    load_point(path, o, overrides);
+    return true;
+  } catch (const ScenarioError&) {
+    return false;
+  }
+}
+
+// The point's job where the job's own micro-batches do not divide its batch share: one
+// sequence per micro-batch (which always divides it), for the policy to then choose.
+Job load_with_unit_microbatch(const std::string& path, const SweepOptions& o, std::vector<std::string> overrides) {
+  std::vector<std::string> probe = overrides;
+  probe.insert(probe.end(), {"microbatches=1", "virtual_stages=1"});
+  const long share = batch_share(load_point(path, o, probe));  // a batch no split divides throws here
+  overrides.push_back("microbatches=" + std::to_string(share));
+  try {
+    return load_point(path, o, overrides);
+  } catch (const ScenarioError& e) {
+    if (!microbatch_violation(e)) throw;
+    throw ScenarioError(e.file(), "parallel.microbatches",
+                        fmt::format("no number of micro-batches splits the {} sequences per data-parallel rank into "
+                                    "a multiple of pipeline_parallel_degree (virtual_stages > 1 needs one)",
+                                    share));
+  }
+}
+
+// The point's job, its micro-batches set as `policy` says.
+Job point_job(const std::string& path, const SweepOptions& o, const MicrobatchPolicy& policy,
+              const std::vector<std::string>& overrides) {
+  Job job;
+  try {
+    job = load_point(path, o, overrides);
+  } catch (const ScenarioError& e) {
+    if (!microbatch_violation(e)) throw;
+    if (!policy.adapted && !splits_into_microbatches(path, o, overrides)) throw;  // no count would do
+    if (!policy.adapted)
+      throw ScenarioError(e.file(), e.key(),
+                          e.reason() + fmt::format(" (microbatches are fixed by {}, and the sweep keeps them; without "
+                                                   "that it would choose them for each point)",
+                                                   policy.fixed_by));
+    job = load_with_unit_microbatch(path, o, overrides);
+  }
+  if (!policy.adapted) return job;
+  if (const int m = adapted_microbatches(job, policy.microbatch_size); m > 0) job.parallel.microbatches = m;
+  if (const JobViolation v = check_job(job)) throw ScenarioError(path, v.key, v.reason);
+  return job;
+}
+
+SweepPoint evaluate(const std::string& path, const SweepOptions& o, const MicrobatchPolicy& policy, long index) {
   SweepPoint p;
   p.index = index;
   p.values = values_of(o.axes, index);
   std::vector<std::string> overrides = o.overrides;
   for (std::size_t a = 0; a < o.axes.size(); ++a) overrides.push_back(o.axes[a].key + "=" + p.values[a]);
-  // A ScenarioError goes to the caller.
-  p.job = o.job_yaml.empty() ? load_job(path, overrides) : parse_job(o.job_yaml, path, overrides);
+  p.job = point_job(path, o, policy, overrides);  // a ScenarioError goes to the caller
   if (!o.search) {
     p.metrics = estimate(p.job);
-    p.ok = true;
+    p.has_metrics = true;
+    p.status = p.metrics.fits ? PointStatus::fits : PointStatus::does_not_fit;
+    p.reason = p.metrics.not_fit_reason;
     return p;
   }
   SearchSpace space;
   for (const std::string& f : p.job.search_restrictions) restrict_space(space, f);
   const SearchReport r = run_search(p.job, space, o.search_options);
   if (r.ranked.empty()) {
-    p.error = "no configuration fits";
+    p.status = PointStatus::does_not_fit;
+    p.reason = fmt::format("no configuration fits ({} enumerated, {} over memory)", r.enumerated, r.pruned_memory);
     return p;
   }
   const Candidate& best = r.ranked.front();
   p.job = best.job;
   p.simulated = best.simulated;
   p.metrics = best.simulated ? best.simulation : best.estimate;
-  p.ok = true;
+  p.has_metrics = true;
+  p.status = PointStatus::fits;
   return p;
 }
 
 }  // namespace
+
+const char* to_string(PointStatus s) {
+  switch (s) {
+    case PointStatus::fits: return "fits";
+    case PointStatus::does_not_fit: return "does not fit";
+    case PointStatus::invalid: return "invalid";
+  }
+  return "invalid";
+}
+
+MicrobatchPolicy microbatch_policy(const std::string& job_path, const SweepOptions& o) {
+  MicrobatchPolicy policy;
+  const Job base = o.job_yaml.empty() ? load_job(job_path, o.overrides) : parse_job(o.job_yaml, job_path, o.overrides);
+  policy.microbatches = base.parallel.microbatches;
+  policy.microbatch_size = base.microbatch_size();
+  for (const SweepAxis& a : o.axes)
+    if (is_microbatches_key(a.key)) policy.fixed_by = "the axis " + a.key;
+  for (auto it = o.overrides.rbegin(); it != o.overrides.rend() && policy.fixed_by.empty(); ++it)
+    if (is_microbatches_key(it->substr(0, it->find('=')))) policy.fixed_by = "--set " + *it;
+  if (policy.fixed_by.empty() && file_sets_microbatches(job_path, o.job_yaml))
+    policy.fixed_by = "the job file's parallel.microbatches";
+  policy.searched = o.search;
+  // A search chooses its own: the job's only have to let each point load.
+  policy.adapted = o.search || policy.fixed_by.empty();
+  return policy;
+}
 
 SweepAxis parse_axis(const std::string& text) {
   const auto eq = text.find('=');
@@ -113,13 +251,15 @@ std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOption
   std::vector<std::exception_ptr> first_error(mine.size());
   std::atomic<std::size_t> next{0};
   std::atomic<long> done{0};
+  const MicrobatchPolicy policy = microbatch_policy(job_path, o);
   auto work_one = [&](std::size_t k) {
     try {
-      points[k] = evaluate(job_path, o, mine[k]);
+      points[k] = evaluate(job_path, o, policy, mine[k]);
     } catch (const ScenarioError& e) {
       points[k].index = mine[k];
       points[k].values = values_of(o.axes, mine[k]);
-      points[k].error = e.key().empty() ? e.what() : e.key() + ": " + e.reason();
+      points[k].status = PointStatus::invalid;
+      points[k].reason = e.key().empty() ? e.what() : e.key() + ": " + e.reason();
       first_error[k] = std::current_exception();
     }
     ++done;

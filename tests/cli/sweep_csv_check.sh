@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # partune sweep over two keys writes a CSV that Python's csv module reads: a header of the
 # varied keys and the metrics, one row per point in the product's order, and the same
-# figures as `partune estimate --json` of each point's job.
+# figures as `partune estimate --json` of each point's job, to the last digit.
 # Usage: sweep_csv_check.sh PARTUNE JOB OUT
 set -euo pipefail
 partune=$1 job=$2 out=$3
@@ -24,9 +24,11 @@ while i < len(text):
 assert len(rows) == 4, f"{len(rows)} rows, expected 4"
 assert [(r["nodes"], r["precision"]) for r in rows] == [("8", "fp16"), ("8", "bf16"), ("16", "fp16"), ("16", "bf16")]
 for r, e in zip(rows, estimates):
-    got, want = float(r["samples_per_s"]), e["samples_per_s"]
-    assert abs(got - want) <= 1e-5 * want, (r, want)
-    assert r["fits"] in ("true", "false") and r["error"] == ""
-    assert float(r["time_to_train_s"]) > 0
-print("4 points, as estimate gives them")
+    for key in ("samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_memory_bytes"):
+        assert float(r[key]) == e[key], (key, r[key], e[key])
+    assert r["status"] == "fits" and r["fits"] == "true" and r["reason"] == ""
+    # 1e9 tokens at 1536 sequences of 2048 tokens a step.
+    want = 1e9 / (1536 * 2048) * e["step_time_s"]
+    assert abs(float(r["time_to_train_s"]) - want) <= 1e-12 * want, (r["time_to_train_s"], want)
+print("4 points, as estimate gives them, every digit")
 PY

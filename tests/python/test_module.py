@@ -1,7 +1,8 @@
 """The partune Python module (python/partune_module.cpp), run by ctest with
 PYTHONPATH=build/python: a job from a dict is estimated exactly as `partune estimate
 --json` estimates its file; bad input raises ValueError naming the key; a sweep's points
-are the estimates of their jobs."""
+are the estimates of their jobs, keep their values' types and all have the same keys (a
+point that does not fit or is invalid: a reason, no time or cost)."""
 import json
 import os
 import subprocess
@@ -61,10 +62,45 @@ def test_load_job_and_sweep():
     job = partune.load_job(JOB)
     assert job["cluster"]["nodes"] == 16 and job["model"]["layers"] == 44
     sweep = partune.sweep(JOB, {"nodes": [8, 16]})
-    assert [p["values"]["nodes"] for p in sweep["points"]] == ["8", "16"]
+    # Values keep their types: numbers come back as numbers.
+    assert [p["values"]["nodes"] for p in sweep["points"]] == [8, 16]
     for p in sweep["points"]:
-        want = partune.estimate(JOB, ["nodes=" + p["values"]["nodes"]])
+        want = partune.estimate(JOB, ["nodes=%d" % p["values"]["nodes"]])
         assert p["estimate"]["samples_per_s"] == want["samples_per_s"]
+
+
+def test_sweep_points_that_do_not_exist_say_why_and_cost_nothing():
+    # 8 nodes: fits with checkpointing, not without (a 40 GiB A100). 12 nodes: data-parallel
+    # degree 6, and 6 x the job's 48 micro-batches = 288 does not divide 1536 sequences.
+    sweep = partune.sweep(JOB, {"nodes": [8, 12], "activation_checkpointing": ["full", "none"],
+                                "flash_attention": [False]}, tokens=300e9)
+    points = sweep["points"]
+    assert len(points) == 4
+    assert len({tuple(sorted(p)) for p in points}) == 1, "every point has the same keys"
+    assert all(p["values"]["flash_attention"] is False for p in points)
+    fits, no_room, invalid = points[0], points[1], points[2]
+    assert (fits["status"], fits["ok"], fits["reason"]) == ("fits", True, None)
+    # 300e9 tokens / (1536 x 2048 tokens a step) steps, each step_time_s long, on 8 nodes
+    # at p4d's on-demand price (scenarios/clusters/p4d.24xlarge.yaml: 21.957642 USD/h).
+    steps = 300e9 / (1536 * 2048)
+    seconds = steps * fits["estimate"]["step_time_s"]
+    assert abs(fits["time_to_train_s"] - seconds) <= 1e-9 * seconds
+    assert abs(fits["cost_on_demand"] - seconds / 3600 * 8 * 21.957642) <= 1e-6 * fits["cost_on_demand"]
+    assert (no_room["status"], no_room["ok"]) == ("does not fit", False)
+    assert "needs" in no_room["reason"] and no_room["estimate"]["fits"] is False
+    assert no_room["time_to_train_s"] is None and no_room["cost_on_demand"] is None
+    assert (invalid["status"], invalid["ok"], invalid["estimate"]) == ("invalid", False, None)
+    assert "288" in invalid["reason"] and "fixed by the job file's parallel.microbatches" in invalid["reason"]
+    assert invalid["time_to_train_s"] is None and invalid["cost_on_demand"] is None
+    assert sweep["microbatch_policy"]["adapted"] is False
+
+
+def test_sweep_chooses_open_microbatches():
+    # No microbatches in the job: at 2 nodes (dp 8) one micro-batch of 64 / 8 = 8
+    # sequences; at 1 node (dp 4) the sweep keeps 8 a micro-batch: 64 / (4 x 8) = 2 of them.
+    sweep = partune.sweep(DICT_JOB, {"nodes": [1, 2]})
+    assert sweep["microbatch_policy"]["adapted"] is True
+    assert [(p["microbatches"], p["microbatch_size"]) for p in sweep["points"]] == [(2, 8), (1, 8)]
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ TEST_CASE("sweep: every point is the estimate of the job with its keys set", "[s
     CHECK(p.index == i);
     // The last axis varies fastest.
     CHECK(p.values == std::vector<std::string>{nodes[i / 3], types[i % 3]});
-    REQUIRE(p.ok);
+    REQUIRE(p.status == PointStatus::fits);
     const Estimate e = estimate(load_job(kJob, {std::string("nodes=") + nodes[i / 3],
                                                 std::string("instance_type=") + types[i % 3]}));
     CHECK(p.metrics.step_time == e.step_time);  // exactly: the same job, the same estimator
@@ -65,9 +65,10 @@ TEST_CASE("sweep: an inconsistent point is a row with its reason; a wrong key fo
   o.axes = {parse_axis("tensor_parallel_degree=8,3")};
   const std::vector<SweepPoint> points = run_sweep(kJob, o);
   REQUIRE(points.size() == 2);
-  CHECK(points[0].ok);
-  CHECK_FALSE(points[1].ok);
-  CHECK(points[1].error.find("parallel") != std::string::npos);
+  CHECK(points[0].status == PointStatus::fits);
+  CHECK(points[1].status == PointStatus::invalid);
+  CHECK_FALSE(points[1].has_metrics);
+  CHECK(points[1].reason.find("parallel") != std::string::npos);
   o.axes = {parse_axis("tensor_parallel_degre=8,4")};
   CHECK_THROWS_AS(run_sweep(kJob, o), ScenarioError);
 }
@@ -83,7 +84,7 @@ TEST_CASE("sweep --search: each point is what the search finds for it", "[search
     const Job base = load_job(kJob, {i == 0 ? "nodes=8" : "nodes=16"});
     SearchSpace space;
     const SearchReport r = run_search(base, space, o.search_options);
-    REQUIRE(points[i].ok);
+    REQUIRE(points[i].status == PointStatus::fits);
     CHECK(describe(points[i].job) == describe(r.ranked.front().job));
     CHECK(points[i].simulated == r.ranked.front().simulated);
     CHECK(points[i].metrics.step_time == r.ranked.front().simulation.step_time);

@@ -38,17 +38,44 @@ struct SweepOptions {
   long offset = 0, stride = 1;
 };
 
+// How the sweep sets each point's parallel.microbatches. A job that leaves them open
+// (no parallel.microbatches in the file, no --set of it, no axis of it) has them chosen
+// at every point as Megatron does: the global batch and the micro-batch size stay the
+// job's own, so micro-batches = global_batch / (data-parallel degree x micro-batch size x
+// gradient_accumulation); where that size does not divide a point's share of the batch,
+// the largest smaller one that does (and, with virtual_stages > 1, gives a multiple of
+// pipeline_parallel_degree). A job that fixes them keeps them at every point, and a point
+// they do not fit is invalid, saying so. With --search each point's search chooses them
+// (the job's own only have to let the point load).
+struct MicrobatchPolicy {
+  bool adapted = false;     // the sweep sets them at each point
+  bool searched = false;    // each point's search chooses them
+  std::string fixed_by;     // not adapted: what fixes them ("the job file's parallel.microbatches", ...)
+  int microbatches = 0;     // the job's own (with the --set overrides)
+  int microbatch_size = 0;  // sequences per micro-batch the job's own give (adapted: kept where it divides)
+};
+// The policy of this sweep (it loads the job with its --set overrides: a ScenarioError
+// when that job is not consistent).
+MicrobatchPolicy microbatch_policy(const std::string& job_path, const SweepOptions& options);
+
+// What became of a point: a consistent job that fits in memory; a consistent job that
+// does not (with --search: no configuration of it fits); not a consistent job at all.
+enum class PointStatus { fits, does_not_fit, invalid };
+const char* to_string(PointStatus s);  // "fits", "does not fit", "invalid"
+
 struct SweepPoint {
   long index = 0;
   std::vector<std::string> values;  // one per axis
-  bool ok = false;
-  std::string error;                // why not: the job is inconsistent, or nothing fits
-  Job job;                          // the point's job (with search: the winner)
+  PointStatus status = PointStatus::invalid;
+  std::string reason;               // why not, when it does not fit or is invalid
+  Job job;                          // the point's job (with search: the winner); not when invalid
+  bool has_metrics = false;         // metrics are set (not when invalid, nor when no configuration fits)
   Estimate metrics;                 // estimate(job), or the search's view of its winner
   bool simulated = false;           // metrics are the simulator's
 };
 
-// Every point of the product (or the options' share of them), in product order.
+// Every point of the product (or the options' share of them), in product order, with
+// its micro-batches set by microbatch_policy.
 // Throws the first point's ScenarioError when no point could be loaded at all (a key or
 // value wrong for every point is a mistake in the input, not a what-if); for a share of
 // the points (stride > 1) the caller, who sees them all, judges.
