@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "commands.hpp"
 #include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/error.hpp"
+#include "partune/costmodel/printable.hpp"
 
 #ifndef PARTUNE_VERSION
 #define PARTUNE_VERSION "unknown"
@@ -29,7 +31,10 @@ namespace partune::cli {
 
 namespace {
 
-void error_line(const std::string& message) { std::fprintf(stderr, "partune: error: %s\n", message.c_str()); }
+// Raw bytes of a file or an argument reach the terminal escaped (\xff).
+void error_line(const std::string& message) {
+  std::fprintf(stderr, "partune: error: %s\n", escape_unprintable(message).c_str());
+}
 
 // argv[1] when it looks like a command name that the app does not have.
 const char* unknown_command(CLI::App& app, int argc, char** argv) {
@@ -38,12 +43,36 @@ const char* unknown_command(CLI::App& app, int argc, char** argv) {
   return named.empty() ? argv[1] : nullptr;
 }
 
+// The commands --help lists (not the hidden ones, such as simulate-outcome).
 std::string command_names(CLI::App& app) {
   std::string names;
-  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) { return !s->get_group().empty(); }))
     names += (names.empty() ? "" : ", ") + sub->get_name();
   return names;
 }
+
+// CLI11's help with an option's default apart from its range: "--steps INT:a whole
+// number from 3 to 10000" and "steps per run (default: 6)", not "... to 10000=6".
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (!opt->get_option_text().empty()) return " " + opt->get_option_text();
+    std::string out;
+    if (opt->get_type_size() != 0) {
+      if (!opt->get_type_name().empty()) out += " " + get_label(opt->get_type_name());
+      if (opt->get_expected_max() == CLI::detail::expected_max_vector_size) out += " ...";
+      else if (opt->get_expected_min() > 1) out += " x " + std::to_string(opt->get_expected());
+      if (opt->get_required()) out += " " + get_label("REQUIRED");
+    }
+    if (!opt->get_envname().empty()) out += " (" + get_label("Env") + ":" + opt->get_envname() + ")";
+    return out;
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    const std::string& fallback = opt->get_default_str();
+    if (opt->get_type_size() == 0 || fallback.empty()) return opt->get_description();
+    return fmt::format("{} (default: {})", opt->get_description(), fallback);
+  }
+};
 
 // The status of a command that ended with `code`, once its standard output is flushed.
 int finish(int code) {
@@ -81,6 +110,7 @@ std::string version_text() {
 void describe_program(CLI::App& app) {
   app.set_version_flag("--version", version_text(), "print partune's version and those of SimGrid and LibTorch");
   app.footer(exit_status_help());
+  app.formatter(std::make_shared<HelpFormatter>());
 }
 
 int run_command_line(CLI::App& app, int argc, char** argv) {

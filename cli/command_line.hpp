@@ -19,7 +19,8 @@ const char* exit_status_help();
 // "partune 0.1.0 (SimGrid 3.32.0, LibTorch 1.13.1)": what --version prints.
 std::string version_text();
 
-// Adds --version and the exit-status table to the top-level app.
+// Adds --version, the exit-status table and the help layout (an option's default apart
+// from its range) to the top-level app; sub-commands added after it inherit the last two.
 void describe_program(CLI::App& app);
 
 // Parses and runs the chosen sub-command; maps every error to the table's status with

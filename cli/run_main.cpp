@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   partune::backend::install_cpu_memory_accounting();
   CLI::App app{"partune run: train the job for real on the LibTorch backend"};
   app.require_subcommand(1);
+  partune::cli::describe_program(app);  // before the commands: they inherit its exit-status table
   partune::cli::register_run(app);
   partune::cli::register_calibrate(app);
   partune::cli::register_bench_attention(app);

@@ -1,11 +1,12 @@
 # Runs one command and checks its exit status and output. Invoked by ctest as
 #   cmake -DCMD=<prog;arg;...> -DEXPECT=zero|nonzero|<status>
 #         [-DSTDOUT_HAS=<re;re;...>] [-DSTDERR_HAS=<re;re;...>] [-DONE_LINE=ON]
-#         [-DNO_FILE=<path>] -P run_and_check.cmake
+#         [-DSTDOUT_LACKS=<re;...>] [-DSTDERR_LACKS=<re;...>] [-DNO_FILE=<path>] -P run_and_check.cmake
 # ONE_LINE: standard error is exactly one line. NO_FILE: that path does not exist after
 # the command (no partial output left).
 # Each STDOUT_HAS / STDERR_HAS entry is a regular expression that must match somewhere
-# in that stream (all of them, not any one as PASS_REGULAR_EXPRESSION would).
+# in that stream (all of them, not any one as PASS_REGULAR_EXPRESSION would); no
+# STDOUT_LACKS / STDERR_LACKS entry may match anywhere in its stream.
 if(NOT DEFINED CMD OR NOT DEFINED EXPECT)
   message(FATAL_ERROR "run_and_check.cmake needs -DCMD=... and -DEXPECT=zero|nonzero")
 endif()
@@ -45,6 +46,18 @@ endforeach()
 foreach(re IN LISTS STDERR_HAS)
   if(NOT err MATCHES "${re}")
     message(SEND_ERROR "stderr does not match '${re}'")
+    set(failed TRUE)
+  endif()
+endforeach()
+foreach(re IN LISTS STDOUT_LACKS)
+  if(out MATCHES "${re}")
+    message(SEND_ERROR "stdout matches '${re}'")
+    set(failed TRUE)
+  endif()
+endforeach()
+foreach(re IN LISTS STDERR_LACKS)
+  if(err MATCHES "${re}")
+    message(SEND_ERROR "stderr matches '${re}'")
     set(failed TRUE)
   endif()
 endforeach()
