@@ -13,8 +13,8 @@
 namespace partune::cli {
 
 std::string describe_job(const Job& job);
-// peak_bytes: the memory peak to judge fit and headroom by (default: the breakdown's total).
-std::string estimate_text(const Job& job, const Estimate& e, double peak_bytes = -1);
+// The headroom is HBM less the memory breakdown's total.
+std::string estimate_text(const Job& job, const Estimate& e);
 nlohmann::json estimate_json(const Job& job, const Estimate& e);
 
 // simulate: the estimate's report and keys, plus what only the simulation shows.

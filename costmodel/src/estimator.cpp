@@ -129,6 +129,7 @@ Slots stage_slots(const Context& c) {
 // when the flavour prefetches before the gradient kernels).
 struct PerMicrobatch {
   double total = 0, exposed = 0;
+  double drain_waits = 0;  // data_parallel: the pipeline's drain stretched by later stages' buckets
 };
 PerMicrobatch sharded(const Context& c, const Slots& slots) {
   PerMicrobatch out;
@@ -234,7 +235,9 @@ double largest_stage_parameters(const Context& c) { return stage_parameter_count
 // starts its own when the stage after it sends the gradient. A GPU-driven collective
 // lets the kernels beside it progress at only its compute_overlap rate (the simulator's
 // rule), so every stage's last backward is stretched by its own buckets and the
-// stretches add up along the drain; what is left of the buckets after the first stage's
+// stretches add up along the drain (the later stages' stretches are drain time the
+// critical first stage waits through: pipeline time, as the simulator's critical
+// rank sees them); what is left of the buckets after the first stage's
 // backward is exposed at the end. (Only the last micro-batch carries buckets: gradient
 // accumulation defers the synchronisation.)
 // A stage's last backward, B seconds of kernels over L layers, beside C seconds of its
@@ -256,14 +259,21 @@ BucketStretch bucket_stretch(double comm, double overlap, double backward, doubl
   return out;
 }
 
-// The drain over every stage: the sum of the stretches, plus the largest bucket time
-// still running once the chain reaches the first stage.
-double drain_exposed(const Context& c, double overlap, const std::function<double(int)>& stage_comm) {
+// The drain over every stage. The critical rank (the first stage, which finishes last)
+// waits on the stretches of the later stages' last backwards: pipeline drain time, not
+// its own communication. Its own exposure is its stretch plus the bucket time still
+// running once the chain reaches it (which can be a later stage's leftover).
+struct Drain {
+  double own = 0;           // the first stage's stretch and the leftover at the end
+  double waits = 0;         // the later stages' stretches, waited for along the chain
+  double largest_comm = 0;  // the longest stage's buckets
+};
+Drain drain_exposed(const Context& c, double overlap, const std::function<double(int)>& stage_comm) {
   // Uniform stages come in three kinds (first, middle, last): work each out once.
   const bool uniform = c.pc.stage_layers.empty() && c.stages.uniform_tensor_groups();
   struct Kind {
     int stage = -1;
-    double backward = 0;
+    double backward = 0, comm = 0;
     BucketStretch bucket;
   } kinds[3];
   auto kind_of = [&](int s) -> const Kind& {
@@ -272,18 +282,22 @@ double drain_exposed(const Context& c, double overlap, const std::function<doubl
       const StageCost cost = c.stages.cost(s);
       k.stage = s;
       k.backward = cost.backward + cost.recompute;
-      k.bucket = bucket_stretch(stage_comm(s), overlap, k.backward, c.job.layers_on_stage(s) + 1.0);
+      k.comm = stage_comm(s);
+      k.bucket = bucket_stretch(k.comm, overlap, k.backward, c.job.layers_on_stage(s) + 1.0);
     }
     return k;
   };
-  double stretches = 0, after = 0, leftover = 0;  // after: chain time from stage s to the end
+  Drain out;
+  double after = 0, leftover = 0;  // after: chain time from stage s to the end
   for (int s = 0; s < c.pp; ++s) {
     const Kind& k = kind_of(s);
-    stretches += k.bucket.stretch;
+    (s == 0 ? out.own : out.waits) += k.bucket.stretch;
+    out.largest_comm = std::max(out.largest_comm, k.comm);
     leftover = std::max(leftover, k.bucket.leftover - after);
     after += k.backward + k.bucket.stretch;
   }
-  return stretches + std::max(0.0, leftover);
+  out.own += std::max(0.0, leftover);
+  return out;
 }
 
 PerMicrobatch data_parallel(const Context& c, double stage_params) {
@@ -314,8 +328,12 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
     const double ag = c.pc.shard_optimizer_state ? c.cost(CollectiveKind::all_gather, algo, shared * c.eb, c.dp_span) +
                                                        expert_cost(CollectiveKind::all_gather, e, c.edp_span)
                                                  : 0.0;
-    out.total = c.cost(kind, algo, shared * c.eb, c.dp_span) + expert_cost(kind, e, c.edp_span) + ag;
-    out.exposed = drain_exposed(c, overlap, comm) + ag;
+    const Drain d = drain_exposed(c, overlap, comm);
+    out.total = std::max(c.cost(kind, algo, shared * c.eb, c.dp_span) + expert_cost(kind, e, c.edp_span),
+                         d.largest_comm) +
+                ag;
+    out.exposed = d.own + ag;
+    out.drain_waits = d.waits;
   } else if (c.sdp > 1 && c.dp > c.sdp) {
     // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
     GroupSpan replicas{c.dp / c.sdp, std::max(1, c.dp_span.nodes / std::max(1, c.sdp_span.nodes)), 1};
@@ -436,6 +454,7 @@ Estimate estimate(const Job& job) {
   br.recompute = microbatches * slots.stage.recompute;
   br.tensor_parallel_comm = microbatches * slots.stage.tensor();
   br.pipeline_bubble = passes * pass.bubble;
+  br.pipeline_drain_waits = grads.drain_waits;
   br.pipeline_p2p = passes * pass.p2p;
   br.sharded_comm = microbatches * shard.total;
   br.sharded_exposed = microbatches * shard.exposed;
@@ -448,7 +467,7 @@ Estimate estimate(const Job& job) {
   const double copies_of_states = state_copies(c, slots, stage_params);
   br.offload_traffic += copies_of_states;
   br.offload_exposed += copies_of_states;
-  const double step = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_p2p +
+  const double step = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_drain_waits + br.pipeline_p2p +
                       br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
   Estimate e = headline_metrics(job, step);
   e.breakdown = br;

@@ -12,7 +12,7 @@ using Parts = std::array<double, 6>;
 
 Parts parts_of(const Estimate& e) {
   const StepBreakdown& b = e.breakdown;
-  return {b.compute + b.optimizer, b.tensor_parallel_comm, b.pipeline_bubble + b.pipeline_p2p,
+  return {b.compute + b.optimizer, b.tensor_parallel_comm, b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p,
           b.data_parallel_exposed, b.sharded_exposed, b.offload_exposed};
 }
 

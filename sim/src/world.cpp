@@ -236,7 +236,7 @@ SimResult World::collect_results() {
   const int p = job_.parallel.pipeline_parallel_degree;
   out.stage_utilisation.assign(p, 0.0);
   std::vector<int> per_stage(p, 0);
-  double busy_sum = 0, peak = 0;
+  double peak = 0;
   const RankState* critical = ranks_.front().get();
   for (auto& rs : ranks_) {
     RankResult rr;
@@ -249,7 +249,6 @@ SimResult World::collect_results() {
     out.ranks.push_back(rr);
     out.stage_utilisation[rr.stage] += rs->compute_busy / step;
     ++per_stage[rr.stage];
-    busy_sum += rs->compute_busy;
     peak = std::max(peak, rs->memory_peak);
     // The critical rank finishes last (the busiest among those that do).
     if (rs->end_time > critical->end_time + 1e-12 ||
@@ -258,7 +257,14 @@ SimResult World::collect_results() {
   }
   for (int s = 0; s < p; ++s)
     if (per_stage[s]) out.stage_utilisation[s] /= per_stage[s];
-  out.bubble_fraction = 1.0 - busy_sum / ranks_.size() / step;
+  // Idle time no exposed collective explains is waiting on pipeline neighbours; with one
+  // stage there are none.
+  if (p > 1)
+    for (auto& rs : ranks_) {
+      const ExposedComm& x = rs->exposed;
+      const double waits = step - rs->compute_busy - x.tensor - x.data - x.sharded - x.offload;
+      out.bubble_fraction += std::max(0.0, waits) / step / static_cast<double>(ranks_.size());
+    }
   out.exposed = critical->exposed;
 
   // Headline numbers with the estimator's definitions, on the simulated step time.

@@ -11,16 +11,19 @@ namespace partune {
 
 // Where the time of one step goes, on the critical (slowest) pipeline stage. The
 // "exposed" parts are what is left on the critical path after overlap with compute;
-// step_time = compute + tensor_parallel_comm + pipeline_bubble + pipeline_p2p
-//           + data_parallel_exposed + sharded_exposed + offload_exposed + optimizer.
+// step_time = compute + tensor_parallel_comm + pipeline_bubble + pipeline_drain_waits
+//           + pipeline_p2p + data_parallel_exposed + sharded_exposed + offload_exposed
+//           + optimizer.
 struct StepBreakdown {
   double compute = 0;                 // forward + backward kernels, all micro-batches
   double recompute = 0;               // of which activation recompute
   double tensor_parallel_comm = 0;    // all-reduces inside layers (not overlapped)
-  double pipeline_bubble = 0;         // fill and drain idle time
+  double pipeline_bubble = 0;         // fill and drain idle time of the schedule
+  double pipeline_drain_waits = 0;    // the critical stage waiting on the later stages' last
+                                      // backwards, stretched by their gradient buckets
   double pipeline_p2p = 0;            // exposed activation/gradient transfers
-  double data_parallel_comm = 0;      // gradient all-reduce (or RS+AG), total
-  double data_parallel_exposed = 0;
+  double data_parallel_comm = 0;      // gradient all-reduce (or RS+AG) of one rank, total
+  double data_parallel_exposed = 0;   // of it, on the critical stage; <= data_parallel_comm
   double sharded_comm = 0;            // sharded DP all-gathers + reduce-scatters, total
   double sharded_exposed = 0;
   double offload_traffic = 0;         // activation offload + reload over PCIe, total

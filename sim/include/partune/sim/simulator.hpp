@@ -50,7 +50,9 @@ struct RankResult {
 struct SimResult {
   Estimate metrics;                  // same headline numbers and JSON keys as `estimate`
   std::vector<double> stage_utilisation;  // compute busy / step time, per pipeline stage
-  double bubble_fraction = 0;        // 1 - compute busy / step time, mean over ranks
+  double bubble_fraction = 0;        // time neither compute nor an exposed tensor, data, sharded
+                                     // or offload collective explains (waits on pipeline neighbours),
+                                     // / step time, mean over ranks; 0 with one stage
   ExposedComm exposed;               // of the critical rank (the one that finishes last)
   std::vector<RankResult> ranks;     // simulated ranks
   std::vector<TraceEvent> events;    // when record_events
