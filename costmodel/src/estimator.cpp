@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "partune/costmodel/collective.hpp"
+#include "partune/costmodel/fit_hint.hpp"
 #include "partune/costmodel/flops.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
@@ -36,20 +37,6 @@ double exposed(double comm, double overlap_fraction, double compute) {
 }
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / units::GiB); }
-
-std::string not_fit_reason(const MemoryBreakdown& m, double capacity) {
-  struct Part { const char* name; double bytes; };
-  // The recompute working set counts only where it exceeds the logits it never coexists with.
-  Part parts[] = {{"activations", m.activations + m.transient() - m.logits},
-                  {"optimizer states", m.optimizer_states},
-                  {"parameters", m.parameters + m.gathered_parameters},
-                  {"gradients", m.gradients},
-                  {"logits", m.logits}};
-  std::sort(std::begin(parts), std::end(parts), [](auto& a, auto& b) { return a.bytes > b.bytes; });
-  return fmt::format("stage {} needs {} of {} HBM; largest parts: {} {}, {} {}", m.stage,
-                     gib(m.total()), gib(capacity), parts[0].name, gib(parts[0].bytes),
-                     parts[1].name, gib(parts[1].bytes));
-}
 
 // What every step reads: the job, its groups' spans and the per-stage costs.
 struct Context {
@@ -414,7 +401,7 @@ void memory_verdict(const Context& c, Estimate& e) {
   const double host = e.memory.host_offload * c.inst.gpus_per_node;
   if (e.memory.total() > hbm) {
     e.fits = false;
-    e.not_fit_reason = not_fit_reason(e.memory, hbm);
+    e.not_fit_reason = not_fit_reason(c.job, e.memory, hbm);
   } else if (host > c.inst.host_memory_bytes && c.inst.host_memory_bytes > 0) {
     e.fits = false;
     e.not_fit_reason = fmt::format("what is offloaded needs {} of host memory per node, the node has {}",

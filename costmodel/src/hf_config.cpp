@@ -3,6 +3,8 @@
 // the reason.
 #include "hf_config.hpp"
 
+#include <cctype>
+#include <filesystem>
 #include <string>
 
 #include "scenario_internal.hpp"
@@ -90,14 +92,48 @@ void read_gpt2(const Reader& r, ModelSpec& m) {
   m.dropout = r.get_in_range("resid_pdrop", 0, 0.99, 0.1);
 }
 
+// A Hugging Face cache snapshot: models--ORG--NAME/snapshots/<commit>/config.json.
+bool is_commit(const std::string& s) {
+  if (s.size() != 40) return false;
+  for (char ch : s)
+    if (!std::isxdigit(static_cast<unsigned char>(ch))) return false;
+  return true;
+}
+
 }  // namespace
+
+std::string hf_model_name(const std::string& name_or_path, const std::string& config_path,
+                          const std::string& model_type) {
+  namespace fs = std::filesystem;
+  if (!name_or_path.empty()) {
+    const bool local = name_or_path[0] == '/' || name_or_path[0] == '.' || name_or_path[0] == '~';
+    if (!local) return name_or_path;  // a Hub id, e.g. meta-llama/Meta-Llama-3-8B
+    fs::path p = fs::path(name_or_path).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();  // a trailing '/'
+    const std::string base = p.filename().string();
+    if (!base.empty() && base != "." && base != "..") return base;
+  }
+  const fs::path file(config_path);
+  if (file.stem() != "config" && !file.stem().empty()) return file.stem().string();
+  const fs::path folder = fs::absolute(file).lexically_normal().parent_path();
+  const fs::path above = folder.parent_path();
+  const std::string repo = above.parent_path().filename().string();
+  if (is_commit(folder.filename().string()) && above.filename() == "snapshots" && repo.rfind("models--", 0) == 0) {
+    std::string id = repo.substr(8);
+    const std::size_t sep = id.find("--");
+    if (sep != std::string::npos) id.replace(sep, 2, "/");
+    return id;
+  }
+  if (!folder.filename().empty()) return folder.filename().string();
+  return model_type.empty() ? "hf-model" : model_type;
+}
 
 ModelSpec model_from_hf_config(const std::string& path) {
   const Reader r(load_yaml_file(path), path, "");
   if (!r.node().IsMap()) throw ScenarioError(path, "", "a Hugging Face config.json must be a JSON object");
   const Family f = family_of(r);
   ModelSpec m;
-  m.name = r.get_string("_name_or_path", "hf-model");
+  m.name = hf_model_name(r.get_string("_name_or_path", ""), path, r.get_string("model_type", ""));
   switch (f) {
     case Family::llama:
     case Family::qwen2: read_llama(r, m); break;

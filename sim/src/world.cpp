@@ -8,7 +8,10 @@
 #include <string>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/fit_hint.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/units.hpp"
 #include "collective_exec.hpp"
@@ -274,8 +277,8 @@ SimResult World::collect_results() {
   e.memory_capacity = job_.cluster.instance.gpu.hbm_bytes;
   e.fits = peak <= e.memory_capacity;
   if (!e.fits)
-    e.not_fit_reason = "a rank peaks at " + std::to_string(peak / units::GiB).substr(0, 5) + " GiB of " +
-                       std::to_string(e.memory_capacity / units::GiB).substr(0, 5) + " GiB HBM";
+    e.not_fit_reason = fmt::format("a rank peaks at {:.1f} GiB of {:.1f} GiB HBM; {}", peak / units::GiB,
+                                   e.memory_capacity / units::GiB, fit_hint(job_, e.memory));
   StepBreakdown& br = e.breakdown;
   br.compute = critical->compute_busy;
   br.tensor_parallel_comm = critical->exposed.tensor;
