@@ -1,4 +1,4 @@
-// partune reproduce [PATH...] [--json]: predicted vs published for every table row.
+// partune reproduce [PATH...] [--json | --markdown]: predicted vs published for every table row.
 #include <iostream>
 
 #include "commands.hpp"
@@ -9,6 +9,7 @@
 #include "partune/search/published.hpp"
 #include "partune/sim/simulator.hpp"
 #include "report.hpp"
+#include "reproduce_report.hpp"
 
 namespace partune::cli {
 
@@ -16,17 +17,21 @@ void register_reproduce(CLI::App& app) {
   auto* cmd = app.add_subcommand("reproduce", "Predict every row of published tables and report the error");
   struct Options {
     std::vector<std::string> paths;
-    bool json = false, estimator = false, search = false;
+    bool json = false, markdown = false, estimator = false, search = false;
     int top_k = 8;
     std::vector<std::string> explain;
   };
   auto opt = std::make_shared<Options>();
   cmd->add_option("paths", opt->paths, "table files or folders (default: scenarios/tables/)");
-  cmd->add_flag("--json", opt->json, "print one JSON object");
+  auto* json = cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->add_flag("--estimator", opt->estimator, "use the analytical estimator (fast) instead of the simulator");
-  cmd->add_flag("--search", opt->search,
-                "for each row, search the same model/cluster/batch and compare the configuration found "
-                "with the published one");
+  auto* search = cmd->add_flag("--search", opt->search,
+                               "for each row, search the same model/cluster/batch and compare the configuration "
+                               "found with the published one");
+  cmd->add_flag("--markdown", opt->markdown,
+                "print a Markdown table (each row off by more than 10% with its known_gap) and the MAPE lines")
+      ->excludes(json)
+      ->excludes(search);
   cmd->add_option("--top-k", opt->top_k, "with --search: candidates simulated per row")->check(count_in(1, 100000));
   cmd->add_option("--explain", opt->explain, "print the full estimate of the named row(s) first");
   cmd->callback([opt] {
@@ -57,6 +62,7 @@ void register_reproduce(CLI::App& app) {
           }
     const ReproduceResult r = reproduce(tables, evaluate);
     if (opt->json) std::cout << reproduce_json(r).dump(2) << "\n";
+    else if (opt->markdown) std::cout << reproduce_markdown(r, opt->estimator ? "estimator" : "simulator");
     else std::cout << reproduce_text(r);
   });
 }

@@ -474,7 +474,8 @@ nlohmann::json reproduce_json(const ReproduceResult& r) {
                     {"error_pct", row.error_pct},
                     {"before", row.before},
                     {"direction_ok", row.direction_ok},
-                    {"fits", row.fits}});
+                    {"fits", row.fits},
+                    {"known_gap", row.known_gap}});
   }
   return {{"rows", rows},
           {"mape_pct", r.mape_pct},

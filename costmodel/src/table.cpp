@@ -69,7 +69,7 @@ Table load_table_file(const std::string& file) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string key = "rows[" + std::to_string(i) + "]";
     const Reader row(rows[i], file, key);
-    row.allow_only({"name", "metric", "published", "job", "baseline", "before", "note"});
+    row.allow_only({"name", "metric", "published", "job", "baseline", "before", "note", "known_gap"});
     TableRow tr;
     tr.name = row.get_string("name");
     if (seen.count(tr.name)) row.fail("name", "'" + tr.name + "' is used by another row");
@@ -78,6 +78,11 @@ Table load_table_file(const std::string& file) {
         "metric", {"hw_tflops_per_gpu", "tflops_per_gpu", "samples_per_s", "tokens_per_s", "speedup"}, 0));
     tr.published = row.get_positive("published");
     tr.note = row.get_string("note", "");
+    if (row.has("known_gap")) {
+      tr.known_gap = row.get_string("known_gap");
+      if (tr.known_gap.find_first_not_of(" \t\n") == std::string::npos)
+        row.fail("known_gap", "empty: say why the row is far off, or leave the key out");
+    }
     tr.before = row.get_string("before", "");
     if (!tr.before.empty() && tr.metric == Metric::speedup)
       row.fail("before", "a speedup row is its own before/after pair (job vs baseline)");
@@ -154,6 +159,7 @@ ReproduceResult reproduce(const std::vector<Table>& tables, const JobEvaluator& 
   for (const Table& t : tables) {
     std::map<std::string, std::pair<double, double>> by_name;  // published, predicted
     const std::size_t first = out.rows.size();
+    double table_abs_sum = 0;
     for (const TableRow& row : t.rows) {
       const Estimate e = evaluate(row.job);
       Estimate base;
@@ -167,14 +173,21 @@ ReproduceResult reproduce(const std::vector<Table>& tables, const JobEvaluator& 
       rr.error_pct = 100.0 * (rr.predicted - rr.published) / rr.published;
       rr.before = row.before;
       rr.fits = e.fits && (!row.has_baseline || base.fits);
+      rr.known_gap = row.known_gap;
       by_name[row.name] = {rr.published, rr.predicted};
       abs_sum += std::fabs(rr.error_pct);
+      table_abs_sum += std::fabs(rr.error_pct);
       if (row.metric == Metric::hw_tflops_per_gpu || row.metric == Metric::tflops_per_gpu) {
         tflops_sum += std::fabs(rr.error_pct);
         ++tflops_rows;
       }
       out.rows.push_back(rr);
     }
+    TableSummary ts;
+    ts.table = t.name;
+    ts.rows = static_cast<int>(out.rows.size() - first);
+    if (ts.rows > 0) ts.mape_pct = table_abs_sum / ts.rows;
+    out.tables.push_back(ts);
     for (std::size_t i = first; i < out.rows.size(); ++i) {
       RowResult& rr = out.rows[i];
       if (rr.before.empty()) continue;
@@ -195,6 +208,7 @@ ReproduceResult reproduce(const std::vector<Table>& tables, const JobEvaluator& 
   }
   if (!out.rows.empty()) out.mape_pct = abs_sum / out.rows.size();
   if (tflops_rows > 0) out.mape_tflops_pct = tflops_sum / tflops_rows;
+  out.tflops_rows = tflops_rows;
   return out;
 }
 

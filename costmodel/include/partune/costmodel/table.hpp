@@ -24,6 +24,8 @@ struct TableRow {
   Job baseline;
   std::string before;         // name of this row's "before" row (direction check)
   std::string note;
+  std::string known_gap;      // why the prediction is known to be far off (a mechanism, or
+                              // "not explained yet" and the issue that addresses it)
 };
 
 struct Table {
@@ -43,6 +45,13 @@ struct RowResult {
   std::string before;   // pair partner, if any
   bool direction_ok = true;  // sign of (row - before) agrees between prediction and paper
   bool fits = true;
+  std::string known_gap;  // the row's `known_gap`, as written in the table file
+};
+
+struct TableSummary {
+  std::string table;
+  int rows = 0;
+  double mape_pct = 0;  // over this table's rows
 };
 
 struct ReproduceResult {
@@ -50,6 +59,8 @@ struct ReproduceResult {
   double mape_pct = 0;            // over every row
   double mape_tflops_pct = 0;     // over TFLOPs rows only
   int pairs = 0, pairs_right = 0; // before/after direction checks
+  int tflops_rows = 0;            // rows behind mape_tflops_pct
+  std::vector<TableSummary> tables;  // one per table, in input order
 };
 
 // `evaluate` predicts one job (the estimator now; the simulator when it exists).
