@@ -19,12 +19,7 @@ struct MemoryBreakdown {
   double gathered_parameters = 0;  // sharded DP: full layers materialised for compute
   double activations = 0;      // stored for backward, all in-flight micro-batches
   double activation_working = 0;   // one layer's full activations during recompute/backward
-  double logits = 0;           // Parameters of the largest non-layer unit on `stage` (the embedding on stage 0, the
-// head's untied projection on the head's stage), divided by tensor parallelism: what
-// sharded data parallelism gathers whole, and whose gradient one kernel writes at once.
-double largest_extra_unit(const Job& job, int stage);
-
-// LM-head output and loss buffers on the head's stage
+  double logits = 0;           // LM-head output and loss buffers on the head's stage
   // Of `logits`, one micro-batch's: the head's backward frees them before the layers
   // beneath it recompute, so they and activation_working are never live together.
   double logits_one_microbatch = 0;
@@ -43,6 +38,11 @@ double largest_extra_unit(const Job& job, int stage);
            communication_buffers + reserved;
   }
 };
+
+// Parameters of the largest non-layer unit on `stage` (the embedding on stage 0, the
+// head's untied projection on the head's stage), divided by tensor parallelism: what
+// sharded data parallelism gathers whole, and whose gradient one kernel writes at once.
+double largest_extra_unit(const Job& job, int stage);
 
 // Korthikanti per-layer activation bytes for b sequences (no checkpointing).
 double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
