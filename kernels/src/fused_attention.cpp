@@ -14,10 +14,12 @@ namespace partune::kernels {
 
 namespace {
 
+#if TORCH_VERSION_MAJOR >= 2
 bool partune_kernel_asked() {
   const char* v = std::getenv("PARTUNE_ATTENTION_KERNEL");
   return v != nullptr && std::string(v) == "partune";
 }
+#endif
 
 }  // namespace
 
