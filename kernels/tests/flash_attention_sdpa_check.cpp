@@ -16,47 +16,9 @@
 // (SDPA's is_causal: top-left aligned, the same for square attention). Inputs and the
 // output gradient dout are N(0, 1), rounded to the element type.
 //
-// Accuracy, per case, for out, dq, dk and dv of each implementation:
-//   max abs error   = max |got - ref| over all elements, ref the float32 reference below;
-//   max rel error   = max abs error / max |ref| (relative to the tensor's scale: an element-
-//                     wise ratio is meaningless where ref crosses zero);
-//   and partune vs SDPA, max |partune - sdpa| (and over max |ref|).
-// The reference is plain math in float32 on the GPU, from the same rounded inputs:
-//   S = q k^T / sqrt(d) (+ -inf above the diagonal when causal), P = softmax(S), out = P v,
-//   dv = P^T dout, dP = dout v^T, dS = P o (dP - rowsum(dout o out)),
-//   dq = dS k / sqrt(d), dk = dS^T q / sqrt(d),
-// computed a few heads at a time so that each s x s matrix stays under 256 MiB (so every
-// case here has one), with TF32 turned off for its matmuls.
-//
-// Pass criterion, per tensor t in {out, dq, dk, dv}:
-//   every element of partune's t finite, and
-//   err_partune(t) <= 2 * err_sdpa(t) + u * max|ref(t)|,
-// err the max abs error against the float32 reference, u the unit roundoff of the element
-// type (2^-8 bf16, 2^-11 fp16). Why: SDPA is the trusted implementation; its error against
-// float32 is what storing inputs/outputs in 16 bits (and its own 16-bit intermediates, such
-// as P and dS fed to tensor cores) costs on exactly these inputs, so it calibrates the
-// tolerance per case instead of a guessed constant. partune accumulates in fp32 but rounds
-// in other places and another order (dq through fp32 atomics), so its max error may sit
-// somewhat above or below SDPA's: a factor 2 leaves room for that while a real defect (a
-// wrong mask, a missed tile, a wrong scale or lse) shows up at the level of max|ref|, far
-// beyond it. The floor, one final rounding of the result to the element type, keeps the
-// test from failing when SDPA happens to be nearly exact on a tensor (its error is then
-// below what partune's own last rounding may cost). SDPA's results must be finite too.
-//
-// Speed: forward + backward (flash_attention or SDPA, then torch::autograd::grad for q, k,
-// v), each timed between torch::cuda::synchronize() calls on the host clock; after the
-// accuracy run (cold) each gets one warm-up run, then repeats interleaved (partune, SDPA; then
-// SDPA, partune; ...) so that clock and thermal drift hit both alike. Reported: median and
-// min..max in ms, the time ratio partune/SDPA (> 1: partune slower) and its inverse, the
-// speed ratio, and each one's TFLOP/s over the median. The number of repeats fits a time
-// budget (default 60 s for all timing, 6 s with --quick, --budget to change it): at least
-// 1, at most 9 (5 with --quick), spread over the cases still to run.
-//
-// FLOPs of forward + backward (matmul FLOPs only, the count FlashAttention-2's benchmarks
-// use, so TFLOP/s compare with published figures):
-//   forward  4 b h s^2 d   (S = Q K^T: 2 s^2 d per head, P V: 2 s^2 d)
-//   backward 10 b h s^2 d  (S recomputed, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q)
-//   total    14 b h s^2 d, halved when causal (half of S is masked).
+// Accuracy (max abs and relative error against a float32 reference), the pass criterion
+// (err_partune <= 2 err_sdpa + u max|ref|), the interleaved timing and the FLOP counts:
+// flash_attention_sdpa_check.md beside this file.
 //
 // Output: one line per case and a summary; --json FILE writes every figure.
 // Exit status: 0 every accuracy check passed, 1 one failed (or a case threw), 2 bad
@@ -93,7 +55,7 @@
 namespace {
 
 constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitSkip = 77;
-constexpr double kSdpaErrorFactor = 2.0;               // see the pass criterion above
+constexpr double kSdpaErrorFactor = 2.0;               // the pass criterion (flash_attention_sdpa_check.md)
 constexpr std::int64_t kReferenceChunkBytes = 256LL << 20;  // one s x s fp32 block of heads
 constexpr std::uint64_t kSeed = 20240611;
 
