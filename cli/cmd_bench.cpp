@@ -18,10 +18,7 @@ namespace {
 // partune bench estimate: estimator evaluations per second on one core.
 void register_bench_estimate(CLI::App* bench) {
   auto* est = bench->add_subcommand("estimate", "Estimator evaluations per second on one core");
-  struct Options {
-    std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml";
-    double seconds = 2.0;
-  };
+  struct Options { std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml"; double seconds = 2.0; };
   auto opt = std::make_shared<Options>();
   est->add_option("job", opt->job, "job file (default: the 175B job on 120 p4d)");
   est->add_option("--seconds", opt->seconds, "how long to measure, in seconds")->check(number_in(0, 3600, true));
@@ -48,19 +45,14 @@ void register_bench_estimate(CLI::App* bench) {
 // partune bench simulate: simulator wall time at several scales of GPT-3 175B.
 void register_bench_simulate(CLI::App* bench) {
   auto* sim_cmd = bench->add_subcommand("simulate", "Simulator wall time and activities per second at several scales");
-  struct SimBenchOptions {
-    std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml";
-    bool no_symmetry = false;
-  };
+  struct SimBenchOptions { std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml"; bool no_symmetry = false; };
   auto sopt = std::make_shared<SimBenchOptions>();
   sim_cmd->add_option("job", sopt->job, "base job (default: GPT-3 175B on p4d); resized per row");
   sim_cmd->add_flag("--no-symmetry", sopt->no_symmetry, "simulate every rank");
   sim_cmd->callback([sopt] {
     // GPT-3 175B with TP 8 inside nodes, resized to each GPU count: the row for 960 GPUs
     // is the seed's 120-node job (PP 8, DP 15, 64 micro-batches).
-    struct Scale {
-      int gpus, pp, microbatches, batch;
-    };
+    struct Scale { int gpus, pp, microbatches, batch; };
     const Scale scales[] = {{8, 1, 8, 8}, {64, 8, 64, 64}, {960, 8, 64, 1920}, {3072, 8, 64, 6144}};
     load_job(sopt->job);  // a bad base job fails before anything is printed
     std::cout << fmt::format("bench simulate: {} (one training step per row)\n", sopt->job);
@@ -87,10 +79,7 @@ void register_bench_simulate(CLI::App* bench) {
 // partune bench search: autotuner wall time over the full space.
 void register_bench_search(CLI::App* bench) {
   auto* search_cmd = bench->add_subcommand("search", "Autotuner wall time over the full space, tier by tier");
-  struct SearchBenchOptions {
-    std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml";
-    int top_k = 32;
-  };
+  struct SearchBenchOptions { std::string job = scenario_root() + "/jobs/gpt3-175b-p4d-120.yaml"; int top_k = 32; };
   auto qopt = std::make_shared<SearchBenchOptions>();
   search_cmd->add_option("job", qopt->job, "job to tune (default: GPT-3 175B on 120 p4d)");
   search_cmd->add_option("--top-k", qopt->top_k, "candidates simulated")->check(count_in(1, 100000));

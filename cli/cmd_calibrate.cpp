@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "calibrate_output.hpp"
 #include "calibrate_report.hpp"
 #include "commands.hpp"
 #include "option_checks.hpp"
@@ -35,59 +36,6 @@ struct Options {
   int threads = 0;
 };
 
-[[noreturn]] void fail(const std::string& message, int code) {
-  std::fprintf(stderr, "partune: error: %s\n", message.c_str());
-  throw Exit{code};
-}
-
-// The output is written to a temporary file beside it and renamed into place, so a failed
-// or interrupted calibration never leaves a half-written profile. The temporary file is
-// created before any benchmark runs: a bad path fails at once (exit 2).
-std::unique_ptr<AtomicFile> open_output(const std::string& path) {
-  const fs::path p(path);
-  if (p.filename().empty() || p.extension() != ".yaml")
-    fail(fmt::format("--out {}: expected a file name ending in .yaml (its stem becomes the instance type's name)", path), 2);
-  try {
-    return std::make_unique<AtomicFile>(path);
-  } catch (const OutputError& e) {
-    fail(fmt::format("--out {}", e.what()), 2);
-  }
-}
-
-// A progress bar on standard error when it is a terminal (silent into a file or a pipe);
-// `run` gets the callback, or an empty one.
-template <class Run>
-auto with_progress(Run run) {
-  const bool bar = ::isatty(STDERR_FILENO) != 0;
-  std::function<void(int, int, const char*)> progress;
-  if (bar) progress = [](int done, int total, const char* what) { progress_bar(done, total, what); };
-  try {
-    auto result = run(progress);
-    if (bar) std::fprintf(stderr, "\r\033[K");
-    return result;
-  } catch (...) {
-    if (bar) std::fprintf(stderr, "\n");
-    throw;
-  }
-}
-
-// Writes the profile, unless a fit is unusable: then its measurements are kept beside the
-// target (not a .yaml: never taken for an instance type) and the command fails. The file
-// must be one the loader accepts (strict keys, ranges) before it replaces anything.
-InstanceType write_profile(AtomicFile& output, const std::string& out, const std::string& yaml,
-                           const std::vector<std::string>& unusable) {
-  if (!unusable.empty()) {
-    const std::string raw = out + ".rejected";
-    write_file_atomically(raw, yaml);
-    fail(fmt::format("{} not written: {} (the measurements and fits are in {})", out, fmt::join(unusable, "; "), raw), 1);
-  }
-  output.write(yaml);
-  output.close();
-  const InstanceType it = load_instance_type(output.temp_path());
-  output.commit();
-  return it;
-}
-
 void calibrate_cpu(const Options& opt, const std::string& command) {
   const std::unique_ptr<AtomicFile> output = open_output(opt.out);
   kernels::CalibrationOptions options;
@@ -106,12 +54,12 @@ void calibrate_cpu(const Options& opt, const std::string& command) {
 // GPU 0 against its datasheet file; refused (exit 2) before anything is written when there
 // is no GPU or no datasheet file for it.
 void calibrate_cuda(const Options& opt, const std::string& command) {
-  if (const std::string why = kernels::cuda_unavailable_reason(); !why.empty()) fail(why, 2);
-  if (opt.threads > 0) fail("calibrate --device cuda: --threads applies to --device cpu", 2);
+  if (const std::string why = kernels::cuda_unavailable_reason(); !why.empty()) fail_calibration(why, 2);
+  if (opt.threads > 0) fail_calibration("calibrate --device cuda: --threads applies to --device cpu", 2);
   const kernels::GpuInfo gpu = kernels::gpu_info();
   const std::string base = kernels::datasheet_instance_type_for(gpu.name);
   if (base.empty())
-    fail(fmt::format("calibrate --device cuda: no datasheet instance type for '{}' (there are h100-sxm-device and "
+    fail_calibration(fmt::format("calibrate --device cuda: no datasheet instance type for '{}' (there are h100-sxm-device and "
                      "h200-device in scenarios/clusters/)", gpu.name), 2);
   const std::unique_ptr<AtomicFile> output = open_output(opt.out);
   kernels::GpuCalibrationOptions options;

@@ -9,86 +9,20 @@
 
 #include <fmt/format.h>
 
-#include "chrome_trace.hpp"
+#include "partune/launch/chrome_trace.hpp"
 #include "commands.hpp"
 #include "option_checks.hpp"
-#include "partune/backend/checkpoint_directory.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "run_launcher.hpp"
 #include "run_report.hpp"
 
 namespace partune::cli {
 
 namespace {
 
-struct Options {
-  std::string job, trace, data, save, resume;
-  std::string device = "cpu";
-  std::vector<std::string> overrides;
-  int steps = 10;
-  int nproc = 0;
-  bool json = false;
-  backend::RunOptions run;
-};
-
-// What an interrupted save left in the --save and --resume directories goes before any
-// rank starts (with a note).
-void tidy_checkpoint_directories(const Options& opt) {
-  for (const std::string& dir : {opt.save, opt.resume})
-    if (!dir.empty())
-      for (const std::string& name : backend::remove_interrupted_save_leftovers(dir))
-        std::cerr << fmt::format("partune run: removed {}/{}, left by an interrupted save\n", dir, name);
-}
-
-// Without a launcher's environment this process is the launcher: it checks everything
-// before any rank starts, then starts and supervises --nproc local ranks (true: they have
-// run). With one rank, or as a rank of a launcher's world, it runs the rank itself (false).
-bool supervised_ranks(const Job& job, Options& opt) {
-  opt.run.environment = backend::rank_environment_from_env();
-  if (!opt.run.environment) {
-    // This process is the launcher: check everything before any rank starts.
-    const int nproc = opt.nproc > 0 ? opt.nproc : job.world_size();
-    if (nproc != job.world_size()) {
-      std::cerr << fmt::format("partune: error: --nproc {} but job '{}' has world size {} (pipeline {} x tensor {} x data {})\n",
-                               nproc, job.name, job.world_size(), job.parallel.pipeline_parallel_degree,
-                               job.parallel.tensor_parallel_degree, job.data_parallel_degree());
-      throw Exit{2};
-    }
-    backend::RunOptions check = opt.run;
-    if (nproc > 1) {
-      check.environment = backend::RankEnvironment{};
-      check.environment->world_size = nproc;
-    }
-    if (const std::string why = backend::why_not_runnable(job, check); !why.empty()) {
-      std::cerr << "partune: error: " << why << "\n";
-      throw Exit{2};
-    }
-    tidy_checkpoint_directories(opt);
-    if (!opt.resume.empty())
-      if (const std::string why = backend::why_not_resumable(job, check, opt.resume); !why.empty()) {
-        std::cerr << "partune: error: " << why << "\n";
-        throw Exit{2};
-      }
-    if (nproc > 1) {
-      backend::SuperviseOptions so;
-      so.executable = backend::current_executable_path();
-      const int status = backend::supervise_local_ranks(backend::current_arguments(), nproc, so);
-      if (status != 0) throw Exit{status == 2 ? 2 : 1};  // a rank died: 1 (bad input the ranks found: 2)
-      return true;
-    }
-  } else if (opt.nproc > 0 && opt.nproc != opt.run.environment->world_size &&
-             opt.run.environment->store_hosted_by_launcher == false) {
-    std::cerr << "partune: error: --nproc is for starting local ranks; this process is already rank "
-              << opt.run.environment->rank << " of a launcher's world\n";
-    throw Exit{2};
-  } else if (opt.run.environment->hosts_store()) {
-    tidy_checkpoint_directories(opt);  // rank 0 of an external launcher, before the rendezvous
-  }
-  return false;
-}
-
 // This rank: the steps, then checkpoint, trace and report (rank 0 prints).
-void run_rank(const Job& job, Options& opt) {
+void run_rank(const Job& job, RunCommand& opt) {
   opt.run.record_events = !opt.trace.empty();
   backend::Trainer trainer(job, opt.run);
   const bool leader = trainer.rank() == 0;
@@ -111,7 +45,7 @@ void run_rank(const Job& job, Options& opt) {
   trainer.finish();
   if (!leader) return;
   if (!opt.trace.empty())
-    write_chrome_trace(opt.trace, trainer.events(), trainer.job().world_size());
+    launch::write_chrome_trace(opt.trace, trainer.events(), trainer.job().world_size());
   if (opt.json) std::cout << run_json(job, trainer, reports, first_step).dump(2) << "\n";
 }
 
@@ -119,7 +53,7 @@ void run_rank(const Job& job, Options& opt) {
 
 void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Execute the job's per-rank programs with LibTorch (CPU fp32, or --device cuda), one process per rank");
-  auto opt = std::make_shared<Options>();
+  auto opt = std::make_shared<RunCommand>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
   cmd->add_option("--steps", opt->steps, "training steps to run")->check(count_in(1, 1000000));
   cmd->add_option("--nproc", opt->nproc,

@@ -11,11 +11,11 @@
 #include "commands.hpp"
 #include "option_checks.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
-#include "mpi_world.hpp"
+#include "partune/launch/mpi_world.hpp"
 #include "progress.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/tuner.hpp"
-#include "backend_process.hpp"
+#include "partune/launch/backend_process.hpp"
 #include "report.hpp"
 #include "search_execute.hpp"
 
@@ -124,9 +124,9 @@ void print_search_report(const Job& base, const search::SearchReport& report, co
 nlohmann::json run_search_command(const SearchCommand& opt) {
   // Under MPI every rank runs the search; the simulations are split over the ranks and
   // every rank gets every outcome (mpi_world.hpp); rank 0 prints and writes.
-  const MpiWorld world = mpi_world();
+  const launch::MpiWorld world = launch::mpi_world();
   const Job base = load_job(opt.job, opt.overrides);
-  if (opt.execute.candidates > 0 && ::access(runner_path().c_str(), X_OK) != 0) {
+  if (opt.execute.candidates > 0 && ::access(launch::runner_path().c_str(), X_OK) != 0) {
     std::cerr << "partune: error: --execute needs the LibTorch backend (build/partune-run), and this build has none\n";
     throw Exit{2};
   }
@@ -150,8 +150,8 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
     }
   }
   so.simulate_contrasts = opt.simulate_contrasts;
-  if (world.size > 1) so.simulate_batch = mpi_simulate_batch(world);
-  else if (world.mpi) so.simulate_batch = spawned_simulate_batch();
+  if (world.size > 1) so.simulate_batch = launch::mpi_simulate_batch(world);
+  else if (world.mpi) so.simulate_batch = launch::spawned_simulate_batch();
   const bool terminal = ::isatty(STDERR_FILENO) && !opt.json && world.prints();
   if (terminal) so.progress = progress_bar;
   const search::SearchReport report = search::run_search(base, space, so);

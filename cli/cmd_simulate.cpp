@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "chrome_trace.hpp"
+#include "partune/launch/chrome_trace.hpp"
 #include "commands.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
@@ -40,7 +40,7 @@ void register_simulate(CLI::App& app) {
     so.record_events = !opt->trace.empty();
     so.granularity = opt->per_layer ? Granularity::layer : Granularity::chunk;
     const sim::SimResult r = sim::simulate(job, so);
-    if (trace) write_chrome_trace(*trace, r.events, job.cluster.instance.gpus_per_node);
+    if (trace) launch::write_chrome_trace(*trace, r.events, job.cluster.instance.gpus_per_node);
     const Estimate analytic = estimate(job);
     if (opt->json) std::cout << simulation_json(job, r, analytic).dump(2) << "\n";
     else std::cout << simulation_text(job, r, analytic);

@@ -18,7 +18,7 @@
 #include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
-#include "mpi_world.hpp"
+#include "partune/launch/mpi_world.hpp"
 #include "progress.hpp"
 #include "sweep_report.hpp"
 
@@ -74,7 +74,7 @@ void show_progress(search::SweepOptions& so) {
 }
 
 void run_sweep_command(const SweepCommand& opt) {
-  const MpiWorld world = mpi_world();
+  const launch::MpiWorld world = launch::mpi_world();
   const Job base = load_job(opt.job, opt.overrides);  // a bad job or --set fails here, once
   search::SweepOptions so;
   try {
@@ -89,7 +89,7 @@ void run_sweep_command(const SweepCommand& opt) {
   so.threads = opt.threads;
   // Under MPI the runtime's threads forbid forking: searched points simulate in fresh
   // processes.
-  if (world.mpi) so.search_options.simulate_batch = spawned_simulate_batch();
+  if (world.mpi) so.search_options.simulate_batch = launch::spawned_simulate_batch();
   so.offset = world.rank;  // under MPI, this rank's share of the points
   so.stride = world.size;
   const bool terminal = ::isatty(STDERR_FILENO) && !opt.json && world.prints();
@@ -100,7 +100,7 @@ void run_sweep_command(const SweepCommand& opt) {
   if (!opt.csv.empty() && world.prints()) csv.emplace(opt.csv);
   const std::vector<search::SweepPoint> points = search::run_sweep(opt.job, so);
   if (terminal) std::fprintf(stderr, "\r%100s\r", "");
-  const std::vector<std::string> shares = mpi_all_gather(rendered(so.axes, points, opt));
+  const std::vector<std::string> shares = launch::mpi_all_gather(rendered(so.axes, points, opt));
   if (!world.prints()) return;
   std::vector<nlohmann::json> all;
   for (const std::string& share : shares)

@@ -10,7 +10,7 @@ void register_reproduce(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_search(CLI::App& app);
 void register_sweep(CLI::App& app);
-// The internal command that runs one simulation for search under MPI (mpi_world.cpp).
+// The internal command that runs one simulation for search under MPI (cmd_simulate_outcome.cpp).
 void register_simulate_outcome(CLI::App& app);
 void register_bench(CLI::App& app);
 // `bench run`, under bench (cmd_bench_run.cpp).

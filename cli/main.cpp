@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend_process.hpp"
+#include "partune/launch/backend_process.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "partune/costmodel/error.hpp"
@@ -18,7 +18,7 @@ namespace {
 // other commands neither load LibTorch (half a second at every start) nor fork with it
 // mapped. Returns only if that executable cannot be started.
 int exec_run(int argc, char** argv) {
-  const std::string runner = partune::cli::runner_path();
+  const std::string runner = partune::launch::runner_path();
   if (::access(runner.c_str(), X_OK) != 0) {
     std::fprintf(stderr,
                  "partune: error: %s needs the LibTorch backend, and this build has none (LibTorch was not found "

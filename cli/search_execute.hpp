@@ -1,14 +1,14 @@
 #pragma once
-// `partune search --execute K`: run the top K candidates of a search and K drawn from the
-// rest of the ranked list (search/execution_sample.hpp) on the LibTorch backend,
-// repeated and interleaved (A B C A B C), and compare the measured ranking with the
-// predicted one (sim/ranking.hpp). The backend is a separate process (backend_run.hpp).
+// `partune search --execute K` at the edge: the progress bar over the backend runs
+// (validate/candidate_execution.hpp does them) and the execution as the --json object
+// and the text made from it.
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "partune/search/tuner.hpp"
+#include "partune/validate/candidate_execution.hpp"
 
 namespace partune::cli {
 
@@ -22,15 +22,11 @@ struct ExecuteOptions {
 // agreement. Throws std::runtime_error when fewer than two candidates ran.
 nlohmann::json execute_candidates(const search::SearchReport& report, const ExecuteOptions& opt);
 
+// The same in two steps: the runs' options (with the progress bar when asked), and the
+// --json object of what they measured.
+validate::ExecutionOptions execution_options(const ExecuteOptions& opt);
+nlohmann::json execution_json(const validate::Execution& x);
+
 std::string execution_text(const nlohmann::json& execution);
-
-// `partune search JOB --execute K` with the search's defaults (cmd_search.cpp): prints the
-// search report and the execution, returns the execution's JSON.
-nlohmann::json search_and_execute(const std::string& job, const std::vector<std::string>& overrides,
-                                  const ExecuteOptions& execute, bool json);
-
-// The ranking targets of a validation (issue 14): Kendall's tau >= 0.8 and the predicted
-// best within 5% of the measured best. Empty when met, else what was missed.
-std::string missed_ranking_targets(const nlohmann::json& execution);
 
 }  // namespace partune::cli

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "partune/launch/chrome_trace.hpp"
+#include "partune/validate/targets.hpp"
+
 namespace partune::cli {
 
 namespace {
@@ -17,8 +20,8 @@ double json_pct(const nlohmann::json& v) { return v.is_null() ? NAN : v.get<doub
 
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
-nlohmann::json statistics_json(const sim::StepStatistics& m) {
-  return {{"statistic", fmt::format("{:g}th percentile of every timed step", 100 * sim::kLowQuantile)},
+nlohmann::json statistics_json(const validate::StepStatistics& m) {
+  return {{"statistic", fmt::format("{:g}th percentile of every timed step", 100 * validate::kLowQuantile)},
           {"runs", m.runs},
           {"samples", m.samples},
           {"low_s", m.low},
@@ -48,7 +51,7 @@ std::string layout(const Job& job) {
   return s;
 }
 
-nlohmann::json comparison_json(const ValidatedJob& v, const Job& ran, const sim::Comparison& c) {
+nlohmann::json comparison_json(const ValidatedJob& v, const Job& ran, const validate::Comparison& c) {
   nlohmann::json kinds = nlohmann::json::array();
   for (const auto& k : c.kinds)
     kinds.push_back({{"kind", to_string(k.kind)}, {"predicted_s", k.predicted_s}, {"measured_s", k.measured_s},
@@ -76,11 +79,32 @@ nlohmann::json comparison_json(const ValidatedJob& v, const Job& ran, const sim:
           {"missing_measured_kinds", c.missing_measured_kinds}};
 }
 
+nlohmann::json job_result(const validate::SuiteJob& c, const validate::JobValidation& j, const std::string& trace_dir) {
+  nlohmann::json out;
+  if (!j.pooled) {
+    out = failure_json(c.job.name, c.file, j.error);
+    out["oversubscribed"] = j.oversubscribed;
+    return out;
+  }
+  const validate::Comparison& cmp = *j.pooled;
+  out = comparison_json({c.job.name, c.file, backend::describe(c.model), j.threads_per_rank}, c.ran, cmp);
+  out["oversubscribed"] = j.oversubscribed;
+  if (!trace_dir.empty()) {
+    const std::string pfile = trace_dir + "/" + c.job.name + "-predicted.json";
+    const std::string mfile = trace_dir + "/" + c.job.name + "-measured.json";
+    launch::write_chrome_trace(pfile, j.prediction->result.events, c.ran.cluster.instance.gpus_per_node);
+    // The timed step whose time is the median stands for the run.
+    launch::write_chrome_trace(mfile, cmp.median_step_events, c.ran.cluster.instance.gpus_per_node);
+    out["traces"] = {{"predicted", pfile}, {"measured", mfile}, {"measured_step", cmp.median_step + 1}};
+  }
+  return out;
+}
+
 nlohmann::json failure_json(const std::string& name, const std::string& file, const std::string& error) {
   return {{"job", name}, {"file", file}, {"error", error}};
 }
 
-nlohmann::json summary_json(const sim::SuiteSummary& s) {
+nlohmann::json summary_json(const validate::SuiteSummary& s) {
   return {{"jobs", s.jobs},
           {"failed", s.failed},
           {"median_abs_step_error_pct", s.median_abs_step_error_pct},
@@ -93,22 +117,6 @@ nlohmann::json summary_json(const sim::SuiteSummary& s) {
           {"oversubscribed_median_abs_step_error_pct", finite_or_null(s.oversubscribed_median_abs_step_error_pct)},
           {"jobs_within_noise", s.within_noise},
           {"memory_errors_over", "every rank of every job"}};
-}
-
-std::string missed_targets(const sim::SuiteSummary& s, const ValidationTargets& t) {
-  if (s.worst_abs_step_error_pct < 0) return "no job ran";
-  std::string missed;
-  const auto check = [&](const char* what, double value, double target) {
-    if (value <= target) return;
-    missed += missed.empty() ? "" : "; ";
-    // NaN: nothing measured, which misses too.
-    missed += std::isfinite(value) ? fmt::format("{} {:.1f}% > {:g}%", what, value, target)
-                                   : fmt::format("{} not measured", what);
-  };
-  check("median |step error|", s.median_abs_step_error_pct, t.median_step_error_pct);
-  check("worst |step error|", s.worst_abs_step_error_pct, t.worst_step_error_pct);
-  check("median |memory error|", s.median_abs_memory_error_pct, t.median_memory_error_pct);
-  return missed;
 }
 
 std::string job_text(const nlohmann::json& r) {
@@ -195,8 +203,8 @@ std::string summary_text(const nlohmann::json& results, const nlohmann::json& s)
                      pct(s["oversubscribed_median_abs_step_error_pct"]));
   o << fmt::format("measured: the {:g}th percentile of every timed step of every run; ~: |error| inside the job's "
                    "noise floor ({} job{})\n",
-                   100 * sim::kLowQuantile, s.value("jobs_within_noise", 0), s.value("jobs_within_noise", 0) == 1 ? "" : "s");
-  const ValidationTargets t;
+                   100 * validate::kLowQuantile, s.value("jobs_within_noise", 0), s.value("jobs_within_noise", 0) == 1 ? "" : "s");
+  const validate::ValidationTargets t;
   o << fmt::format("memory error column: the rank with the largest |error|; targets: median |step error| <= {:g}%, "
                    "worst <= {:g}%, memory median <= {:g}%\n",
                    t.median_step_error_pct, t.worst_step_error_pct, t.median_memory_error_pct);

@@ -29,8 +29,8 @@
 #include "partune/search/sweep.hpp"
 #include "partune/search/tuner.hpp"
 #include "partune/sim/simulator.hpp"
-#include "chrome_trace.hpp"
-#include "process_spawn.hpp"
+#include "partune/launch/chrome_trace.hpp"
+#include "partune/launch/process_spawn.hpp"
 #include "report.hpp"
 #include "sweep_report.hpp"
 
@@ -40,12 +40,12 @@ using namespace partune;
 namespace {
 
 // The partune binary built beside the module (PARTUNE_CLI overrides).
-cli::CliResult run_cli(const std::vector<std::string>& args) {
+launch::CliResult run_cli(const std::vector<std::string>& args) {
   const char* given = std::getenv("PARTUNE_CLI");
   const std::string path = given && *given ? given : PARTUNE_CLI_PATH;
   if (::access(path.c_str(), X_OK) != 0)
     throw std::runtime_error("partune module: no partune binary at " + path + " (build it, or set PARTUNE_CLI)");
-  return cli::run_program(path, args);
+  return launch::run_program(path, args);
 }
 
 // A job argument: a path (str), or a dict written out as JSON (which the YAML loader
@@ -113,12 +113,12 @@ nlohmann::json run_on_job(const py::object& job, const std::string& command, std
                           const std::vector<std::string>& overrides) {
   load(job, overrides);  // bad input raises here, with the module's own names
   const JobSource s = job_source(job);
-  std::optional<cli::TemporaryFile> file;
+  std::optional<launch::TemporaryFile> file;
   if (!s.text.empty()) file.emplace(".yaml", s.text);
   std::vector<std::string> args{command, file ? file->path() : s.path, "--json"};
   for (const std::string& o : overrides) args.insert(args.end(), {"--set", o});
   args.insert(args.end(), extra.begin(), extra.end());
-  cli::CliResult r;
+  launch::CliResult r;
   {
     py::gil_scoped_release released;  // other Python threads run meanwhile
     r = run_cli(args);
@@ -140,7 +140,7 @@ nlohmann::json run_on_job(const py::object& job, const std::string& command, std
 // Chrome trace `simulate --trace` writes: rank, stream (0 compute, 1 pipeline and copies,
 // 2 + one per communicator), kind, group, micro-batch, chunk, layer, start and end in s.
 py::object simulate_py(const py::object& job, const std::vector<std::string>& overrides, bool timeline) {
-  std::optional<cli::TemporaryFile> trace;
+  std::optional<launch::TemporaryFile> trace;
   std::vector<std::string> extra;
   if (timeline) {
     trace.emplace(".json", "");
@@ -149,7 +149,7 @@ py::object simulate_py(const py::object& job, const std::vector<std::string>& ov
   nlohmann::json out = run_on_job(job, "simulate", extra, overrides);
   if (timeline) {
     out["events"] = nlohmann::json::array();
-    for (const TraceEvent& e : cli::read_chrome_trace(trace->path()))
+    for (const TraceEvent& e : launch::read_chrome_trace(trace->path()))
       out["events"].push_back({{"rank", e.rank}, {"stream", e.stream}, {"kind", to_string(e.kind)},
                                {"group", to_string(e.group)}, {"microbatch", e.microbatch}, {"chunk", e.chunk},
                                {"layer", e.layer}, {"start", e.start}, {"end", e.end}});
@@ -222,7 +222,7 @@ py::object reproduce_py(const std::vector<std::string>& paths, bool simulator) {
     std::vector<std::string> args{"reproduce"};
     args.insert(args.end(), paths.begin(), paths.end());
     args.push_back("--json");
-    cli::CliResult r;
+    launch::CliResult r;
     {
       py::gil_scoped_release released;
       r = run_cli(args);

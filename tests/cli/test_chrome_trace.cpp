@@ -8,11 +8,11 @@
 #include <fstream>
 #include <vector>
 
-#include "chrome_trace.hpp"
+#include "partune/launch/chrome_trace.hpp"
 
 using namespace partune;
-using partune::cli::read_chrome_trace;
-using partune::cli::write_chrome_trace;
+using partune::launch::read_chrome_trace;
+using partune::launch::write_chrome_trace;
 
 namespace {
 

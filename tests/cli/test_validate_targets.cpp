@@ -4,14 +4,14 @@
 
 #include <cmath>
 
-#include "validate_report.hpp"
+#include "partune/validate/targets.hpp"
 
 using namespace partune;
-using partune::cli::missed_targets;
+using partune::validate::missed_targets;
 
 namespace {
-sim::SuiteSummary summary(double median, double worst, double memory) {
-  sim::SuiteSummary s;
+validate::SuiteSummary summary(double median, double worst, double memory) {
+  validate::SuiteSummary s;
   s.jobs = 3;
   s.median_abs_step_error_pct = median;
   s.worst_abs_step_error_pct = worst;
@@ -32,7 +32,7 @@ TEST_CASE("validate's targets: met at the limits, missed past them, each named",
 }
 
 TEST_CASE("validate's targets: a suite where no job ran, or nothing was measured, misses them", "[validate]") {
-  sim::SuiteSummary none;
+  validate::SuiteSummary none;
   none.median_abs_step_error_pct = NAN;
   CHECK(missed_targets(none) == "no job ran");
   CHECK(missed_targets(summary(5, 20, NAN)) == "median |memory error| not measured");

@@ -5,10 +5,10 @@
 
 #include <cmath>
 
-#include "partune/sim/step_statistics.hpp"
-#include "partune/sim/validation.hpp"
+#include "partune/validate/step_statistics.hpp"
+#include "partune/validate/validation.hpp"
 
-using namespace partune::sim;
+using namespace partune::validate;
 
 TEST_CASE("quantiles interpolate between order statistics (numpy's default)", "[validation][statistics]") {
   CHECK(quantile({5, 1, 4, 2, 3}, 0.2) == Approx(1.8));  // position 0.8 between 1 and 2

@@ -1,4 +1,4 @@
-// sim/validation.hpp and sim/explain.hpp: predicted against measured, and the estimator
+// validate/validation.hpp and sim/explain.hpp: predicted against measured, and the estimator
 // against the simulation, on timelines and breakdowns written out by hand.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "partune/sim/explain.hpp"
-#include "partune/sim/validation.hpp"
+#include "partune/validate/validation.hpp"
 
 using namespace partune;
 
@@ -78,7 +78,7 @@ Job one_rank_job() {
 }  // namespace
 
 TEST_CASE("the simulator's time per kind books a wait on a collective to the collective", "[validation]") {
-  const sim::KindTimes t = sim::predicted_kind_times(one_rank_program(), predicted_run());
+  const validate::KindTimes t = validate::predicted_kind_times(one_rank_program(), predicted_run());
   CHECK(t.at(OpKind::forward) == Approx(2.0));
   CHECK(t.at(OpKind::all_reduce) == Approx(3.0 - 2.05));
   CHECK(t.at(OpKind::backward) == Approx(2.0));
@@ -90,7 +90,7 @@ TEST_CASE("measured steps: split per step, waits booked to the awaited kind, on 
   std::vector<TraceEvent> measured;
   add_step(measured, 0, 0.1, 0.5);
   add_step(measured, 10, 0.2, 1.0);
-  const sim::MeasuredSteps m = sim::split_measured_steps(one_rank_program(), measured, 2);
+  const validate::MeasuredSteps m = validate::split_measured_steps(one_rank_program(), measured, 2);
   REQUIRE(m.kind_times.size() == 2);
   CHECK(m.kind_times[0].at(OpKind::all_reduce) == Approx(0.1 + 0.5));
   CHECK(m.kind_times[1].at(OpKind::all_reduce) == Approx(0.2 + 1.0));
@@ -109,25 +109,25 @@ TEST_CASE("measured steps: split per step, waits booked to the awaited kind, on 
 
   SECTION("events out of program order are an error naming rank and step") {
     std::swap(measured[6], measured[8]);  // the all-reduce and its wait
-    CHECK_THROWS_WITH(sim::split_measured_steps(one_rank_program(), measured, 2),
+    CHECK_THROWS_WITH(validate::split_measured_steps(one_rank_program(), measured, 2),
                       Catch::Contains("rank 0, step 2"));
   }
   SECTION("too few events for the steps") {
     measured.pop_back();
-    CHECK_THROWS_WITH(sim::split_measured_steps(one_rank_program(), measured, 2), Catch::Contains("has 9 events"));
+    CHECK_THROWS_WITH(validate::split_measured_steps(one_rank_program(), measured, 2), Catch::Contains("has 9 events"));
   }
 }
 
 TEST_CASE("a job's comparison: the steps after the warm-up, their low quantile and medians", "[validation]") {
-  sim::MeasuredRun run;
+  validate::MeasuredRun run;
   add_step(run.events, 0, 0.1, 0.5);
   add_step(run.events, 10, 0.2, 1.0);
   add_step(run.events, 20, 0.1, 0.4);
   add_step(run.events, 30, 0.1, 0.6);
   run.step_seconds = {4.6, 5.2, 4.5, 4.9};
   run.peak_bytes = {{900}, {1000}, {1100}, {1050}};
-  const sim::Comparison c =
-      sim::compare_with_measurement(one_rank_job(), one_rank_program(), predicted_run(), run, 1);
+  const validate::Comparison c =
+      validate::compare_with_measurement(one_rank_job(), one_rank_program(), predicted_run(), run, 1);
   CHECK(c.timed_seconds == std::vector<double>{5.2, 4.5, 4.9});
   // Sorted 4.5 4.9 5.2: the 20th percentile at position 0.4 is 4.5 + 0.4 x 0.4 = 4.66.
   CHECK(c.measured_step_s == Approx(4.66));
@@ -147,17 +147,17 @@ TEST_CASE("a job's comparison: the steps after the warm-up, their low quantile a
   CHECK(c.median_step_events.size() == 4);
 
   SECTION("no step after the warm-up") {
-    CHECK_THROWS_WITH(sim::compare_with_measurement(one_rank_job(), one_rank_program(), predicted_run(), run, 4),
+    CHECK_THROWS_WITH(validate::compare_with_measurement(one_rank_job(), one_rank_program(), predicted_run(), run, 4),
                       Catch::Contains("none after the 4 warm-up steps"));
   }
   SECTION("the suite's summary") {
-    const sim::SuiteSummary s = sim::summarize({{"a", &c}, {"b", nullptr}});
+    const validate::SuiteSummary s = validate::summarize({{"a", &c}, {"b", nullptr}});
     CHECK(s.jobs == 2);
     CHECK(s.failed == 1);
     CHECK(s.worst_job == "a");
     CHECK(s.worst_abs_step_error_pct == Approx(100 * 0.34 / 4.66));
     CHECK(s.median_abs_memory_error_pct == Approx(100 * 100.0 / 1100));
-    CHECK(std::isnan(sim::summarize({{"b", nullptr}}).median_abs_step_error_pct));
+    CHECK(std::isnan(validate::summarize({{"b", nullptr}}).median_abs_step_error_pct));
   }
 }
 

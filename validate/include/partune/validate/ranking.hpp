@@ -5,7 +5,7 @@
 // cost against the measured best. Pure functions.
 #include <vector>
 
-namespace partune::sim {
+namespace partune::validate {
 
 // Kendall's tau-b of two equally long samples (ties counted as neither concordant nor
 // discordant, and corrected for); NaN for fewer than 2 values or a constant sample.
@@ -29,4 +29,4 @@ struct RankAgreement {
 // std::invalid_argument when the sizes differ or there is no configuration.
 RankAgreement rank_agreement(const std::vector<double>& predicted, const std::vector<double>& measured);
 
-}  // namespace partune::sim
+}  // namespace partune::validate

@@ -1,5 +1,5 @@
 // Step-time statistics over interleaved runs (step_statistics.hpp).
-#include "partune/sim/step_statistics.hpp"
+#include "partune/validate/step_statistics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <random>
 #include <stdexcept>
 
-namespace partune::sim {
+namespace partune::validate {
 
 namespace {
 
@@ -51,4 +51,4 @@ bool within_noise(double error_pct, const StepStatistics& s) {
   return std::isfinite(error_pct) && std::isfinite(s.noise_floor_pct) && std::abs(error_pct) <= s.noise_floor_pct;
 }
 
-}  // namespace partune::sim
+}  // namespace partune::validate

@@ -8,11 +8,9 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "partune/search/tuner.hpp"
 
-namespace partune::cli {
+namespace partune::launch {
 
 struct MpiWorld {
   int rank = 0, size = 1;
@@ -29,10 +27,12 @@ std::vector<std::string> mpi_all_gather(const std::string& mine);
 // search's simulations split over the ranks: rank r simulates candidates r, r + size, ...
 // (sim::simulate_each over its workers) and every rank gets every outcome in order.
 // Each simulation runs in a fresh partune process (the hidden `simulate-outcome`
-// command): MPI's runtime threads forbid forking here.
+// command, which prints simulated_outcome): MPI's runtime threads forbid forking here.
 search::SearchOptions::SimulateBatch mpi_simulate_batch(const MpiWorld& world);
 // The same, each rank for its own searches alone (sweep --search under MPI).
 search::SearchOptions::SimulateBatch spawned_simulate_batch();
-void register_simulate_outcome(CLI::App& app);
+// One job file simulated, encoded (sim::encode_outcome) for the process that spawned this
+// one; a job that fails to load or simulate is an outcome with its error, not a throw.
+std::string simulated_outcome(const std::string& job_file);
 
-}  // namespace partune::cli
+}  // namespace partune::launch

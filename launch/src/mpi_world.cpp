@@ -1,5 +1,5 @@
 // MPI ranks for sweep and search (mpi_world.hpp).
-#include "mpi_world.hpp"
+#include "partune/launch/mpi_world.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,13 +8,13 @@
 
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
-#include "process_spawn.hpp"
+#include "partune/launch/process_spawn.hpp"
 
 #ifdef PARTUNE_HAVE_MPI
 #include <mpi.h>
 #endif
 
-namespace partune::cli {
+namespace partune::launch {
 
 namespace {
 
@@ -117,21 +117,15 @@ search::SearchOptions::SimulateBatch spawned_simulate_batch() {
   };
 }
 
-void register_simulate_outcome(CLI::App& app) {
-  auto* cmd = app.add_subcommand("simulate-outcome", "")->group("");  // internal: search under MPI
-  auto file = std::make_shared<std::string>();
-  cmd->add_option("job", *file)->required();
-  cmd->callback([file] {
-    sim::SimOutcome o;
-    try {
-      o.result = sim::simulate(load_job(*file));
-      o.ok = true;
-    } catch (const std::exception& e) {
-      o.error = e.what();
-    }
-    const std::string bytes = sim::encode_outcome(o);
-    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-  });
+std::string simulated_outcome(const std::string& job_file) {
+  sim::SimOutcome o;
+  try {
+    o.result = sim::simulate(load_job(job_file));
+    o.ok = true;
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  return sim::encode_outcome(o);
 }
 
-}  // namespace partune::cli
+}  // namespace partune::launch

@@ -1,4 +1,4 @@
-#include "job_suite.hpp"
+#include "partune/validate/job_suite.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-namespace partune::cli {
+namespace partune::validate {
 
 namespace fs = std::filesystem;
 
@@ -37,4 +37,4 @@ std::vector<std::string> suite_files(const std::string& suite, const std::string
   return files;
 }
 
-}  // namespace partune::cli
+}  // namespace partune::validate

@@ -1,4 +1,4 @@
-#include "partune/sim/validation.hpp"
+#include "partune/validate/validation.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-namespace partune::sim {
+namespace partune::validate {
 
 namespace {
 
@@ -86,7 +86,7 @@ TraceEvent as_simulated(const RankProgram& p, std::size_t i, const TraceEvent& e
 
 }  // namespace
 
-KindTimes predicted_kind_times(const std::vector<RankProgram>& programs, const SimResult& result) {
+KindTimes predicted_kind_times(const std::vector<RankProgram>& programs, const sim::SimResult& result) {
   const int world = world_of(programs);
   std::vector<std::vector<const TraceEvent*>> thread(static_cast<std::size_t>(world));
   for (const auto& e : result.events)
@@ -205,7 +205,7 @@ void compare_kinds(const KindTimes& predicted, const MeasuredSteps& measured, Co
 }  // namespace
 
 Comparison compare_with_measurement(const Job& ran, const std::vector<RankProgram>& programs,
-                                    const SimResult& predicted, const MeasuredRun& measured, int warmup) {
+                                    const sim::SimResult& predicted, const MeasuredRun& measured, int warmup) {
   Comparison c;
   c.warmup = warmup;
   std::vector<double> peak;
@@ -283,4 +283,4 @@ SuiteSummary summarize(const std::vector<SuiteOutcome>& outcomes) {
   return s;
 }
 
-}  // namespace partune::sim
+}  // namespace partune::validate

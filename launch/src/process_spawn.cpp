@@ -1,5 +1,5 @@
 // posix_spawn of a program and temporary files (process_spawn.hpp).
-#include "process_spawn.hpp"
+#include "partune/launch/process_spawn.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace partune::cli {
+namespace partune::launch {
 
 namespace {
 
@@ -90,4 +90,4 @@ TemporaryFile::~TemporaryFile() {
   if (!path_.empty()) ::unlink(path_.c_str());
 }
 
-}  // namespace partune::cli
+}  // namespace partune::launch

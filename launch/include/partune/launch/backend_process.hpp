@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace partune::cli {
+namespace partune::launch {
 
 // build/partune-run beside this executable.
 std::string runner_path();
@@ -32,4 +32,4 @@ class BackendProcess {
   FILE* pipe_ = nullptr;
 };
 
-}  // namespace partune::cli
+}  // namespace partune::launch

@@ -1,4 +1,4 @@
-#include "backend_process.hpp"
+#include "partune/launch/backend_process.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-namespace partune::cli {
+namespace partune::launch {
 
 std::string runner_path() {
   char self[4096];
@@ -73,4 +73,4 @@ nlohmann::json BackendProcess::report() {
   }
 }
 
-}  // namespace partune::cli
+}  // namespace partune::launch

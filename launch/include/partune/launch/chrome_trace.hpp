@@ -9,7 +9,7 @@
 #include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/program.hpp"
 
-namespace partune::cli {
+namespace partune::launch {
 
 // Writes atomically: the file appears whole or not at all (a temporary is renamed).
 // args: rank, chunk, and microbatch, layer, group and count where they are not the
@@ -24,4 +24,4 @@ void write_chrome_trace(AtomicFile& file, const std::vector<TraceEvent>& events,
 // (an event name that is no instruction kind, an unknown communicator, a missing field).
 std::vector<TraceEvent> read_chrome_trace(const std::string& path);
 
-}  // namespace partune::cli
+}  // namespace partune::launch

@@ -1,16 +1,16 @@
 #pragma once
 // `partune validate`'s measurement: build/partune-run runs a job file with --json and
 // --trace (into a private scratch directory), and its report and trace are read back as
-// sim::MeasuredRun. This binary stays free of LibTorch.
+// MeasuredRun. This binary stays free of LibTorch.
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "partune/backend/scaling.hpp"
-#include "partune/sim/validation.hpp"
+#include "partune/validate/validation.hpp"
 
-namespace partune::cli {
+namespace partune::validate {
 
 struct BackendRunRequest {
   std::string file;                    // the job file
@@ -23,11 +23,11 @@ struct BackendRunRequest {
 
 struct BackendRun {
   nlohmann::json report;  // partune-run's --json report
-  sim::MeasuredRun measured;
+  MeasuredRun measured;
 };
 
 // Throws std::runtime_error when the run fails or is not the run asked for (world size,
 // model), quoting the backend's reason.
 BackendRun run_on_backend(const BackendRunRequest& request);
 
-}  // namespace partune::cli
+}  // namespace partune::validate

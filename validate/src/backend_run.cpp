@@ -1,4 +1,4 @@
-#include "backend_run.hpp"
+#include "partune/validate/backend_run.hpp"
 
 #include <unistd.h>
 
@@ -7,12 +7,16 @@
 
 #include <fmt/format.h>
 
-#include "backend_process.hpp"
-#include "chrome_trace.hpp"
+#include "partune/launch/backend_process.hpp"
+#include "partune/launch/chrome_trace.hpp"
 
-namespace partune::cli {
+namespace partune::validate {
 
 namespace {
+
+using launch::BackendProcess;
+using launch::runner_path;
+using launch::shell_quoted;
 
 bool same_model(const nlohmann::json& m, const backend::BackendModelConfig& c) {
   return m.at("layers").get<int>() == c.layers && m.at("hidden").get<int>() == c.hidden &&
@@ -65,8 +69,8 @@ BackendRun run_on_backend(const BackendRunRequest& rq) {
     out.measured.step_seconds.push_back(step.at("seconds").get<double>());
     out.measured.peak_bytes.push_back(step.at("peak_bytes").get<std::vector<double>>());
   }
-  out.measured.events = read_chrome_trace(trace);
+  out.measured.events = launch::read_chrome_trace(trace);
   return out;
 }
 
-}  // namespace partune::cli
+}  // namespace partune::validate

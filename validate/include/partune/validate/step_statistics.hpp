@@ -10,7 +10,7 @@
 
 #include "partune/costmodel/quantile.hpp"
 
-namespace partune::sim {
+namespace partune::validate {
 
 // The quantile the step error is computed on: the 20th percentile of the timed steps
 // (costmodel/quantile.hpp, the statistic calibrate times its kernels with too).
@@ -34,4 +34,4 @@ StepStatistics step_statistics(const std::vector<std::vector<double>>& runs);
 // Whether an error (percent) is inside the job's noise floor: not a miss, but noise.
 bool within_noise(double error_pct, const StepStatistics& s);
 
-}  // namespace partune::sim
+}  // namespace partune::validate

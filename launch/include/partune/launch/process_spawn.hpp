@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace partune::cli {
+namespace partune::launch {
 
 struct CliResult {
   int status = 0;         // exit status (2: bad input, the message on stderr)
@@ -29,4 +29,4 @@ class TemporaryFile {
   std::string path_;
 };
 
-}  // namespace partune::cli
+}  // namespace partune::launch

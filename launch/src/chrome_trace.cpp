@@ -1,4 +1,4 @@
-#include "chrome_trace.hpp"
+#include "partune/launch/chrome_trace.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 
 #include "partune/costmodel/scenario_writer.hpp"
 
-namespace partune::cli {
+namespace partune::launch {
 
 namespace {
 
@@ -123,4 +123,4 @@ std::vector<TraceEvent> read_chrome_trace(const std::string& path) {
   return out;
 }
 
-}  // namespace partune::cli
+}  // namespace partune::launch

@@ -3,10 +3,10 @@
 #include <string>
 #include <vector>
 
-namespace partune::cli {
+namespace partune::validate {
 
 // `jobs`: empty, or the comma-separated names (without .yaml) to keep, in that order.
 // Throws std::runtime_error naming the directory or the missing job.
 std::vector<std::string> suite_files(const std::string& suite, const std::string& jobs);
 
-}  // namespace partune::cli
+}  // namespace partune::validate

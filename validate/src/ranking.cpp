@@ -1,12 +1,12 @@
 // Rank correlations between predicted and measured throughput (ranking.hpp).
-#include "partune/sim/ranking.hpp"
+#include "partune/validate/ranking.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
 
-namespace partune::sim {
+namespace partune::validate {
 
 namespace {
 
@@ -79,4 +79,4 @@ RankAgreement rank_agreement(const std::vector<double>& predicted, const std::ve
   return r;
 }
 
-}  // namespace partune::sim
+}  // namespace partune::validate

@@ -17,9 +17,9 @@
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/sim/simulator.hpp"
-#include "partune/sim/step_statistics.hpp"
+#include "partune/validate/step_statistics.hpp"
 
-namespace partune::sim {
+namespace partune::validate {
 
 using KindTimes = std::map<OpKind, double>;
 
@@ -28,7 +28,7 @@ using KindTimes = std::map<OpKind, double>;
 // no event for a wait on an asynchronous collective: the gap on the program's timeline
 // before the next recorded event is that wait, and is booked to the awaited
 // collective's kind (to the last awaited one when several waits follow each other).
-KindTimes predicted_kind_times(const std::vector<RankProgram>& programs, const SimResult& result);
+KindTimes predicted_kind_times(const std::vector<RankProgram>& programs, const sim::SimResult& result);
 
 // The backend's side: each rank's events in program order, one per instruction, `steps`
 // times over. Throws std::runtime_error when the events do not follow the programs.
@@ -87,7 +87,7 @@ struct Comparison {
 // its simulation (every rank, events recorded). Throws std::runtime_error when the
 // measurement does not fit the job (world size, steps, events).
 Comparison compare_with_measurement(const Job& ran, const std::vector<RankProgram>& programs,
-                                    const SimResult& predicted, const MeasuredRun& measured, int warmup);
+                                    const sim::SimResult& predicted, const MeasuredRun& measured, int warmup);
 
 // Several runs of the same job (interleaved with other jobs): one comparison whose step
 // time is the statistics of every run's timed steps; kinds, memory and the median step's
@@ -114,4 +114,4 @@ struct SuiteSummary {
 };
 SuiteSummary summarize(const std::vector<SuiteOutcome>& outcomes);
 
-}  // namespace partune::sim
+}  // namespace partune::validate
