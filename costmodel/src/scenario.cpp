@@ -151,12 +151,13 @@ void parse_experts(const Reader& r, ModelSpec& m) {
 }
 
 ModelSpec parse_model(const Reader& r) {
+  // Checked first: a model file's `kind` is `model` with or without `from_hf`.
+  if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   if (r.has("from_hf")) return parse_hf_model(r);
   r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads",
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
                 "capacity_factor"});
-  if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   ModelSpec m;
   m.name = r.get_string("name", "model");
   m.layers = r.get_int("layers", 1, limits::kMaxLayers);

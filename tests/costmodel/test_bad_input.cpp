@@ -154,3 +154,14 @@ TEST_CASE("a --set value that is not YAML names the --set", "[bad-input]") {
   CHECK(e.key() == "--set microbatches=[1");
   CHECK_THAT(e.reason(), Catch::Contains("the value is not valid YAML"));
 }
+
+TEST_CASE("a model's kind is checked beside from_hf as without it", "[bad-input][hf]") {
+  const std::string config = std::string(PARTUNE_SOURCE_DIR) + "/tests/costmodel/data/hf/llama-2-7b.json";
+  const ScenarioError e = refused([&] {
+    parse_job(job("  nodes: 1\n", "\n  kind: cluster\n  from_hf: " + config), kOrigin);
+  });
+  CHECK(e.key() == "model.kind");
+  CHECK(std::string(e.what()).find("expected 'model'") != std::string::npos);
+  // kind: model is what a model file says, and stands beside from_hf.
+  CHECK(parse_job(job("  nodes: 1\n", "\n  kind: model\n  from_hf: " + config), kOrigin).model.layers == 32);
+}
