@@ -1,8 +1,8 @@
 #pragma once
 // Predicted vs measured (`partune validate`): the simulator's step of a job against the
 // LibTorch backend's run of the same per-rank programs. Pure functions over the two
-// timelines (both the contract's TraceEvent); the command runs the simulator and the
-// backend, and prints.
+// timelines (both the contract's TraceEvent); validation_suite.hpp runs the simulator and
+// the backend, the command prints.
 //
 // "Time of an instruction kind" is the time a rank's program spends on instructions of
 // that kind in one step: a synchronous instruction from issue to completion (for compute,
