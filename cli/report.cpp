@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/training_cost.hpp"
 #include "partune/costmodel/units.hpp"
 #include "partune/search/twins.hpp"
@@ -59,11 +60,11 @@ std::string describe_job(const Job& job) {
   const auto& pc = job.parallel;
   const ModelSpec& m = job.model;
   const std::string active =
-      m.is_moe() ? fmt::format(", {:.1f}B active, {} experts / {} per token", m.active_params() / 1e9, m.experts,
+      m.is_moe() ? fmt::format(", {:.1f}B active, {} experts / {} per token", active_parameters(m) / 1e9, m.experts,
                                m.experts_per_token)
                  : std::string();
   std::string s = fmt::format("{}: {} ({:.1f}B parameters{}) on {} x {} ({} GPUs)\n", job.name, m.name,
-                              m.total_params() / 1e9, active, job.cluster.nodes, job.cluster.instance.name,
+                              total_parameters(m) / 1e9, active, job.cluster.nodes, job.cluster.instance.name,
                               job.world_size());
   const std::string experts =
       m.is_moe() ? fmt::format(", expert {}", pc.expert_parallel_degree) : std::string();
@@ -150,7 +151,7 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
   nlohmann::json j;
   j["job"] = job.name;
   j["model"] = job.model.name;
-  j["parameters"] = job.model.total_params();  // the whole model's, every parameter once
+  j["parameters"] = total_parameters(job.model);  // the whole model's, every parameter once
   j["gpus"] = job.world_size();
   j["step_time_s"] = e.step_time;
   j["samples_per_s"] = e.samples_per_s;

@@ -2,37 +2,47 @@
 #include "partune/backend/scaling.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "partune/costmodel/enum_names.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 
 namespace partune::backend {
 
-long long BackendModelConfig::parameters() const {
-  const long long h = hidden, f = ffn_hidden, b = bias ? 1 : 0;
-  const long long kv = static_cast<long long>(key_value_heads()) * head_dim();
-  const long long fc1 = mlp == MlpKind::swiglu ? 2 * f : f;  // SwiGLU: gate and up side by side
-  const long long norm = norm_parameters();
-  const long long layer = (h * (h + 2 * kv) + b * (h + 2 * kv))  // QKV (column-parallel)
-                          + (h * h + b * h)                       // attention output (row-parallel)
-                          + (h * fc1 + b * fc1)                   // fc1 (column-parallel)
-                          + (f * h + b * h)                       // fc2 (row-parallel)
-                          + 2 * norm;                             // two norms
-  // A layer with experts: the router and `experts` MLPs of expert_ffn_hidden in place of fc1, fc2.
-  const long long fe = expert_ffn_hidden, fc1e = mlp == MlpKind::swiglu ? 2 * fe : fe;
-  const long long moe_layer = layer - (h * fc1 + b * fc1) - (f * h + b * h) + h * experts +
-                              experts * ((h * fc1e + b * fc1e) + (fe * h + b * h));
-  long long all_layers = 0;
-  for (int i = 0; i < layers; ++i) all_layers += is_moe_layer(i) ? moe_layer : layer;
-  const long long positions_table = positions == PositionKind::learned ? static_cast<long long>(seq_len) * h : 0;
-  const long long embeddings = static_cast<long long>(vocab) * h + positions_table;
-  const long long head = tied_embeddings ? 0 : static_cast<long long>(vocab) * h;
-  return all_layers + embeddings + norm /* final norm */ + head;
+namespace {
+
+// The ModelSpec fields the config sets (scaled_job; the parameter count).
+void apply_config(const BackendModelConfig& c, ModelSpec& m) {
+  m.layers = c.layers;
+  m.hidden = c.hidden;
+  m.heads = c.heads;
+  m.kv_heads = c.key_value_heads();
+  m.ffn_hidden = c.ffn_hidden;
+  m.vocab = c.vocab;
+  m.seq_len = c.seq_len;
+  m.tied_embeddings = c.tied_embeddings;
+  m.attention = c.attention;
+  m.mlp = c.mlp;
+  m.norm = c.norm;
+  m.positions = c.positions;
+  m.bias = c.bias;
+  m.experts = c.experts;
+  m.experts_per_token = c.experts_per_token;
+  m.moe_every = c.moe_every;
+  m.expert_ffn_hidden = c.expert_ffn_hidden;
+  m.capacity_factor = c.capacity_factor;
 }
 
-long long BackendModelConfig::norm_parameters() const { return norm == NormKind::layernorm ? 2LL * hidden : hidden; }
+}  // namespace
+
+long long BackendModelConfig::parameters() const {
+  ModelSpec m;
+  apply_config(*this, m);
+  return std::llround(total_parameters(m));  // the layer plans' count (parameter_count.hpp)
+}
 
 namespace {
 
@@ -52,8 +62,9 @@ int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
 }  // namespace
 
 BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
-  const bool small = (scale.whole || (model.total_params() <= kSmallModelParams && model.seq_len <= kSmallSeqLen)) &&
-                     model.layers >= 1 && model.hidden >= 1 && model.heads >= 1;
+  // (The sizes first: the plans behind total_parameters divide by the heads.)
+  const bool small = model.layers >= 1 && model.hidden >= 1 && model.heads >= 1 &&
+                     (scale.whole || (total_parameters(model) <= kSmallModelParams && model.seq_len <= kSmallSeqLen));
   BackendModelConfig c;
   c.tied_embeddings = model.tied_embeddings;
   c.layers = scale.layers > 0 ? scale.layers : small ? model.layers : 2;
@@ -101,24 +112,7 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
                     m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
                     m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden;
   if (!same) m.name += "-scaled";
-  m.layers = c.layers;
-  m.hidden = c.hidden;
-  m.heads = c.heads;
-  m.kv_heads = c.key_value_heads();
-  m.ffn_hidden = c.ffn_hidden;
-  m.vocab = c.vocab;
-  m.seq_len = c.seq_len;
-  m.tied_embeddings = c.tied_embeddings;
-  m.attention = c.attention;
-  m.mlp = c.mlp;
-  m.norm = c.norm;
-  m.positions = c.positions;
-  m.bias = c.bias;
-  m.experts = c.experts;
-  m.experts_per_token = c.experts_per_token;
-  m.moe_every = c.moe_every;
-  m.expert_ffn_hidden = c.expert_ffn_hidden;
-  m.capacity_factor = c.capacity_factor;
+  apply_config(c, m);
   return j;
 }
 
@@ -169,7 +163,7 @@ std::string describe_scaling(const ModelSpec& model, const BackendModelConfig& r
   const bool as_written = ran.layers == model.layers && ran.hidden == model.hidden && ran.heads == model.heads &&
                           ran.seq_len == model.seq_len && ran.vocab == model.vocab;
   if (as_written) return fmt::format("runs {} as written: {}", model.name, sizes);
-  const std::string written = parameter_count(model.total_params()) + " as written";
+  const std::string written = parameter_count(total_parameters(model)) + " as written";
   const bool sizes_given = scale.layers > 0 || scale.hidden > 0 || scale.heads > 0 || scale.seq_len > 0 || scale.vocab > 0;
   if (sizes_given) return fmt::format("runs {} resized by --scale-*: {} ({})", model.name, sizes, written);
   return fmt::format(

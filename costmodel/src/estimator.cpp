@@ -18,6 +18,7 @@
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/fit_hint.hpp"
 #include "partune/costmodel/flops.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/sharding.hpp"
@@ -52,6 +53,7 @@ struct Context {
   int edp = 1;
   GroupSpan edp_span;
   StageCostModel stages;
+  RankParameters rank;  // one rank's parameters, from the stages' plans
 
   explicit Context(const Job& j)
       : job(j),
@@ -64,7 +66,8 @@ struct Context {
         sdp(pc.sharded_data_parallel_degree),
         dp(j.data_parallel_degree()),
         placement(pc.placement_strategy, dp, pp, tp),
-        stages(j) {
+        stages(j),
+        rank(rank_parameters(stages.layer(false), stages.layer(true), stages.embedding(), stages.head())) {
     dp_span = group_span(placement, Axis::data, inst.gpus_per_node);
     sdp_span = subgroup_span(placement, Axis::data, sdp, inst.gpus_per_node);
     const int ep = j.model.is_moe() ? pc.expert_parallel_degree : 1;
@@ -121,7 +124,6 @@ struct PerMicrobatch {
 PerMicrobatch sharded(const Context& c, const Slots& slots) {
   PerMicrobatch out;
   if (c.sdp <= 1) return out;
-  const ModelSpec& model = c.job.model;
   const LayerTime& lt = c.stages.layer_time();
   const ShardingPlan plan = sharding_plan(c.job, c.stages.layer());
   const double layers = c.job.layers_on_stage(slots.critical);
@@ -150,7 +152,7 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   // the head with the last, or both with the first when the head is on stage 0, which
   // also gathers them once more for the head's own forward and backward.
   const bool head_first = c.job.lm_head_on_first_stage();
-  const double embedding = model.embedding_params() / c.tp * c.eb, head = model.head_params() / c.tp * c.eb;
+  const double embedding = c.rank.embedding * c.eb, head = c.rank.head * c.eb;
   auto unit = [&](double bytes) {
     return 2 * c.cost(CollectiveKind::all_gather, ag_algo, bytes, c.sdp_span) +
            c.cost(CollectiveKind::reduce_scatter, rs_algo, bytes, c.sdp_span);
@@ -212,10 +214,10 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
 int largest_stage(const Context& c) {
   int best = 0;
   for (int s = c.pc.stage_layers.empty() ? c.pp - 1 : 1; s < c.pp; ++s)
-    if (stage_parameter_count(c.job, s) > stage_parameter_count(c.job, best)) best = s;
+    if (stage_parameter_count(c.job, c.rank, s) > stage_parameter_count(c.job, c.rank, best)) best = s;
   return best;
 }
-double largest_stage_parameters(const Context& c) { return stage_parameter_count(c.job, largest_stage(c)); }
+double largest_stage_parameters(const Context& c) { return stage_parameter_count(c.job, c.rank, largest_stage(c)); }
 
 // 5. Data-parallel gradient synchronisation, once per step. Each stage's gradient buckets
 // run beside that stage's last backward, and the last backwards form a chain: a stage
@@ -302,13 +304,13 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
     drain.nic_sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, c.inst.gpus_per_nic());
     // With expert parallelism the experts' gradients go over the expert-data group.
     const bool split = c.job.model.is_moe() && c.pc.expert_parallel_degree > 1;
-    auto experts = [&](int s) { return split ? stage_expert_parameter_count(c.job, s) : 0.0; };
+    auto experts = [&](int s) { return split ? stage_expert_parameter_count(c.job, c.rank, s) : 0.0; };
     auto expert_cost = [&](CollectiveKind k, double params, const GroupSpan& span) {
       return params > 0 && c.edp > 1 ? c.cost(k, algo, params * c.eb, span) : 0.0;
     };
     auto comm = [&](int s) {
       const double e = experts(s);
-      return c.cost(kind, algo, (stage_parameter_count(c.job, s) - e) * c.eb, drain) + expert_cost(kind, e, c.edp_span);
+      return c.cost(kind, algo, (stage_parameter_count(c.job, c.rank, s) - e) * c.eb, drain) + expert_cost(kind, e, c.edp_span);
     };
     const int largest = largest_stage(c);
     const double e = experts(largest), shared = stage_params - e;
@@ -351,7 +353,7 @@ double step_end_sums(const Context& c, int stage) {
   if (c.job.model.tied_embeddings && c.pp > 1 && !head_first) {
     const GroupSpan ends = group_span(c.placement, Axis::pipeline, c.inst.gpus_per_node);
     const GroupSpan pair{2, ends.nodes > 1 ? 2 : 1, ends.nodes > 1 ? 1 : 2};
-    const double bytes = static_cast<double>(c.job.model.vocab) * c.job.model.hidden / c.tp * c.eb * owned;
+    const double bytes = c.rank.head_projection * c.eb * owned;  // the token table's shard
     sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, bytes, pair);
   }
   return sum;
@@ -360,7 +362,7 @@ double step_end_sums(const Context& c, int stage) {
 // 6. The optimizer step on the local shard, on the device or (offload_optimizer) on the host.
 // The optimizer's share of the stage's parameters (the experts' by their own fraction).
 double local_params(const Context& c, double stage_params) {
-  const double experts = stage_expert_parameter_count(c.job, largest_stage(c));
+  const double experts = stage_expert_parameter_count(c.job, c.rank, largest_stage(c));
   return (stage_params - experts) * c.job.optimizer_shard_fraction() +
          experts * c.job.expert_optimizer_shard_fraction();
 }
@@ -383,7 +385,7 @@ double state_copies(const Context& c, const Slots& slots, double stage_params) {
   double bytes = shard * (c.pc.offload_parameters ? 1.0 : 2.0);
   if (c.pc.offload_parameters) {
     const ShardingPlan plan = sharding_plan(c.job, c.stages.layer());
-    const double extras = stage_params - c.job.layers_on_stage(slots.critical) * c.job.model.layer_params() / c.tp;
+    const double extras = stage_params - c.job.layers_on_stage(slots.critical) * c.rank.dense_layer;
     // The head on stage 0 gathers the embedding and head once more for its own passes.
     const double head_first = c.job.lm_head_on_first_stage() && slots.critical == 0 ? extras : 0.0;
     const double gathered = c.job.layers_on_stage(slots.critical) * plan.gathered + extras;
@@ -396,7 +398,7 @@ double state_copies(const Context& c, const Slots& slots, double stage_params) {
 // 7. Memory: the largest stage against HBM, offloaded activations against host memory.
 void memory_verdict(const Context& c, Estimate& e) {
   const double hbm = c.inst.gpu.hbm_bytes;
-  e.memory = peak_memory(c.job);
+  e.memory = peak_memory(c.job, c.rank);
   e.memory_capacity = hbm;
   const double host = e.memory.host_offload * c.inst.gpus_per_node;
   if (e.memory.total() > hbm) {

@@ -107,9 +107,9 @@ double attention_score_share(const Job& job) {
   const PlanConfig c = plan_config(job);
   // Layer 0's kind: a layer with experts when the model has them.
   const LayerPlan plan = job.model.is_moe() ? moe_layer_plan(job.model, c) : transformer_layer_plan(job.model, c);
-  const PlanOp* core = plan.find("attention");
+  const PlanOp& core = plan.op(PlanOpRole::attention);
   const double full = plan.stored_bytes(Checkpointing::none);
-  return core != nullptr && full > 0 ? core->recomputable / full : 0.0;
+  return full > 0 ? core.recomputable / full : 0.0;
 }
 
 std::string fit_hint(const Job& job, const MemoryBreakdown& m) {

@@ -34,10 +34,10 @@ double layers_forward_flops(const ModelSpec& m, double sequences) {
 LayerFlops layer_forward_flops(const ModelSpec& m, double sequences) {
   const LayerPlan plan = transformer_layer_plan(m, whole_model(sequences));
   LayerFlops lf;
-  lf.qkv = plan.find("qkv")->flops;
-  lf.projection = plan.find("projection")->flops;
-  lf.fc1 = plan.find("fc1")->flops;
-  lf.fc2 = plan.find("fc2")->flops;
+  lf.qkv = plan.op(PlanOpRole::qkv).flops;
+  lf.projection = plan.op(PlanOpRole::projection).flops;
+  lf.fc1 = plan.op(PlanOpRole::fc1).flops;
+  lf.fc2 = plan.op(PlanOpRole::fc2).flops;
   lf.scores = lf.context = plan.attention_flops() / 2;  // Q K^T and scores x V alike
   return lf;
 }

@@ -7,7 +7,8 @@
 // precisions (`scale`), as memory-bound traffic is.
 #include "partune/costmodel/layer_plan.hpp"
 
-#include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace partune {
 
@@ -18,6 +19,41 @@ const char* to_string(Conjugate c) {
     case Conjugate::sp_gather: return "sp_gather";
     case Conjugate::sp_scatter: return "sp_scatter";
     case Conjugate::loss_reduce: return "loss_reduce";
+  }
+  return "?";
+}
+
+const char* to_string(PlanOpRole r) {
+  switch (r) {
+    case PlanOpRole::input_norm: return "input_norm";
+    case PlanOpRole::attention_in: return "attention_in";
+    case PlanOpRole::qkv: return "qkv";
+    case PlanOpRole::rotary: return "rotary";
+    case PlanOpRole::attention: return "attention";
+    case PlanOpRole::projection: return "projection";
+    case PlanOpRole::attention_out: return "attention_out";
+    case PlanOpRole::attention_dropout_residual: return "attention_dropout_residual";
+    case PlanOpRole::mlp_norm: return "mlp_norm";
+    case PlanOpRole::mlp_in: return "mlp_in";
+    case PlanOpRole::fc1: return "fc1";
+    case PlanOpRole::activation: return "activation";
+    case PlanOpRole::fc2: return "fc2";
+    case PlanOpRole::router: return "router";
+    case PlanOpRole::routing: return "routing";
+    case PlanOpRole::dispatch: return "dispatch";
+    case PlanOpRole::expert_fc1: return "expert_fc1";
+    case PlanOpRole::expert_activation: return "expert_activation";
+    case PlanOpRole::expert_fc2: return "expert_fc2";
+    case PlanOpRole::combine: return "combine";
+    case PlanOpRole::unpermute: return "unpermute";
+    case PlanOpRole::mlp_out: return "mlp_out";
+    case PlanOpRole::mlp_dropout_residual: return "mlp_dropout_residual";
+    case PlanOpRole::embedding_lookup: return "embedding_lookup";
+    case PlanOpRole::embedding_out: return "embedding_out";
+    case PlanOpRole::head_in: return "head_in";
+    case PlanOpRole::logits: return "logits";
+    case PlanOpRole::loss: return "loss";
+    case PlanOpRole::loss_reduce: return "loss_reduce";
   }
   return "?";
 }
@@ -35,6 +71,9 @@ PlanConfig plan_config(const Job& job) {
 }
 
 namespace {
+
+// One norm's parameters over `hidden`: scale and shift (layernorm), scale (rmsnorm).
+double norm_params(const ModelSpec& m) { return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * m.hidden; }
 
 // Builds a plan op by op. `tokens` is b*s; `seq_tokens` the tokens one rank holds outside
 // the tensor-parallel regions (b*s/t with sequence parallelism, else b*s).
@@ -58,10 +97,10 @@ struct PlanBuilder {
 
   // Y[tokens x out] = X[tokens x in] W: keeps its input (`stored_input` bytes) for the
   // weight gradient.
-  void gemm(const char* name, double in, double out, double stored_input, double bias) {
+  void gemm(PlanOpRole role, double in, double out, double stored_input, double bias) {
     PlanOp op;
     op.params = in * out + bias;
-    op.name = name;
+    op.role = role;
     op.kind = PlanOpKind::gemm;
     op.m = tokens;
     op.n = out;
@@ -72,9 +111,9 @@ struct PlanBuilder {
   }
   // A memory-bound kernel group: `bytes` forward (backward moves twice as much), with
   // `kernels` launches forward (twice as many backward).
-  void memory_bound(const char* name, double bytes, int kernels, double stored) {
+  void memory_bound(PlanOpRole role, double bytes, int kernels, double stored) {
     PlanOp op;
-    op.name = name;
+    op.role = role;
     op.kind = PlanOpKind::memory_bound;
     op.bytes = bytes * scale;
     op.backward_bytes = 2.0 * bytes * scale;
@@ -84,10 +123,10 @@ struct PlanBuilder {
     plan.ops.push_back(op);
   }
   // A region edge: only where there is a tensor-parallel group.
-  void comm(const char* name, Conjugate conj, double bytes, int count = 1) {
+  void comm(PlanOpRole role, Conjugate conj, double bytes, int count = 1) {
     if (c.tensor_degree <= 1) return;
     PlanOp op;
-    op.name = name;
+    op.role = role;
     op.kind = PlanOpKind::tensor_comm;
     op.conjugate = conj;
     op.comm_bytes = bytes;
@@ -96,10 +135,10 @@ struct PlanBuilder {
   }
   // `batch` GEMMs of [rows x in] x [in x out] (a rank's experts), whose parameters are
   // the experts' (split over the expert group, reduced over the expert-data group).
-  void expert_gemm(const char* name, double rows, double batch, double in, double out, double stored_input,
+  void expert_gemm(PlanOpRole role, double rows, double batch, double in, double out, double stored_input,
                    double bias) {
     PlanOp op;
-    op.name = name;
+    op.role = role;
     op.kind = PlanOpKind::gemm;
     op.m = rows;
     op.n = out;
@@ -112,10 +151,10 @@ struct PlanBuilder {
     plan.ops.push_back(op);
   }
   // An all-to-all over the expert group: only where there is one.
-  void expert_comm(const char* name, double bytes) {
+  void expert_comm(PlanOpRole role, double bytes) {
     if (c.expert_degree <= 1) return;
     PlanOp op;
-    op.name = name;
+    op.role = role;
     op.kind = PlanOpKind::expert_comm;
     op.comm_bytes = bytes;
     plan.ops.push_back(op);
@@ -142,7 +181,7 @@ PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, do
   const double t = c.tensor_degree, s = m.seq_len, h = m.hidden, b = c.sequences;
   const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
   PlanOp op;
-  op.name = "attention";
+  op.role = PlanOpRole::attention;
   op.kind = PlanOpKind::attention_core;
   op.flops = 4.0 * b * s * s * h / t;  // Q K^T and the context, all of the rank's heads
   op.m = b * (m.heads / t) * s * s;     // score elements
@@ -170,34 +209,34 @@ void attention_half(PlanBuilder& p) {
   // all-gathered again in backward), else the whole input.
   const double column_input = 2.0 * Ts * h;
   p.plan.input_bytes = 2.0 * Ts * h * p.scale;
-  const double b = m.bias ? 1.0 : 0.0, norm = m.norm_params();
+  const double b = m.bias ? 1.0 : 0.0, norm = norm_params(m);
   // The norm (layer or RMS): reads and writes h per token (4h bytes), keeps its input.
-  p.memory_bound("input_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.memory_bound(PlanOpRole::input_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
   p.holds(norm);
   p.shard_gradient(norm);  // scale (and shift)
-  p.comm("attention_in", p.entry(), S);
-  p.gemm("qkv", h, (h + 2.0 * kv) / t, column_input, b * (h + 2.0 * kv) / t);
+  p.comm(PlanOpRole::attention_in, p.entry(), S);
+  p.gemm(PlanOpRole::qkv, h, (h + 2.0 * kv) / t, column_input, b * (h + 2.0 * kv) / t);
   // Rotary positions rotate the rank's queries and keys in place, read and written once
   // (their backward is the inverse rotation: nothing kept).
-  if (m.positions == PositionKind::rope) p.memory_bound("rotary", 4.0 * T * (h + kv) / t, 2, 0.0);
+  if (m.positions == PositionKind::rope) p.memory_bound(PlanOpRole::rotary, 4.0 * T * (h + kv) / t, 2, 0.0);
   p.plan.ops.push_back(attention_core(m, p.c, T, p.scale));
-  p.gemm("projection", h / t, h, 2.0 * T * h / t, b * h);  // its bias is replicated
+  p.gemm(PlanOpRole::projection, h / t, h, 2.0 * T * h / t, b * h);  // its bias is replicated
   if (m.bias) p.shard_gradient(h);  // its bias, added after the reduce-scatter
-  p.comm("attention_out", p.exit(), S);
+  p.comm(PlanOpRole::attention_out, p.exit(), S);
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
   // (7h bytes a token); keeps the mask. Without dropout: no mask (6h, nothing kept).
-  p.memory_bound("attention_dropout_residual", (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
-  p.memory_bound("mlp_norm", 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.memory_bound(PlanOpRole::attention_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
+  p.memory_bound(PlanOpRole::mlp_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
   p.holds(norm);
   p.shard_gradient(norm);
-  p.comm("mlp_in", p.entry(), S);
+  p.comm(PlanOpRole::mlp_in, p.entry(), S);
 }
 
 // The MLP's residual after its exit edge.
 void mlp_exit(PlanBuilder& p) {
   const double Ts = p.seq_tokens, h = p.m.hidden;
-  p.comm("mlp_out", p.exit(), p.activation_bytes());
-  p.memory_bound("mlp_dropout_residual", (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
+  p.comm(PlanOpRole::mlp_out, p.exit(), p.activation_bytes());
+  p.memory_bound(PlanOpRole::mlp_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
 }
 
 }  // namespace
@@ -210,14 +249,14 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   if (m.mlp == MlpKind::swiglu) {
     // fc1 is the gate and up matrices side by side (2f/t columns); SwiGLU reads both
     // halves and writes their product silu(gate) * up, keeping both halves.
-    p.gemm("fc1", h, 2.0 * f / t, column_input, b * 2.0 * f / t);
-    p.memory_bound("activation", 6.0 * T * f / t, 2, 4.0 * T * f / t);
+    p.gemm(PlanOpRole::fc1, h, 2.0 * f / t, column_input, b * 2.0 * f / t);
+    p.memory_bound(PlanOpRole::activation, 6.0 * T * f / t, 2, 4.0 * T * f / t);
   } else {
-    p.gemm("fc1", h, f / t, column_input, b * f / t);
+    p.gemm(PlanOpRole::fc1, h, f / t, column_input, b * f / t);
     // GeLU over the rank's f/t columns: reads and writes them, keeps its input.
-    p.memory_bound("activation", 4.0 * T * f / t, 2, 2.0 * T * f / t);
+    p.memory_bound(PlanOpRole::activation, 4.0 * T * f / t, 2, 2.0 * T * f / t);
   }
-  p.gemm("fc2", f / t, h, 2.0 * T * f / t, b * h);
+  p.gemm(PlanOpRole::fc2, f / t, h, 2.0 * T * f / t, b * h);
   if (m.bias) p.shard_gradient(h);
   mlp_exit(p);
   return std::move(p.plan);
@@ -241,18 +280,18 @@ LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   // The router: hidden x experts, whole on every tensor rank (its gradient is the same on
   // each); softmax and top-k over the scores, then the tokens copied into expert order.
   // Keeps its input (counted with the norm's) and the probabilities.
-  p.gemm("router", h, E, 0.0, 0.0);
-  p.memory_bound("routing", 4.0 * T * E + 2.0 * (T * h + R * h), 3, 2.0 * T * E);
-  p.expert_comm("dispatch", routed_bytes);
+  p.gemm(PlanOpRole::router, h, E, 0.0, 0.0);
+  p.memory_bound(PlanOpRole::routing, 4.0 * T * E + 2.0 * (T * h + R * h), 3, 2.0 * T * E);
+  p.expert_comm(PlanOpRole::dispatch, routed_bytes);
   // The rank's experts: `local` products of R / local rows each.
-  p.expert_gemm("expert_fc1", R / local, local, h, swiglu * f / t, 2.0 * R * h, b * swiglu * f / t);
+  p.expert_gemm(PlanOpRole::expert_fc1, R / local, local, h, swiglu * f / t, 2.0 * R * h, b * swiglu * f / t);
   const double reads = m.mlp == MlpKind::swiglu ? 6.0 : 4.0, kept = 2.0 * swiglu;
-  p.memory_bound("expert_activation", reads * R * f / t, 2, kept * R * f / t);
-  p.expert_gemm("expert_fc2", R / local, local, f / t, h, 2.0 * R * f / t, b * h);
-  p.expert_comm("combine", routed_bytes);
+  p.memory_bound(PlanOpRole::expert_activation, reads * R * f / t, 2, kept * R * f / t);
+  p.expert_gemm(PlanOpRole::expert_fc2, R / local, local, f / t, h, 2.0 * R * f / t, b * h);
+  p.expert_comm(PlanOpRole::combine, routed_bytes);
   // Each token's experts_per_token results weighted by their probabilities and summed;
   // keeps the results for the probabilities' gradient.
-  p.memory_bound("unpermute", 2.0 * (R * h + T * h), 2, 2.0 * R * h);
+  p.memory_bound(PlanOpRole::unpermute, 2.0 * (R * h + T * h), 2, 2.0 * R * h);
   mlp_exit(p);
   return std::move(p.plan);
 }
@@ -266,7 +305,7 @@ LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   const double eb = bytes_per_element(c.precision), T = p.tokens, h = m.hidden;
   // Token and position lookups and their sum; backward scatters into the tables.
   PlanOp lookup;
-  lookup.name = "embedding_lookup";
+  lookup.role = PlanOpRole::embedding_lookup;
   lookup.kind = PlanOpKind::memory_bound;
   // (Rotary positions have no table: one lookup.)
   const bool learned = m.positions == PositionKind::learned;
@@ -282,7 +321,7 @@ LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   // shard's. (Megatron with learned positions all-reduces, adds them and splits instead.)
   if (learned) p.shard_gradient(positions);
   // The vocabulary-parallel lookup leaves partial sums on every tensor rank.
-  p.comm("embedding_out", p.exit(), p.activation_bytes());
+  p.comm(PlanOpRole::embedding_out, p.exit(), p.activation_bytes());
   return std::move(p.plan);
 }
 
@@ -290,12 +329,12 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::head);
   const double T = p.tokens, h = m.hidden, v = static_cast<double>(m.vocab) / p.t;
   const double eb = bytes_per_element(c.precision);
-  p.comm("head_in", p.entry(), p.activation_bytes());
+  p.comm(PlanOpRole::head_in, p.entry(), p.activation_bytes());
   // Its input is the last layer's output, kept there. A tied projection is the
   // embedding's table (held there); the final norm before it travels with it.
-  p.gemm("logits", h, v, 0.0, 0.0);
-  p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + m.norm_params();
-  p.shard_gradient(m.norm_params());  // the final norm before it, on the sequence shard
+  p.gemm(PlanOpRole::logits, h, v, 0.0, 0.0);
+  p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + norm_params(m);
+  p.shard_gradient(norm_params(m));  // the final norm before it, on the sequence shard
   // Cross-entropy over the local vocabulary slice: reads the logits and writes the
   // probabilities forward, reads them and writes the gradient backward. In fp32 it
   // works on an fp32 copy and keeps it beside the 16-bit logits (6 bytes a logit); in
@@ -303,7 +342,7 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   const bool in_place = c.loss_precision == LossPrecision::training;
   const double work = in_place ? eb : 4.0;
   PlanOp loss;
-  loss.name = "loss";
+  loss.role = PlanOpRole::loss;
   loss.kind = PlanOpKind::memory_bound;
   loss.bytes = T * v * (eb + work);
   loss.backward_bytes = T * v * (work + eb);
@@ -312,7 +351,7 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   loss.stored = (in_place ? eb : 6.0) * T * v;
   p.plan.ops.push_back(loss);
   // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
-  p.comm("loss_reduce", Conjugate::loss_reduce, 4.0 * T, 3);
+  p.comm(PlanOpRole::loss_reduce, Conjugate::loss_reduce, 4.0 * T, 3);
   return std::move(p.plan);
 }
 
@@ -394,10 +433,16 @@ double LayerPlan::shard_gradient_params() const {
   return sum;
 }
 
-const PlanOp* LayerPlan::find(const char* name) const {
+const PlanOp* LayerPlan::find(PlanOpRole role) const {
   for (const PlanOp& op : ops)
-    if (std::strcmp(op.name, name) == 0) return &op;
+    if (op.role == role) return &op;
   return nullptr;
+}
+
+const PlanOp& LayerPlan::op(PlanOpRole role) const {
+  if (const PlanOp* found = find(role)) return *found;
+  const char* where = part == PlanPart::layer ? "layer" : part == PlanPart::embedding ? "embedding" : "head";
+  throw std::logic_error(std::string("layer plan: the ") + where + " plan has no " + to_string(role) + " op");
 }
 
 namespace {

@@ -7,60 +7,11 @@
 
 namespace partune {
 
-namespace {
-
-// Bytes per parameter kept for training, by role. Mixed precision keeps 16-bit weights
-// and gradients plus fp32 master weights; Adam adds two fp32 moments, SGD one momentum.
-struct StateBytes {
-  double param, grad, optimizer;
-};
-bool training_is_mixed(Precision p) { return mixed_precision(p); }
-
-StateBytes state_bytes(Precision p, Optimizer o) {
-  const bool mixed = training_is_mixed(p);
-  const double moments = o == Optimizer::adam ? 8.0 : 4.0;
-  if (mixed) return {2.0, 2.0, 4.0 + moments};
-  return {4.0, 4.0, moments};
-}
-
-}  // namespace
-
-double largest_extra_unit(const Job& job, int stage) {
-  const ModelSpec& m = job.model;
-  const int tp = job.parallel.tensor_parallel_degree;
+double largest_extra_unit(const Job& job, const RankParameters& rank, int stage) {
   double largest = 0;
-  if (stage == 0) largest = m.embedding_params() / tp;
-  if (stage == job.lm_head_stage()) largest = std::max(largest, m.head_params() / tp);
+  if (stage == 0) largest = rank.embedding;
+  if (stage == job.lm_head_stage()) largest = std::max(largest, rank.head);
   return largest;
-}
-
-double moe_layer_params_on_rank(const Job& job) {
-  const ModelSpec& m = job.model;
-  if (!m.is_moe()) return m.layer_params() / job.parallel.tensor_parallel_degree;
-  const double experts_here = static_cast<double>(m.experts) / job.parallel.expert_parallel_degree;
-  return (m.moe_layer_params() - (m.experts - experts_here) * m.expert_params()) / job.parallel.tensor_parallel_degree;
-}
-
-double stage_expert_parameter_count(const Job& job, int stage) {
-  const ModelSpec& m = job.model;
-  if (!m.is_moe()) return 0.0;
-  const double experts_here = static_cast<double>(m.experts) / job.parallel.expert_parallel_degree;
-  return job.stage_mix(stage).moe * experts_here * m.expert_params() / job.parallel.tensor_parallel_degree;
-}
-
-double stage_parameter_count(const Job& job, int stage) {
-  const ModelSpec& m = job.model;
-  const int pp = job.parallel.pipeline_parallel_degree, tp = job.parallel.tensor_parallel_degree;
-  const LayerMix mix = job.stage_mix(stage);
-  double p = mix.dense * m.layer_params() + mix.moe * moe_layer_params_on_rank(job) * tp;
-  if (stage == 0) p += m.embedding_params();
-  if (stage == job.lm_head_stage()) {
-    p += m.head_params();
-    // A tied embedding is kept on both pipeline ends when the head sits on the last
-    // stage (Megatron); on the first stage the head uses the embedding itself.
-    if (pp > 1 && m.tied_embeddings && !job.lm_head_on_first_stage()) p += static_cast<double>(m.vocab) * m.hidden;
-  }
-  return p / tp;
 }
 
 double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
@@ -156,19 +107,17 @@ void stage_activations(const Job& job, int stage, const PlanConfig& config, cons
 }
 }  // namespace
 
-MemoryBreakdown stage_memory(const Job& job, int stage) {
-  const ModelSpec& m = job.model;
+namespace {
+// The model states of `stage` into `mb` (parameters, gradients, optimizer states, the
+// data-parallel gradient buckets); returns fp32 ZeRO-1's slice copies (device buffers
+// that stay when the optimizer state is offloaded).
+double model_states(const Job& job, const RankParameters& rank, int stage, MemoryBreakdown& mb) {
   const ParallelConfig& pc = job.parallel;
-  const InstanceType& inst = job.cluster.instance;
-  const int tp = pc.tensor_parallel_degree, sdp = pc.sharded_data_parallel_degree;
-  const int dp = job.data_parallel_degree();
-  const StateBytes sb = state_bytes(job.training.precision, job.training.optimizer);
-
-  MemoryBreakdown mb;
-  mb.stage = stage;
-  const double params = stage_parameter_count(job, stage);
-  mb.parameters = params * sb.param / sdp;
-  mb.gradients = params * sb.grad / sdp;
+  const int sdp = pc.sharded_data_parallel_degree, dp = job.data_parallel_degree();
+  const ParameterBytes sb = parameter_bytes(job.training.precision, job.training.optimizer);
+  const double params = stage_parameter_count(job, rank, stage);
+  mb.parameters = params * sb.weights / sdp;
+  mb.gradients = params * sb.gradients / sdp;
   // The optimizer state of the rank's share (Job::optimizer_shard_fraction). A sharded
   // optimizer (ZeRO-1) updates a slice of its own beside the model's full copy. In mixed
   // precision that slice is the fp32 master weights already counted (ZeRO: 2 + 2 + 12 / dp
@@ -178,46 +127,61 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
   // partitions and the backend's ParameterShards keep them (device buffers).
   // A mixture of experts' experts are sliced over the expert-data-parallel group instead.
   const bool zero1 = sdp == 1 && pc.shard_optimizer_state;
-  const double experts = stage_expert_parameter_count(job, stage), shared = params - experts;
-  const double slice_copies = zero1 && !training_is_mixed(job.training.precision)
-                                  ? (shared / dp + experts / job.expert_data_parallel_degree()) * 8.0
+  const double experts = stage_expert_parameter_count(job, rank, stage), shared = params - experts;
+  const double slice_copies = zero1 && !mixed_precision(job.training.precision)
+                                  ? (shared / dp + experts / job.expert_data_parallel_degree()) *
+                                        (sb.weights + sb.gradients)
                                   : 0.0;
   mb.optimizer_states = (shared * job.optimizer_shard_fraction() + experts * job.expert_optimizer_shard_fraction()) *
                             sb.optimizer +
                         slice_copies;
   const LayerMix mix = job.stage_mix(stage);
-  const double layer_params = mix.moe > 0 ? std::max(m.layer_params() / tp, moe_layer_params_on_rank(job))
-                                          : m.layer_params() / tp;  // the largest bucket
-  const double extras = params - mix.dense * m.layer_params() / tp - mix.moe * moe_layer_params_on_rank(job);
+  const double layer_params = mix.moe > 0 ? std::max(rank.dense_layer, rank.moe_layer)
+                                          : rank.dense_layer;  // the largest bucket
+  const double extras = params - mix.dense * rank.dense_layer - mix.moe * rank.moe_layer;
   if (dp > 1 && sdp == 1) {
     // Gradient buckets: each layer's full gradients are flattened into a buffer that
     // lives until its all-reduce (or reduce-scatter) completes, about when the next
     // layer's backward ends, so two are in flight. The embedding and head parameters
     // travel in the buckets of the layers next to them. The simulator tracks each
     // bucket from the program instead (issue to completion).
-    mb.communication_buffers = (2.0 * layer_params + extras) * sb.grad;
+    mb.communication_buffers = (2.0 * layer_params + extras) * sb.gradients;
   }
+  return slice_copies;
+}
 
-  const double b = job.microbatch_size();
+// Sharded data parallelism's gathered parameters and reduce buckets of `stage` into `mb`.
+void sharded_buffers(const Job& job, const RankParameters& rank, int stage, const LayerPlan& plan,
+                     MemoryBreakdown& mb) {
+  const ParameterBytes sb = parameter_bytes(job.training.precision, job.training.optimizer);
+  // The units in use and those gathered ahead (sharding.hpp), and the parameters below
+  // the persistence threshold, whole on every rank.
+  const ShardingPlan sharding = sharding_plan(job, plan);
+  // The embedding or head (one unit each) is gathered whole while it runs, with the
+  // next layer's first unit gathered ahead of it.
+  const double largest_extra = largest_extra_unit(job, rank, stage);
+  const double in_use = std::max(sharding.live_gathered(),
+                                 largest_extra + (sharding.units.empty() ? 0.0 : sharding.units.front()));
+  mb.gathered_parameters = (in_use + job.layers_on_stage(stage) * sharding.persistent) * sb.weights;
+  // Gradients waiting for their reduce-scatter: two reduce buckets (one filling, one in
+  // flight; FSDP's unit is its bucket) while the layers run backward, or the whole
+  // gradient of the embedding or head, which one kernel writes at once. The two are
+  // never live together (the head's gradient is reduced before the layers' backward).
+  mb.communication_buffers = std::max(2.0 * sharding.reduce_elements, largest_extra) * sb.gradients;
+}
+}  // namespace
+
+MemoryBreakdown stage_memory(const Job& job, int stage) { return stage_memory(job, rank_parameters(job), stage); }
+
+MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int stage) {
+  const ParallelConfig& pc = job.parallel;
+  MemoryBreakdown mb;
+  mb.stage = stage;
+  const double slice_copies = model_states(job, rank, stage, mb);
   PlanConfig config = plan_config(job);
-  config.sequences = b;
+  config.sequences = job.microbatch_size();
   const LayerPlan plan = transformer_layer_plan(job.model, config);  // one plan for the three figures
-  if (sdp > 1) {
-    // The units in use and those gathered ahead (sharding.hpp), and the parameters below
-    // the persistence threshold, whole on every rank.
-    const ShardingPlan sharding = sharding_plan(job, plan);
-    // The embedding or head (one unit each) is gathered whole while it runs, with the
-    // next layer's first unit gathered ahead of it.
-    const double largest_extra = largest_extra_unit(job, stage);
-    const double in_use = std::max(sharding.live_gathered(),
-                                   largest_extra + (sharding.units.empty() ? 0.0 : sharding.units.front()));
-    mb.gathered_parameters = (in_use + job.layers_on_stage(stage) * sharding.persistent) * sb.param;
-    // Gradients waiting for their reduce-scatter: two reduce buckets (one filling, one in
-    // flight; FSDP's unit is its bucket) while the layers run backward, or the whole
-    // gradient of the embedding or head, which one kernel writes at once. The two are
-    // never live together (the head's gradient is reduced before the layers' backward).
-    mb.communication_buffers = std::max(2.0 * sharding.reduce_elements, largest_extra) * sb.grad;
-  }
+  if (pc.sharded_data_parallel_degree > 1) sharded_buffers(job, rank, stage, plan, mb);
   stage_activations(job, stage, config, plan, mb);
   const double in_flight = in_flight_microbatches(pc, stage);
   if (stage == job.lm_head_stage()) {
@@ -242,20 +206,22 @@ MemoryBreakdown stage_memory(const Job& job, int stage) {
     mb.host_offload += mb.parameters;
     mb.parameters = 0;
   }
-  mb.reserved = inst.gpu.reserved_bytes;
+  mb.reserved = job.cluster.instance.gpu.reserved_bytes;
   return mb;
 }
 
-MemoryBreakdown peak_memory(const Job& job) {
+MemoryBreakdown peak_memory(const Job& job) { return peak_memory(job, rank_parameters(job)); }
+
+MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank) {
   // Uniform stages: stage 0 holds the most in-flight activations and the embedding, the
   // head's stage the logits; middle stages are never larger than both ends. Uneven
   // stages (or a head on stage 0) can make any stage the largest: look at every one.
   const int pp = job.parallel.pipeline_parallel_degree;
-  MemoryBreakdown best = stage_memory(job, 0);
+  MemoryBreakdown best = stage_memory(job, rank, 0);
   if (pp == 1) return best;
   const bool every = !job.parallel.stage_layers.empty();
   for (int s = every ? 1 : pp - 1; s < pp; ++s) {
-    MemoryBreakdown mb = stage_memory(job, s);
+    MemoryBreakdown mb = stage_memory(job, rank, s);
     if (mb.total() > best.total()) best = mb;
   }
   return best;

@@ -8,6 +8,7 @@
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/sharding.hpp"
 #include "partune/costmodel/stage_cost.hpp"
 
@@ -56,9 +57,10 @@ class ProgramBuilder {
       const LayerPlan& l = costs_.layer(moe);
       layer_comm_[moe] = {tensor_collectives(l, PlanPass::forward), tensor_collectives(l, PlanPass::backward),
                           tensor_collectives(l, PlanPass::recompute, policy)};
-      layer_param_bytes_[moe] = (moe ? moe_layer_params_on_rank(job) : m.layer_params() / tp_) * eb_;
+      layer_param_bytes_[moe] = l.params() * eb_;  // a layer with experts: the rank's experts
       expert_param_bytes_[moe] = l.expert_params() * eb_;
     }
+    rank_ = rank_parameters(layer, costs_.layer(true), embedding, head);
     ep_ = m.is_moe() ? pc_.expert_parallel_degree : 1;
     embedding_comm_ = {tensor_collectives(embedding, PlanPass::forward),
                        tensor_collectives(embedding, PlanPass::backward), {}};
@@ -493,16 +495,11 @@ class ProgramBuilder {
   // Embedding and head parameters a chunk holds besides its layers (a tied embedding is
   // kept on both pipeline ends when the head is on the last stage, as Megatron does; a
   // head on the first stage uses the embedding itself).
-  double embedding_params(int chunk) const {
-    return first_model_stage(chunk) ? job_.model.embedding_params() / tp_ : 0.0;
-  }
+  double embedding_params(int chunk) const { return first_model_stage(chunk) ? rank_.embedding : 0.0; }
   double head_params(int chunk) const {
-    const ModelSpec& m = job_.model;
-    if (head_first_) return first_model_stage(chunk) ? m.head_params() / tp_ : 0.0;
+    if (head_first_) return first_model_stage(chunk) ? rank_.head : 0.0;
     if (!last_model_stage(chunk)) return 0.0;
-    double params = m.head_params();
-    if (p_ > 1 && m.tied_embeddings) params += static_cast<double>(m.vocab) * m.hidden;
-    return params / tp_;
+    return rank_.head + (p_ > 1 && job_.model.tied_embeddings ? rank_.head_projection : 0.0);
   }
   // They travel with the gradient bucket of the layer next to them (bucket_extras).
   double extra_param_bytes(int chunk, int layer) const {
@@ -528,7 +525,6 @@ class ProgramBuilder {
   void finish_step() {
     // Every gradient bucket, send and copy completes before the optimizer runs.
     while (!outstanding_.empty()) wait(outstanding_.front());
-    const ModelSpec& m = job_.model;
     double params = 0, experts = 0;  // experts: reduced over the expert-data group
     for (int c = 0; c < v_; ++c) {
       const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers_per_chunk_);
@@ -556,7 +552,7 @@ class ProgramBuilder {
     if (tied_copies()) {
       // The tied embedding lives on both pipeline ends (embedding_params / head_params);
       // their gradients are summed before either updates, so the copies stay equal.
-      const double bytes = static_cast<double>(m.vocab) * m.hidden / tp_ * eb_ * owned_fraction();
+      const double bytes = rank_.head_projection * eb_ * owned_fraction();  // the token table's shard
       push(collective(OpKind::all_reduce, CommGroup::embedding, bytes, 1, -1, 0, -1));
     }
     const double local =
@@ -589,6 +585,7 @@ class ProgramBuilder {
   double b_ = 0, eb_ = 0, activation_bytes_ = 0, stored_layer_bytes_ = 0;
   // Per kind of layer (dense, with experts): its gradient bucket, of which experts'.
   double layer_param_bytes_[2] = {0, 0}, expert_param_bytes_[2] = {0, 0};
+  RankParameters rank_;  // one rank's parameters (parameter_count.hpp)
   int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, ep_ = 1, stage_ = 0, layers_per_chunk_ = 0;
   int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
   bool sharded_ = false, per_layer_ = false, head_first_ = false;

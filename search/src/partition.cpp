@@ -9,6 +9,7 @@
 
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 
 namespace partune::search {
 
@@ -150,26 +151,29 @@ std::vector<PartitionItem> model_items(const Job& job) {
   const ModelSpec& m = job.model;
   const ParallelConfig& pc = job.parallel;
   const double b = job.microbatch_size();
-  const int tp = pc.tensor_parallel_degree;
   const StageCostModel costs(job);  // the layer plan's times (sequence parallelism included)
   const HeadTime& ht = costs.head_time();
-  // Weights with their gradients and optimizer state (16 bytes per parameter with
-  // mixed-precision Adam), sharded as the job shards them, plus stored activations.
-  const double state_bytes = 16.0 / pc.sharded_data_parallel_degree;
+  const RankParameters rank =
+      rank_parameters(costs.layer(false), costs.layer(true), costs.embedding(), costs.head());
+  // Weights with their gradients and optimizer state (parameter_bytes: 16 bytes a
+  // parameter with mixed-precision Adam), sharded as the job shards them, plus stored
+  // activations.
+  const double state_bytes =
+      parameter_bytes(job.training.precision, job.training.optimizer).total() / pc.sharded_data_parallel_degree;
   const double activations = stored_layer_bytes(job, b);
   std::vector<PartitionItem> items;
-  items.push_back({"embedding", ht.embedding_fwd + ht.embedding_bwd, m.embedding_params() / tp * state_bytes, false, -1});
+  items.push_back({"embedding", ht.embedding_fwd + ht.embedding_bwd, rank.embedding * state_bytes, false, -1});
   for (int l = 0; l < m.layers; ++l) {
     // Each layer by its kind (a mixture of experts' layers with experts are heavier).
     const bool moe = m.is_moe_layer(l);
     const LayerTime& lt = costs.layer_time(moe);
-    const double params = moe ? moe_layer_params_on_rank(job) : m.layer_params() / tp;
     items.push_back({"layer" + std::to_string(l), lt.forward() + lt.backward() + lt.recompute(pc.activation_checkpointing),
-                     params * state_bytes + activations, true, -1});
+                     rank.layer(moe) * state_bytes + activations, true, -1});
   }
-  const double head_weights = m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * m.hidden / tp * state_bytes;
-  items.push_back({"head", ht.logits_fwd + ht.logits_bwd, head_weights + logits_bytes_per_microbatch(job), false,
-                   m.tied_embeddings ? 0 : -1});
+  // The head's final norm, and its projection when it is not the embedding's (tied: the
+  // head item ties to the embedding's stage).
+  items.push_back({"head", ht.logits_fwd + ht.logits_bwd, rank.head * state_bytes + logits_bytes_per_microbatch(job),
+                   false, m.tied_embeddings ? 0 : -1});
   return items;
 }
 

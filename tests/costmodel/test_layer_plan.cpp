@@ -172,8 +172,8 @@ TEST_CASE("sequence parallelism moves the same tensor bytes as all-reduces", "[l
   for (const PlanOp& op : sp.ops)
     if (op.kind == PlanOpKind::tensor_comm) CHECK(op.comm_bytes == Approx(S));
   // The norms and dropouts work on s/t tokens: a quarter of the memory-bound bytes.
-  CHECK(sp.find("input_norm")->bytes == Approx(plain.find("input_norm")->bytes / 4));
-  CHECK(sp.find("mlp_dropout_residual")->bytes == Approx(plain.find("mlp_dropout_residual")->bytes / 4));
+  CHECK(sp.op(PlanOpRole::input_norm).bytes == Approx(plain.op(PlanOpRole::input_norm).bytes / 4));
+  CHECK(sp.op(PlanOpRole::mlp_dropout_residual).bytes == Approx(plain.op(PlanOpRole::mlp_dropout_residual).bytes / 4));
   // The GEMMs do not change.
   CHECK(sp.gemm_flops() == Approx(plain.gemm_flops()));
 }

@@ -8,21 +8,11 @@
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/flops.hpp"
 #include "partune/costmodel/layer_plan.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 
 using namespace partune;
-
-namespace {
-
-// Parameters of a layer plan: the sum over its ops, as every statistic of a plan is.
-double plan_params(const LayerPlan& plan) {
-  double sum = 0;
-  for (const PlanOp& op : plan.ops) sum += op.params;
-  return sum;
-}
-
-}  // namespace
 
 // Published sizes: the Hugging Face configs' parameter counts (the model cards, and for
 // 405B the Llama 3 paper's Table 3 model as released), cited in each preset's header.
@@ -33,8 +23,8 @@ TEST_CASE("LLaMA presets have their published parameter counts", "[model][llama]
   for (const auto& [name, count] : published) {
     INFO(name);
     const ModelSpec m = load_model(name);
-    CHECK(m.total_params() == Approx(count).epsilon(0.01));
-    CHECK(m.total_params() == Approx(count).epsilon(1e-9));  // exact, in fact
+    CHECK(total_parameters(m) == Approx(count).epsilon(0.01));
+    CHECK(total_parameters(m) == Approx(count).epsilon(1e-9));  // exact, in fact
   }
 }
 
@@ -43,16 +33,19 @@ TEST_CASE("LLaMA presets have their published parameter counts", "[model][llama]
 TEST_CASE("LLaMA-2 7B counts, layer by layer, as written out", "[model][llama]") {
   const ModelSpec m = load_model("llama-2-7b");
   const double h = 4096, f = 11008, V = 32000, L = 32;
-  CHECK(m.layer_params() == 4 * h * h + 3 * h * f + 2 * h);
-  CHECK(m.embedding_params() == V * h);  // rotary positions: no table
-  CHECK(m.head_params() == V * h + h);
-  CHECK(m.total_params() == L * (4 * h * h + 3 * h * f + 2 * h) + 2 * V * h + h);
-  // The layer plan says the same (it is what memory, sharding and the programs read).
+  CHECK(layer_parameters(m, false) == 4 * h * h + 3 * h * f + 2 * h);
+  CHECK(embedding_parameters(m) == V * h);  // rotary positions: no table
+  CHECK(head_parameters(m) == V * h + h);
+  CHECK(total_parameters(m) == L * (4 * h * h + 3 * h * f + 2 * h) + 2 * V * h + h);
+  // One rank of 8 (Megatron-LM's split): the matrices and the vocabulary over the tensor
+  // group, the two RMS norms and the final one whole on every rank.
   PlanConfig c;
-  c.sequences = 1;
-  CHECK(plan_params(transformer_layer_plan(m, c)) == m.layer_params());
-  CHECK(plan_params(embedding_plan(m, c)) == m.embedding_params());
-  CHECK(plan_params(head_plan(m, c)) == m.head_params());
+  c.tensor_degree = 8;
+  const LayerPlan layer = transformer_layer_plan(m, c);
+  const RankParameters r = rank_parameters(layer, layer, embedding_plan(m, c), head_plan(m, c));
+  CHECK(r.dense_layer == (4 * h * h + 3 * h * f) / 8 + 2 * h);
+  CHECK(r.embedding == V * h / 8);
+  CHECK(r.head == V * h / 8 + h);
 }
 
 // Forward FLOPs per token: 2 per multiply-add of every matrix (Q, K, V, O: 4 h^2 with
@@ -77,24 +70,31 @@ TEST_CASE("LLaMA-2 70B's grouped-query projections are sized by kv_heads", "[mod
   const ModelSpec m = load_model("llama-2-70b");
   const double h = 8192, kv = 8 * 128, f = 28672;
   CHECK(m.kv_heads == 8);
-  CHECK(m.layer_params() == h * (h + 2 * kv) + h * h + 3 * h * f + 2 * h);
+  CHECK(layer_parameters(m, false) == h * (h + 2 * kv) + h * h + 3 * h * f + 2 * h);
   PlanConfig c;
   c.sequences = 1;
   c.tensor_degree = 8;
   const LayerPlan plan = transformer_layer_plan(m, c);
-  CHECK(plan.find("qkv")->n == (h + 2 * kv) / 8);
-  CHECK(plan.find("fc1")->n == 2 * f / 8);  // gate and up side by side
-  CHECK(plan.find("rotary") != nullptr);
+  CHECK(plan.op(PlanOpRole::qkv).n == (h + 2 * kv) / 8);
+  CHECK(plan.op(PlanOpRole::fc1).n == 2 * f / 8);  // gate and up side by side
+  CHECK(plan.find(PlanOpRole::rotary) != nullptr);
+  CHECK(plan.params() == (h * (h + 2 * kv) + h * h + 3 * h * f) / 8 + 2 * h);
 }
 
 TEST_CASE("the GPT block keeps its counts: layernorm, gelu, learned positions, biases", "[model]") {
   const ModelSpec m = load_model("gpt2-small");
   const double h = 768, f = 3072;
-  CHECK(m.layer_params() == 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h);
-  CHECK(m.embedding_params() == 50257 * h + 1024 * h);
+  CHECK(layer_parameters(m, false) == 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h);
+  CHECK(embedding_parameters(m) == 50257 * h + 1024 * h);
   PlanConfig c;
   c.sequences = 1;
-  CHECK(transformer_layer_plan(m, c).find("rotary") == nullptr);
+  CHECK(transformer_layer_plan(m, c).find(PlanOpRole::rotary) == nullptr);
+  CHECK_THROWS_WITH(transformer_layer_plan(m, c).op(PlanOpRole::rotary),
+                    "layer plan: the layer plan has no rotary op");
+  // One rank of 4: QKV's and fc1's weights and biases and the projection's and fc2's
+  // weights split; the projection's and fc2's biases and the two layer norms whole.
+  c.tensor_degree = 4;
+  CHECK(transformer_layer_plan(m, c).params() == (4 * h * h + 3 * h + 2 * h * f + f) / 4 + 2 * h + 4 * h);
 }
 
 namespace {
@@ -121,7 +121,7 @@ TEST_CASE("the block's keys are read, written back and refused when wrong", "[mo
   CHECK(again.model.norm == NormKind::rmsnorm);
   CHECK(again.model.positions == PositionKind::rope);
   CHECK_FALSE(again.model.bias);
-  CHECK(again.model.total_params() == j.model.total_params());
+  CHECK(total_parameters(again.model) == total_parameters(j.model));
   // Left out: GPT's block.
   const Job gpt = parse_job(job_with_model(""), "inline.yaml");
   CHECK(gpt.model.mlp == MlpKind::gelu);
@@ -164,7 +164,7 @@ ScenarioError hf_error(const std::string& file) {
 TEST_CASE("from_hf reads LLaMA, Mistral and GPT-2 configs into the same models as the presets", "[model][hf]") {
   const ModelSpec llama = hf_job("llama-2-7b.json").model;
   const ModelSpec preset = load_model("llama-2-7b");
-  CHECK(llama.total_params() == preset.total_params());
+  CHECK(total_parameters(llama) == total_parameters(preset));
   CHECK(llama.layers == 32);
   CHECK(llama.ffn_hidden == 11008);
   CHECK(llama.seq_len == 4096);  // max_position_embeddings
@@ -179,10 +179,10 @@ TEST_CASE("from_hf reads LLaMA, Mistral and GPT-2 configs into the same models a
   CHECK(mistral.attention == AttentionKind::gqa);
   CHECK(mistral.kv_heads == 8);
   CHECK(mistral.seq_len == 4096);  // set beside from_hf, over the config's 32768
-  CHECK(mistral.total_params() == 7'241'732'096.0);
+  CHECK(total_parameters(mistral) == 7'241'732'096.0);
   // GPT-2: the GPT block with learned positions and a tied head, as the gpt2-small preset.
   const ModelSpec gpt2 = hf_job("gpt2.json").model;
-  CHECK(gpt2.total_params() == load_model("gpt2-small").total_params());
+  CHECK(total_parameters(gpt2) == total_parameters(load_model("gpt2-small")));
   CHECK(gpt2.positions == PositionKind::learned);
   CHECK(gpt2.tied_embeddings);
 }
@@ -192,7 +192,7 @@ TEST_CASE("from_hf reads Mixtral's experts as the preset has them", "[model][hf]
   CHECK(mixtral.experts == 8);
   CHECK(mixtral.experts_per_token == 2);
   CHECK(mixtral.expert_ffn_hidden == 14336);
-  CHECK(mixtral.total_params() == load_model("mixtral-8x7b").total_params());
+  CHECK(total_parameters(mixtral) == total_parameters(load_model("mixtral-8x7b")));
 }
 
 TEST_CASE("from_hf refuses what it cannot describe, naming the file and the field", "[model][hf]") {

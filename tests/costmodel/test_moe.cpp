@@ -11,6 +11,7 @@
 #include "partune/costmodel/flops.hpp"
 #include "partune/costmodel/layer_plan.hpp"
 #include "partune/costmodel/memory.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/scenario.hpp"
 
@@ -50,9 +51,9 @@ int count(const RankProgram& p, OpKind kind, CommGroup group) {
 TEST_CASE("Mixtral 8x7B has its published parameter counts", "[model][moe]") {
   const ModelSpec m = load_model("mixtral-8x7b");
   // 46.7B in all (the Hugging Face checkpoint: 46,702,792,704), 12.9B active per token.
-  CHECK(m.total_params() == Approx(46.7e9).epsilon(0.01));
-  CHECK(m.total_params() == 46'702'792'704.0);
-  CHECK(m.active_params() == Approx(12.9e9).epsilon(0.01));
+  CHECK(total_parameters(m) == Approx(46.7e9).epsilon(0.01));
+  CHECK(total_parameters(m) == 46'702'792'704.0);
+  CHECK(active_parameters(m) == Approx(12.9e9).epsilon(0.01));
 }
 
 TEST_CASE("Mixtral 8x7B's FLOPs per token equal the closed form", "[model][moe][flops]") {
@@ -84,8 +85,8 @@ TEST_CASE("moe_every places the experts in every k-th layer", "[model][moe]") {
   const double attention = 4.0 * 256 * 256 + 8 * 256, dense = 2.0 * 256 * 1024 + 1024 + 256;
   const double expert = 2.0 * 256 * 512 + 512 + 256, router = 256 * 4;
   const double embedding = 1000.0 * 256 + 128 * 256, head = 2 * 256;
-  CHECK(m.total_params() == 2 * (attention + dense) + 2 * (attention + router + 4 * expert) + embedding + head);
-  CHECK(m.active_params() == 2 * (attention + dense) + 2 * (attention + router + 2 * expert) + embedding + head);
+  CHECK(total_parameters(m) == 2 * (attention + dense) + 2 * (attention + router + 4 * expert) + embedding + head);
+  CHECK(active_parameters(m) == 2 * (attention + dense) + 2 * (attention + router + 2 * expert) + embedding + head);
 }
 
 TEST_CASE("expert parallelism divides the experts over the expert group", "[memory][moe]") {
@@ -109,19 +110,38 @@ TEST_CASE("expert parallelism divides the experts over the expert group", "[memo
   CHECK(stage_memory(zero1, 0).optimizer_states == Approx((shared / 8 + 2 * expert / 2) * 12.0));
 }
 
+TEST_CASE("a layer with experts on one tensor rank: the router and fc2's biases whole", "[plan][moe]") {
+  // Tensor degree 2, expert degree 1 (Megatron-LM's split): the attention as a dense
+  // layer's (QKV 3h^2 + 3h and the projection h^2 split, its bias h and the two layer
+  // norms 4h whole), the router h x 4 whole on every tensor rank, and each of the 4
+  // experts split as a dense MLP (fc1 h 512 + 512 and fc2 512 h over the group, fc2's
+  // bias h whole).
+  const ModelSpec m = small_moe();
+  PlanConfig c;
+  c.tensor_degree = 2;
+  const double h = 256;
+  const double attention = (4 * h * h + 3 * h) / 2 + h + 4 * h, router = h * 4;
+  const double expert = (2 * h * 512 + 512) / 2 + h;
+  const LayerPlan plan = moe_layer_plan(m, c);
+  CHECK(plan.params() == attention + router + 4 * expert);
+  CHECK(plan.expert_params() == 4 * expert);
+  // Expert degree 4 as well: one expert on a rank.
+  c.expert_degree = 4;
+  CHECK(moe_layer_plan(m, c).params() == attention + router + expert);
+}
+
 TEST_CASE("a layer with experts dispatches and combines over the expert group", "[plan][moe]") {
   const Job j = small_moe_job(4);
   const LayerPlan plan = moe_layer_plan(j.model, plan_config(j));
-  REQUIRE(plan.find("dispatch"));
-  REQUIRE(plan.find("combine"));
+  REQUIRE(plan.find(PlanOpRole::dispatch));
+  REQUIRE(plan.find(PlanOpRole::combine));
   // Each sends its tokens' copies: 2 experts x 128 tokens x 256 x 2 bytes.
-  CHECK(plan.find("dispatch")->comm_bytes == 2.0 * 128 * 256 * 2);
+  CHECK(plan.op(PlanOpRole::dispatch).comm_bytes == 2.0 * 128 * 256 * 2);
   // The experts' GEMMs: 1 expert of 256 routed rows (all of the rank's copies).
-  const PlanOp* fc1 = plan.find("expert_fc1");
-  REQUIRE(fc1);
-  CHECK(fc1->batch == 1);
-  CHECK(fc1->m == 256);
-  CHECK(fc1->flops == 2.0 * 256 * 256 * 512);
+  const PlanOp& fc1 = plan.op(PlanOpRole::expert_fc1);
+  CHECK(fc1.batch == 1);
+  CHECK(fc1.m == 256);
+  CHECK(fc1.flops == 2.0 * 256 * 256 * 512);
   int forward = 0, backward = 0;
   for (const TensorCollective& c : tensor_collectives(plan, PlanPass::forward))
     if (c.kind == CollectiveKind::all_to_all && c.group == PlanGroup::expert) forward += c.count;
@@ -132,7 +152,8 @@ TEST_CASE("a layer with experts dispatches and combines over the expert group", 
   CHECK(tensor_collectives(plan, PlanPass::recompute, Checkpointing::full).size() == 2);
   CHECK(tensor_collectives(plan, PlanPass::recompute, Checkpointing::selective).empty());
   // Without an expert group there is nothing to exchange.
-  CHECK_FALSE(moe_layer_plan(j.model, plan_config(small_moe_job(1))).find("dispatch"));
+  CHECK_FALSE(moe_layer_plan(j.model, plan_config(small_moe_job(1))).find(PlanOpRole::dispatch));
+  CHECK_THROWS_AS(moe_layer_plan(j.model, plan_config(small_moe_job(1))).op(PlanOpRole::dispatch), std::logic_error);
 }
 
 TEST_CASE("an all-to-all sends (n - 1) / n of its buffer, inside a node or across", "[collective][moe]") {

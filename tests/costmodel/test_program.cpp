@@ -20,6 +20,7 @@
 #include "job_fixtures.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
 
@@ -29,10 +30,26 @@ using partune::testing::require_valid;
 
 namespace {
 
-constexpr double kLayerParams = 7087872.0;
-constexpr double kEmbeddingParams = 39383808.0;
+// GPT-2 small (h 768, ffn 3072, vocab 50257, seq 1024; layer norms, biases, learned
+// positions, tied embeddings), counted by hand, split over t tensor ranks as Megatron-LM
+// splits it:
+//   a layer, split: QKV 3h^2 + 3h, projection h^2, fc1 hf + f, fc2 fh
+//                   = 4h^2 + 2hf + 3h + f = 7,083,264
+//   a layer, whole on every rank: 2 layer norms 2 x 2h, the row-parallel biases
+//                   (projection, fc2) 2h = 6h = 4,608
+//   the token table V h = 38,597,376 (rows split), the positions s h = 786,432 (whole),
+//   the final norm 2h = 1,536 (whole); a tied last stage's copy of the table V h / t.
+constexpr double kLayerSplit = 7083264.0;
+constexpr double kLayerWhole = 4608.0;
+constexpr double kLayerParams = kLayerSplit + kLayerWhole;  // 7,087,872 at t = 1
+constexpr double kPositions = 786432.0;
+constexpr double kEmbeddingParams = 39383808.0;  // V h + s h at t = 1
 constexpr double kHeadParams = 1536.0;
 constexpr double kTiedCopy = 38597376.0;
+
+// One tensor rank's share of t: a layer, the embedding, the head.
+double layer_on_rank(int t) { return kLayerSplit / t + kLayerWhole; }
+double embedding_on_rank(int t) { return kTiedCopy / t + kPositions; }
 
 struct Shape {
   std::string name;
@@ -113,10 +130,21 @@ TEST_CASE("hand parameter counts of GPT-2 small", "[program]") {
   // The constants the bucket tests below use, against the model's own counts.
   const Job j = p4d_job("gpt2-small", 1, 8);
   CHECK(j.model.ffn_hidden == 3072);
-  CHECK(j.model.layer_params() == kLayerParams);
-  CHECK(j.model.embedding_params() == kEmbeddingParams);
-  CHECK(j.model.head_params() == kHeadParams);
+  CHECK(layer_parameters(j.model, false) == kLayerParams);
+  CHECK(embedding_parameters(j.model) == kEmbeddingParams);
+  CHECK(head_parameters(j.model) == kHeadParams);
   CHECK(static_cast<double>(j.model.vocab) * j.model.hidden == kTiedCopy);
+  CHECK(kTiedCopy + kPositions == kEmbeddingParams);
+  // One rank of 2, 4, 8: the norms and row-parallel biases whole, the rest split.
+  for (const int t : {2, 4, 8}) {
+    Job tp = j;
+    tp.parallel.tensor_parallel_degree = t;
+    const RankParameters r = rank_parameters(tp);
+    CHECK(r.dense_layer == layer_on_rank(t));
+    CHECK(r.embedding == embedding_on_rank(t));
+    CHECK(r.head == kHeadParams);
+    CHECK(r.head_projection == Approx(kTiedCopy / t).epsilon(1e-15));
+  }
 }
 
 TEST_CASE("sends and receives pair up in program order", "[program]") {
@@ -361,11 +389,11 @@ TEST_CASE("data-parallel gradient buckets ride the last backward of each chunk",
           continue;
         }
         for (int c = 0; c < s.v; ++c) CHECK(layers_of_chunk[c].size() == static_cast<std::size_t>(lpc));
-        // All of the stage's gradients, in fp16, split over tensor parallelism.
-        double params = 12.0 / s.pp * kLayerParams;
-        if (st == 0) params += kEmbeddingParams;
-        if (st == s.pp - 1) params += kHeadParams + (s.pp > 1 ? kTiedCopy : 0.0);
-        CHECK(bucket_bytes == Approx(params / s.tp * 2).epsilon(1e-12));
+        // All of the stage's gradients on one tensor rank, in fp16.
+        double params = 12.0 / s.pp * layer_on_rank(s.tp);
+        if (st == 0) params += embedding_on_rank(s.tp);
+        if (st == s.pp - 1) params += kHeadParams + (s.pp > 1 ? kTiedCopy / s.tp : 0.0);
+        CHECK(bucket_bytes == Approx(params * 2).epsilon(1e-12));
       }
     }
   }

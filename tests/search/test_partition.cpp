@@ -373,3 +373,30 @@ TEST_CASE("partition_chain: errors are std::invalid_argument", "[search][partiti
     CHECK_NOTHROW(fn(folded, 1, 0.5));
   }
 }
+
+TEST_CASE("model_items: a module's model states at the job's bytes per parameter", "[search][partition]") {
+  // GPT-2 small on tensor degree 2 (hand counts: tests/costmodel/test_program.cpp): a
+  // layer holds 7,083,264 / 2 + 4,608 parameters on a rank, the embedding
+  // 38,597,376 / 2 + 786,432, the (tied) head its final norm, 1,536. Mixed-precision Adam
+  // keeps 2 + 2 + 12 = 16 bytes a parameter, mixed SGD 2 + 2 + 8 = 12: only the states
+  // differ between the two jobs (activations and logits are the same), so the items
+  // differ by the parameters times 4.
+  using testing::p4d_job;
+  Job adam = p4d_job("gpt2-small", 1, 16);
+  adam.parallel.tensor_parallel_degree = 2;
+  adam.parallel.microbatches = 4;
+  testing::require_valid(adam);
+  Job sgd = adam;
+  sgd.training.optimizer = Optimizer::sgd;
+  const double layer = 7083264.0 / 2 + 4608.0, embedding = 38597376.0 / 2 + 786432.0, head = 1536.0;
+  const std::vector<PartitionItem> a = model_items(adam), s = model_items(sgd);
+  REQUIRE(a.size() == s.size());
+  CHECK(a.front().memory - s.front().memory == Approx(embedding * 4).epsilon(1e-12));
+  CHECK(a[1].memory - s[1].memory == Approx(layer * 4).epsilon(1e-12));
+  CHECK(a.back().memory - s.back().memory == Approx(head * 4).epsilon(1e-9));
+  // Sharded over 2 ranks of sharded data parallelism: half the states.
+  Job sharded = adam;
+  sharded.parallel.sharded_data_parallel_degree = 2;
+  const std::vector<PartitionItem> h = model_items(sharded);
+  CHECK(a.front().memory - h.front().memory == Approx(embedding * 8).epsilon(1e-12));
+}

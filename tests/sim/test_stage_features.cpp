@@ -307,12 +307,13 @@ TEST_CASE("data-parallel gradient buckets are held from their issue to their com
   const MemoryBreakdown mb = stage_memory(j, 0);
   // The estimator's bound: two layers' buckets plus the embedding and the final layer
   // norm, which ride in them.
-  CHECK(mb.communication_buffers == Approx(2.0 * (2 * m.layer_params() + m.embedding_params() + m.head_params())));
+  CHECK(mb.communication_buffers ==
+        Approx(2.0 * (2 * layer_parameters(m, false) + embedding_parameters(m) + head_parameters(m))));
   const double static_bytes = mb.parameters + mb.gradients + mb.optimizer_states + mb.reserved;
   REQUIRE(stored_layer_bytes(j, 1) == 131072.0);
   REQUIRE(full_layer_bytes(j, 1) == 2883584.0);
-  const double bucket0 = 2.0 * (m.layer_params() + m.embedding_params());
-  const double bucket1 = 2.0 * (m.layer_params() + m.head_params());
+  const double bucket0 = 2.0 * (layer_parameters(m, false) + embedding_parameters(m));
+  const double bucket1 = 2.0 * (layer_parameters(m, false) + head_parameters(m));
   const double peak = bucket1 + 131072.0 + 2883584.0;
   REQUIRE(peak > bucket0);
   const sim::SimResult r = sim::simulate(j, full_sim());

@@ -35,8 +35,9 @@ struct LayerConjugates {
 };
 
 // The conjugates of `job`'s plans (plan_config(job); transformer_layer_plan, embedding_plan,
-// head_plan): each edge's tensor_comm op by its name. Tensor degree 1 has no tensor_comm
-// ops; the defaults (f / g) then stand, and are the identity.
+// head_plan): each edge's tensor_comm op by its role (PlanOpRole), a std::logic_error when
+// a plan with a tensor group lacks one. Tensor degree 1 has no tensor group and no
+// tensor_comm ops: the defaults (f / g), the identity there.
 LayerConjugates layer_conjugates(const Job& job);
 
 // Entering a column-parallel region: Y = conj(X) W^T + b, the GEMM with the conjugate

@@ -44,8 +44,10 @@ struct BackendModelConfig {
   bool is_moe_layer(int layer) const { return experts > 0 && layer % moe_every == 0; }
   int head_dim() const { return hidden / heads; }
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
-  long long norm_parameters() const;  // one norm: 2 hidden (layernorm), hidden (rmsnorm)
-  long long parameters() const;  // exact count of the model the backend builds
+  // The parameters of the whole model the backend builds: the cost model's count
+  // (parameter_count.hpp, from the layer plans), which test_parameter_shards checks
+  // against the tensors of the shards the backend builds.
+  long long parameters() const;
 };
 
 // A model is small enough to run as it is when it has at most this many parameters and a

@@ -47,8 +47,46 @@ enum class PlanOpKind : std::uint8_t {
 // Where the plan's ops sit: a transformer layer, the embedding, or the LM head.
 enum class PlanPart : std::uint8_t { layer, embedding, head };
 
+// What an op is in its plan, in the order the plans list them. Readers reach an op by
+// its role (LayerPlan::op), never by a name string.
+enum class PlanOpRole : std::uint8_t {
+  // A transformer layer (dense or with experts).
+  input_norm,
+  attention_in,  // tensor_comm: entering the attention region
+  qkv,
+  rotary,  // rotary positions only
+  attention,
+  projection,
+  attention_out,  // tensor_comm: leaving the attention region
+  attention_dropout_residual,
+  mlp_norm,
+  mlp_in,  // tensor_comm: entering the MLP region
+  fc1,     // dense MLP
+  activation,
+  fc2,
+  router,  // a layer with experts' MLP
+  routing,
+  dispatch,  // expert_comm
+  expert_fc1,
+  expert_activation,
+  expert_fc2,
+  combine,  // expert_comm
+  unpermute,
+  mlp_out,  // tensor_comm: leaving the MLP region
+  mlp_dropout_residual,
+  // The embedding.
+  embedding_lookup,
+  embedding_out,  // tensor_comm: the vocabulary-parallel lookup's sum
+  // The LM head.
+  head_in,  // tensor_comm: entering the head's region
+  logits,
+  loss,
+  loss_reduce,  // tensor_comm: vocabulary-parallel cross-entropy's reductions
+};
+const char* to_string(PlanOpRole r);
+
 struct PlanOp {
-  const char* name = "";
+  PlanOpRole role = PlanOpRole::input_norm;
   PlanOpKind kind = PlanOpKind::memory_bound;
   // gemm: per-rank shape of the forward product, `batch` of them (a rank's experts: one
   // product each). attention_core: m = score elements (b x heads/t x s x s), k = head_dim.
@@ -78,7 +116,12 @@ struct PlanOp {
   // GEMMs' biases), summed over the tensor group once a step before the optimizer.
   double shard_gradient_params = 0;
   // Parameter elements the op holds on this rank (weights and biases; a norm's scale and
-  // shift): what sharded data parallelism gathers and reduce-scatters per op (sharding.hpp).
+  // shift): what sharded data parallelism gathers and reduce-scatters per op (sharding.hpp),
+  // and the one count of parameters (parameter_count.hpp). Megatron-LM's split over the
+  // tensor group: a column-parallel GEMM's weight and bias, a row-parallel GEMM's weight
+  // and the vocabulary table's rows are split; the norms' scale and shift, a row-parallel
+  // GEMM's bias (added after the reduction), the router and the learned position table
+  // are whole on every tensor rank.
   double params = 0;
   // The parameters are experts': split over the expert group and reduced over the
   // expert-data-parallel group rather than the data-parallel one.
@@ -105,8 +148,10 @@ struct LayerPlan {
   // stored bytes; selective: the attention scores).
   double recomputed_flops(Checkpointing policy) const;
   double recomputed_bytes(Checkpointing policy) const;
-  // The op called `name` (nullptr when the plan has none).
-  const PlanOp* find(const char* name) const;
+  // The op of `role`: nullptr when the plan has none (find), a std::logic_error naming
+  // the role and the part when it has none (op: for the ops every such plan holds).
+  const PlanOp* find(PlanOpRole role) const;
+  const PlanOp& op(PlanOpRole role) const;
 };
 
 // Whether backward repeats `op` under `policy`: nothing without checkpointing, the ops

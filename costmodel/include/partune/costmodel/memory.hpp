@@ -8,6 +8,7 @@
 #include <string>
 
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/program.hpp"
 
 namespace partune {
@@ -39,10 +40,10 @@ struct MemoryBreakdown {
   }
 };
 
-// Parameters of the largest non-layer unit on `stage` (the embedding on stage 0, the
-// head's untied projection on the head's stage), divided by tensor parallelism: what
+// Parameters of the largest non-layer unit on `stage` on one rank (the embedding on
+// stage 0, the head on the head's stage: parameter_count.hpp's RankParameters): what
 // sharded data parallelism gathers whole, and whose gradient one kernel writes at once.
-double largest_extra_unit(const Job& job, int stage);
+double largest_extra_unit(const Job& job, const RankParameters& rank, int stage);
 
 // Korthikanti per-layer activation bytes for b sequences (no checkpointing).
 double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
@@ -70,17 +71,7 @@ double recomputed_layer_bytes(const Job& job, double sequences);
 // (Job::checkpointed_layers_on_stage) at stored_layer_bytes, the others at full_layer_bytes.
 double stored_stage_bytes(const Job& job, double sequences, int stage);
 
-// Parameters one GPU of `stage` holds (its layers, the embedding on stage 0, the head on
-// the head's stage; with the head on the last stage and tied embeddings, pp > 1, the
-// last stage keeps its own copy of the embedding), divided by tensor parallelism, before
-// any data-parallel sharding.
-double stage_parameter_count(const Job& job, int stage);
-// Of those, the experts' (the stage's layers with experts x experts / expert degree x one
-// expert's MLP, / tensor degree): reduced over the expert-data-parallel group.
-double stage_expert_parameter_count(const Job& job, int stage);
-// The parameters of a layer with experts on one rank (its experts / expert degree, the
-// rest / tensor degree); a dense layer's for a dense model.
-double moe_layer_params_on_rank(const Job& job);
+// Parameters per rank and per stage, and bytes per parameter: parameter_count.hpp.
 
 // LM-head output and loss buffers of one micro-batch on the head's stage: fp16 logits
 // plus the fp32 copy the cross-entropy works on, vocabulary split over tensor parallel.
@@ -89,9 +80,11 @@ double logits_bytes_per_microbatch(const Job& job);
 // Micro-batches whose activations a stage holds at once: in_flight_microbatches, the
 // schedule's own rule (program.hpp).
 
-// Memory of one pipeline stage's GPU.
+// Memory of one pipeline stage's GPU (`rank`: rank_parameters(job), when already built).
 MemoryBreakdown stage_memory(const Job& job, int stage);
+MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int stage);
 // The stage with the largest footprint (the one that decides whether the job fits).
 MemoryBreakdown peak_memory(const Job& job);
+MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank);
 
 }  // namespace partune

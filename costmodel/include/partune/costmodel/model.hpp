@@ -56,28 +56,7 @@ struct ModelSpec {
   int moe_layers_in(int first, int count) const;
 
   int head_dim() const { return hidden / heads; }
-  // Parameters of one transformer layer: Q, K, V and the projection, the MLP's two or
-  // three matrices, their biases when `bias`, two norms.
-  double layer_params() const;
-  // A layer with experts: attention and norms as layer_params, the router (hidden x
-  // experts) and every expert's MLP in place of the dense one.
-  double moe_layer_params() const;
-  // One expert's MLP (two or three matrices of expert_ffn_hidden, their biases).
-  double expert_params() const;
-  // What one token runs through in a layer with experts: the router and
-  // experts_per_token experts (Mixtral 8x7B: 12.9B active of 46.7B).
-  double active_moe_layer_params() const;
-  // Parameters of every layer: dense and expert layers.
-  double layers_params() const;
-  // Parameters of one norm over `hidden`: 2 hidden (layernorm), hidden (rmsnorm).
-  double norm_params() const;
-  // Token embedding (vocab x hidden) plus learned positions (seq_len x hidden; none with rope).
-  double embedding_params() const;
-  // LM head parameters that are not shared with the embedding.
-  double head_params() const;
-  double total_params() const;
-  // What one token runs through (= total_params for a dense model).
-  double active_params() const;
+  // Parameter counts: parameter_count.hpp (read from the layer plans).
 };
 
 }  // namespace partune
