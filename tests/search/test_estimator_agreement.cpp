@@ -7,8 +7,11 @@
 // the same layer plan, stage costs, collective phases and schedule.
 //
 // Run on 2026-11-23: 264 of 300 within the band; the 36 outside are each named (most are
-// tensor groups across nodes). docs/validation.md has the table. Unnamed ones fail, and
-// so does a named mechanism that grows past its count today plus a margin.
+// tensor groups across nodes). docs/validation.md has the table. On 2026-11-26: 263
+// within, 29 tensor groups across nodes (-43.4% to +52.3%), 8 sharded (+25% to +70.9%).
+// Unnamed ones fail, and so does a named mechanism that grows past its count today plus
+// a margin, or an outlier it names that lies further out than the mechanism's own band:
+// a mechanism explains a gap of some size, not any gap.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -82,11 +85,14 @@ std::vector<Job> sample(const Job& base, const search::SearchSpace& space, int c
   return out;
 }
 
-// What separates the two where they disagree by more than the band, and how many of each
-// the sample held on 2026-11-23 (the limit allows a few more as the sample moves).
+// What separates the two where they disagree by more than the band, how many of each
+// the sample held on 2026-11-23 (the limit allows a few more as the sample moves), and
+// how far out they lay (estimator / simulator - 1; the band allows a margin beyond the
+// worst seen).
 struct Mechanism {
   const char* name;
   int limit;
+  double low, high;
   bool (*applies)(const Job& job, const sim::EstimatorVsSimulation& d);
 };
 
@@ -105,14 +111,16 @@ const Mechanism kMechanisms[] = {
     // stage's own GPUs always, other stages' for the share of the time they communicate)
     // and the worst group of each stage. Stages whose groups straddle and stages whose do
     // not then pace the pipeline unevenly in the simulation.
-    {"tensor groups across nodes: NIC sharing as it happens", 30,
+    // Worst seen (2026-11-26): -43.4% and +52.3%, both on 6 nodes with tensor 3 or 6.
+    {"tensor groups across nodes: NIC sharing as it happens", 30, -0.50, 0.60,
      [](const Job& job, const sim::EstimatorVsSimulation&) { return tensor_groups_across_nodes(job); }},
     // Per-layer gathers and reduce-scatters: the estimator hides each under the
     // neighbouring layer's kernels; the simulator queues them on one stream, so a long
     // queue runs ahead of (or behind) the layers. With a pipeline the estimator's bubble
     // is (stages - 1) micro-batch steps with their exposed gathers; in the simulation
     // those gathers run ahead during the bubble, so the difference shows as pipeline.
-    {"sharded data parallelism: per-layer collectives queued on one stream", 8,
+    // Worst seen (2026-11-26): +70.9%; none below the band.
+    {"sharded data parallelism: per-layer collectives queued on one stream", 8, -0.35, 0.80,
      [](const Job& job, const sim::EstimatorVsSimulation& d) {
        if (job.parallel.sharded_data_parallel_degree <= 1) return false;
        return largest(d) == "sharded collectives (exposed)" ||
@@ -120,7 +128,8 @@ const Mechanism kMechanisms[] = {
      }},
     // Offload copies: the estimator hides a micro-batch's copies under its own forward and
     // backward; the simulator runs them across micro-batches and bubbles.
-    {"activation offload: copies across micro-batches and bubbles", 4,
+    // None seen outside the band (2026-11-26).
+    {"activation offload: copies across micro-batches and bubbles", 4, -0.40, 0.50,
      [](const Job& job, const sim::EstimatorVsSimulation& d) {
        return job.parallel.offload_activations && largest(d) == "offload (exposed)";
      }},
@@ -130,6 +139,7 @@ void check_agreement(const std::vector<Job>& jobs, const char* what) {
   const std::vector<sim::SimOutcome> simulated = sim::simulate_each(jobs, sim::SimOptions{}, 2);
   double low = 0, high = 0;
   int within = 0, named[std::size(kMechanisms)] = {};
+  std::vector<double> named_ratios[std::size(kMechanisms)];
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     INFO(what << ": " << search::describe(jobs[i]) << ": " << simulated[i].error);
     REQUIRE(simulated[i].ok);
@@ -147,15 +157,27 @@ void check_agreement(const std::vector<Job>& jobs, const char* what) {
     std::size_t m = 0;
     while (m < std::size(kMechanisms) && !kMechanisms[m].applies(jobs[i], d)) ++m;
     CHECK(m < std::size(kMechanisms));  // an outlier no mechanism names
-    if (m < std::size(kMechanisms)) ++named[m];
+    if (m == std::size(kMechanisms)) continue;
+    ++named[m];
+    named_ratios[m].push_back(ratio);
+    INFO("named: " << kMechanisms[m].name << ", whose outliers lie within " << 100 * kMechanisms[m].low << "% / +"
+                   << 100 * kMechanisms[m].high << "%");
+    CHECK(ratio >= kMechanisms[m].low);  // further out than the mechanism explains
+    CHECK(ratio <= kMechanisms[m].high);
   }
   for (std::size_t m = 0; m < std::size(kMechanisms); ++m) {
     INFO(what << ": " << kMechanisms[m].name);
     CHECK(named[m] <= kMechanisms[m].limit);
   }
+  const auto range = [&](std::size_t m) {
+    const std::vector<double>& r = named_ratios[m];
+    if (r.empty()) return std::string();
+    const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+    return " (" + std::to_string(100 * *lo) + "% to " + std::to_string(100 * *hi) + "%)";
+  };
   WARN(what << ": " << within << " of " << jobs.size() << " within -20%/+25%; estimator/simulator from "
-            << 100 * low << "% to " << 100 * high << "%; outside: " << named[0] << " tensor across nodes, "
-            << named[1] << " sharded, " << named[2] << " offload");
+            << 100 * low << "% to " << 100 * high << "%; outside: " << named[0] << " tensor across nodes" << range(0)
+            << ", " << named[1] << " sharded" << range(1) << ", " << named[2] << " offload" << range(2));
 }
 
 std::string path(const char* relative) { return std::string(PARTUNE_SOURCE_DIR) + "/" + relative; }
