@@ -1,21 +1,18 @@
 #include "report.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "estimate_fields.hpp"
 #include "partune/costmodel/parameter_count.hpp"
-#include "partune/costmodel/training_cost.hpp"
-#include "partune/costmodel/units.hpp"
-#include "partune/search/twins.hpp"
 #include "partune/sim/explain.hpp"
+#include "report_units.hpp"
 
 namespace partune::cli {
 
 namespace {
-
-std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / units::GiB); }
 
 // What goes to the host: "off", or the activations, the optimizer and the parameters on.
 std::string offload_text(const ParallelConfig& pc) {
@@ -29,29 +26,51 @@ std::string offload_text(const ParallelConfig& pc) {
   return s.empty() ? "off" : s;
 }
 
-std::string seconds(double s) {
-  if (s >= 1.0) return fmt::format("{:.3f} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-  return fmt::format("{:.1f} us", s * 1e6);
-}
-
 std::string share(double part, double whole) {
   return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * part / whole) : "";
 }
 
-nlohmann::json memory_json(const MemoryBreakdown& m) {
-  return {{"stage", m.stage},
-          {"parameters_bytes", m.parameters},
-          {"gradients_bytes", m.gradients},
-          {"optimizer_states_bytes", m.optimizer_states},
-          {"gathered_parameters_bytes", m.gathered_parameters},
-          {"activations_bytes", m.activations},
-          {"activation_working_bytes", m.activation_working},
-          {"logits_bytes", m.logits},
-          {"communication_buffers_bytes", m.communication_buffers},
-          {"reserved_bytes", m.reserved},
-          {"host_offload_bytes", m.host_offload},
-          {"total_bytes", m.total()}};
+// The step breakdown's rows (estimate_fields.hpp), each with its share of the step.
+std::string breakdown_text(const Estimate& e) {
+  std::string s = "\nstep time breakdown (critical stage)          time   share\n";
+  for (const StepField& f : step_fields()) {
+    const double t = e.breakdown.*f.value;
+    if (!f.label || (!f.row_when_zero && !(t > 0))) continue;
+    const double note = f.note ? e.breakdown.*f.note : 0;
+    const std::string extra = note > 0 ? fmt::format(fmt::runtime(f.note_format), seconds(note)) : "";
+    s += fmt::format("  {:<36} {:>12} {}{}\n", f.label, seconds(t), share(t, e.step_time), extra);
+  }
+  return s;
+}
+
+// The memory section's rows (estimate_fields.hpp) and whether it fits.
+std::string memory_text(const Estimate& e) {
+  const MemoryBreakdown& m = e.memory;
+  std::string s = fmt::format("\nmemory per GPU (largest: pipeline stage {})\n", m.stage);
+  for (const MemoryField& f : memory_fields()) {
+    const double bytes = f.value(m);
+    switch (f.row) {
+      case MemoryRow::part:
+      case MemoryRow::host:
+        if (bytes > 0) s += fmt::format("  {:<36} {:>12}\n", f.label, gib(bytes));
+        break;
+      case MemoryRow::overlap:
+        if (bytes > 0) s += fmt::format("  {:<36} {:>12}\n", f.label, "-" + gib(bytes));
+        break;
+      case MemoryRow::total:
+        s += fmt::format("  {:<36} {:>12} of {}\n", f.label, gib(bytes), gib(e.memory_capacity));
+        break;
+    }
+  }
+  if (e.fits && m.total() <= e.memory_capacity) {
+    s += fmt::format("fits: yes, headroom {} on the largest GPU\n", gib(e.memory_capacity - m.total()));
+  } else if (e.fits) {  // the simulation judges by its timeline's peak, which can be below the sum
+    s += fmt::format("fits on the timeline (below), though the parts above sum to {} over HBM\n",
+                     gib(m.total() - e.memory_capacity));
+  } else {
+    s += fmt::format("DOES NOT FIT: {}\n", e.not_fit_reason);
+  }
+  return s;
 }
 
 }  // namespace
@@ -87,7 +106,6 @@ std::string describe_job(const Job& job) {
 }
 
 std::string estimate_text(const Job& job, const Estimate& e) {
-  const StepBreakdown& b = e.breakdown;
   std::string s = describe_job(job);
   s += "\n";
   s += fmt::format("step time            {}\n", seconds(e.step_time));
@@ -99,87 +117,23 @@ std::string estimate_text(const Job& job, const Estimate& e) {
   s += fmt::format("MFU                  {:.1f}%  of {:.0f} TFLOP/s {} peak\n", 100 * e.mfu,
                    job.cluster.instance.gpu.peak_flops(job.training.precision) / 1e12,
                    to_string(job.training.precision));
-  s += "\nstep time breakdown (critical stage)          time   share\n";
-  auto row = [&](const char* name, double t, const std::string& extra = "") {
-    s += fmt::format("  {:<36} {:>12} {}{}\n", name, seconds(t), share(t, e.step_time), extra);
-  };
-  row("compute (forward + backward)", b.compute,
-      b.recompute > 0 ? fmt::format("  incl. recompute {}", seconds(b.recompute)) : "");
-  row("tensor-parallel communication", b.tensor_parallel_comm);
-  row("pipeline bubble", b.pipeline_bubble);
-  if (b.pipeline_drain_waits > 0) row("pipeline drain (gradient buckets)", b.pipeline_drain_waits);
-  row("pipeline send/recv (exposed)", b.pipeline_p2p);
-  row("data-parallel gradients (exposed)", b.data_parallel_exposed,
-      b.data_parallel_comm > 0 ? fmt::format("  of {} total", seconds(b.data_parallel_comm)) : "");
-  row("sharded all-gather/reduce-scatter (exposed)", b.sharded_exposed,
-      b.sharded_comm > 0 ? fmt::format("  of {} total", seconds(b.sharded_comm)) : "");
-  row("offload copies (exposed)", b.offload_exposed,
-      b.offload_traffic > 0 ? fmt::format("  of {} total", seconds(b.offload_traffic)) : "");
-  row("optimizer step", b.optimizer);
-
-  const MemoryBreakdown& m = e.memory;
-  s += fmt::format("\nmemory per GPU (largest: pipeline stage {})\n", m.stage);
-  auto mrow = [&](const char* name, double bytes) {
-    if (bytes > 0) s += fmt::format("  {:<36} {:>12}\n", name, gib(bytes));
-  };
-  mrow("parameters", m.parameters);
-  mrow("gradients", m.gradients);
-  mrow("optimizer states", m.optimizer_states);
-  mrow("gathered parameters (sharded DP)", m.gathered_parameters);
-  mrow("stored activations", m.activations);
-  mrow("activation working set", m.activation_working);
-  mrow("logits and loss", m.logits);
-  const double shared = m.logits + m.activation_working - m.transient();
-  if (shared > 0) s += fmt::format("  {:<36} {:>12}\n", "  not live together (logits, working)", "-" + gib(shared));
-  mrow("communication buffers", m.communication_buffers);
-  mrow("reserved (context, allocator)", m.reserved);
-  s += fmt::format("  {:<36} {:>12} of {}\n", "total", gib(m.total()), gib(e.memory_capacity));
-  if (m.host_offload > 0) s += fmt::format("  {:<36} {:>12}\n", "offloaded to host (per GPU)", gib(m.host_offload));
-  if (e.fits && m.total() <= e.memory_capacity) {
-    s += fmt::format("fits: yes, headroom {} on the largest GPU\n", gib(e.memory_capacity - m.total()));
-  } else if (e.fits) {  // the simulation judges by its timeline's peak, which can be below the sum
-    s += fmt::format("fits on the timeline (below), though the parts above sum to {} over HBM\n",
-                     gib(m.total() - e.memory_capacity));
-  } else {
-    s += fmt::format("DOES NOT FIT: {}\n", e.not_fit_reason);
-  }
-  return s;
+  return s + breakdown_text(e) + memory_text(e);
 }
 
 nlohmann::json estimate_json(const Job& job, const Estimate& e) {
-  const StepBreakdown& b = e.breakdown;
   nlohmann::json j;
   j["job"] = job.name;
   j["model"] = job.model.name;
   j["parameters"] = total_parameters(job.model);  // the whole model's, every parameter once
   j["gpus"] = job.world_size();
-  j["step_time_s"] = e.step_time;
-  j["samples_per_s"] = e.samples_per_s;
-  j["tokens_per_s"] = e.tokens_per_s;
-  j["tflops_per_gpu"] = e.tflops_per_gpu;
-  j["hw_tflops_per_gpu"] = e.hw_tflops_per_gpu;
-  j["mfu"] = e.mfu;
-  j["model_flops_per_step"] = e.model_flops;
-  j["hardware_flops_per_step"] = e.hardware_flops;
-  j["peak_memory_bytes"] = e.memory.total();
-  j["memory_capacity_bytes"] = e.memory_capacity;
-  j["headroom_bytes"] = e.memory_capacity - e.memory.total();
+  for (const EstimateField& f : estimate_fields()) j[f.key] = f.value(e);
   j["fits"] = e.fits;
   j["not_fit_reason"] = e.not_fit_reason;
-  j["breakdown"] = {{"compute_s", b.compute},
-                    {"recompute_s", b.recompute},
-                    {"tensor_parallel_comm_s", b.tensor_parallel_comm},
-                    {"pipeline_bubble_s", b.pipeline_bubble},
-                    {"pipeline_drain_waits_s", b.pipeline_drain_waits},
-                    {"pipeline_p2p_s", b.pipeline_p2p},
-                    {"data_parallel_comm_s", b.data_parallel_comm},
-                    {"data_parallel_exposed_s", b.data_parallel_exposed},
-                    {"sharded_comm_s", b.sharded_comm},
-                    {"sharded_exposed_s", b.sharded_exposed},
-                    {"offload_traffic_s", b.offload_traffic},
-                    {"offload_exposed_s", b.offload_exposed},
-                    {"optimizer_s", b.optimizer}};
-  j["memory"] = memory_json(e.memory);
+  nlohmann::json& breakdown = j["breakdown"] = nlohmann::json::object();
+  for (const StepField& f : step_fields()) breakdown[f.key] = e.breakdown.*f.value;
+  nlohmann::json& memory = j["memory"] = {{"stage", e.memory.stage}};
+  for (const MemoryField& f : memory_fields())
+    if (f.key) memory[f.key] = f.value(e.memory);
   return j;
 }
 
@@ -252,170 +206,6 @@ nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Es
   j["ranks"] = ranks;
   j["symmetric"] = r.symmetric;
   j["activities"] = r.activities;
-  return j;
-}
-
-namespace {
-const Estimate& best_view(const search::Candidate& c) { return c.simulated ? c.simulation : c.estimate; }
-
-nlohmann::json candidate_json(const search::Candidate& c) {
-  const Estimate& v = best_view(c);
-  const StepBreakdown& b = c.estimate.breakdown;
-  return {{"configuration", search::describe(c.job)},
-          {"pipeline_parallel_degree", c.job.parallel.pipeline_parallel_degree},
-          {"tensor_parallel_degree", c.job.parallel.tensor_parallel_degree},
-          {"data_parallel_degree", c.job.data_parallel_degree()},
-          {"sharded_data_parallel_degree", c.job.parallel.sharded_data_parallel_degree},
-          {"microbatches", c.job.parallel.microbatches},
-          {"microbatch_size", c.job.microbatch_size()},
-          {"pipeline", to_string(c.job.parallel.pipeline)},
-          {"virtual_stages", c.job.parallel.virtual_stages},
-          {"stage_layers", c.job.parallel.stage_layers},
-          {"lm_head_stage", to_string(c.job.parallel.lm_head_stage)},
-          {"checkpointed_layers", c.job.parallel.checkpointed_layers},
-          {"placement_strategy", c.job.parallel.placement_strategy.name()},
-          {"activation_checkpointing", to_string(c.job.parallel.activation_checkpointing)},
-          {"offload_activations", c.job.parallel.offload_activations},
-          {"offload_optimizer", c.job.parallel.offload_optimizer},
-          {"offload_parameters", c.job.parallel.offload_parameters},
-          {"shard_optimizer_state", c.job.parallel.shard_optimizer_state},
-          {"flash_attention", c.job.parallel.flash_attention},
-          {"sharded_collective", to_string(c.job.parallel.sharded_collective)},
-          {"simulated", c.simulated},
-          {"step_time_s", v.step_time},
-          {"samples_per_s", v.samples_per_s},
-          {"tflops_per_gpu", v.tflops_per_gpu},
-          {"hw_tflops_per_gpu", v.hw_tflops_per_gpu},
-          {"estimated_step_time_s", c.estimate.step_time},
-          {"peak_memory_bytes", c.estimate.memory.total()},
-          {"headroom_bytes", c.estimate.memory_capacity - c.estimate.memory.total()},
-          {"breakdown_s", {{"compute", b.compute}, {"tensor_parallel", b.tensor_parallel_comm},
-                           {"pipeline", b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p},
-                           {"data_parallel", b.data_parallel_exposed}, {"sharded", b.sharded_exposed},
-                           {"offload", b.offload_exposed}}}};
-}
-
-// The search's budget through the one time-to-train rule (training_cost.hpp), at the
-// given price per node-hour only (0: none).
-TrainingCost budget_cost(const Job& job, double step_time, const TrainingBudget& budget) {
-  TrainingCostOptions o;
-  o.tokens = budget.tokens;
-  o.on_demand_per_hour = budget.price_per_node_hour;
-  return training_cost(job, step_time, o);
-}
-
-std::string duration(double s) {
-  if (s >= 86400) return fmt::format("{:.1f} days", s / 86400);
-  if (s >= 3600) return fmt::format("{:.1f} hours", s / 3600);
-  return fmt::format("{:.1f} minutes", s / 60);
-}
-
-// "  also: DPT" after a row whose twins (search/twins.hpp) are not shown.
-std::string twins_note(const search::SearchReport& r, const search::TwinGroup& g) {
-  if (g.twins.empty()) return "";
-  std::vector<std::string> orders;
-  for (std::size_t i : g.twins) orders.push_back(r.ranked[i].job.parallel.placement_strategy.name());
-  return fmt::format("  also: {}", fmt::join(orders, ", "));
-}
-
-// The table of the best `rows` distinct configurations, twins folded into one row.
-std::string candidate_table(const search::SearchReport& r, const std::vector<search::TwinGroup>& groups, int rows) {
-  std::string s = fmt::format("{:>3}  {:<52} {:>9} {:>9} {:>7} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#",
-                              "configuration", "samples/s", "estimated", "TFLOPs", "headroom", "compute", "tensor",
-                              "pipe", "data", "shard");
-  const int n = std::min<int>(rows, static_cast<int>(groups.size()));
-  for (int i = 0; i < n; ++i) {
-    const search::Candidate& c = r.ranked[groups[i].first];
-    const Estimate& v = best_view(c);
-    const StepBreakdown& b = c.estimate.breakdown;
-    const double step = c.estimate.step_time;
-    auto pct = [&](double x) { return fmt::format("{:.0f}%", 100 * x / step); };
-    s += fmt::format("{:>3}  {:<52} {:>9.2f} {:>9.2f} {:>7.1f} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}{}\n", i + 1,
-                     search::describe(c.job), v.samples_per_s, c.estimate.samples_per_s, v.tflops_per_gpu,
-                     gib(c.estimate.memory_capacity - c.estimate.memory.total()), pct(b.compute),
-                     pct(b.tensor_parallel_comm), pct(b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p), pct(b.data_parallel_exposed),
-                     pct(b.sharded_exposed), twins_note(r, groups[i]));
-  }
-  s += "  (samples/s and TFLOPs/GPU: simulated where simulated; the breakdown is the estimator's share of its step;\n"
-       "   also: placement orders predicted exactly alike, the same configuration to the model)\n";
-  return s + search::describe_legend_line();
-}
-}  // namespace
-
-std::string search_text(const Job& base, const search::SearchReport& r, const TrainingBudget& budget, int rows) {
-  std::string s = fmt::format("search: {} on {} x {} ({} GPUs), global batch {}\n", base.model.name, base.cluster.nodes,
-                              base.cluster.instance.name, base.world_size(), base.training.global_batch);
-  s += fmt::format("  enumerated {}, invalid {}, duplicate placements {}, estimated {} ({:.2f} s), pruned: {} do not "
-                   "fit, {} dominated; re-partitioned {}; simulated {} ({:.2f} s)\n\n",
-                   r.enumerated, r.invalid, r.duplicates, r.estimated, r.estimate_seconds, r.pruned_memory,
-                   r.pruned_dominated, r.partitioned, r.simulated, r.simulate_seconds);
-  const std::vector<search::TwinGroup> groups = search::group_twins(r.ranked);
-  s += candidate_table(r, groups, rows);
-  const search::Candidate& best = r.ranked.front();
-  const Estimate& v = best_view(best);
-  s += fmt::format("\nbest: {}{}\n  {:.2f} samples/s, {:.1f} model TFLOPs/GPU ({:.1f} hardware), MFU {:.1f}%, "
-                   "step {:.3f} s{}\n",
-                   search::describe(best.job), twins_note(r, groups.front()), v.samples_per_s, v.tflops_per_gpu,
-                   v.hw_tflops_per_gpu, 100 * v.mfu, v.step_time, best.simulated ? " (simulated)" : " (estimated)");
-  if (groups.size() > 1) {  // the runner-up: the best configuration that is not a twin of the winner
-    const search::Candidate& runner_up = r.ranked[groups[1].first];
-    s += fmt::format("  why it wins: {:.1f}% faster than the runner-up ({}); its step is {:.0f}% compute, the rest "
-                     "exposed communication and bubble\n",
-                     100 * (best_view(runner_up).step_time / v.step_time - 1), search::describe(runner_up.job),
-                     100 * best.estimate.breakdown.compute / best.estimate.step_time);
-  }
-  if (r.has_tensor_across_nodes && r.has_pipeline_across_nodes) {
-    const Estimate& t = best_view(r.best_tensor_across_nodes);
-    const Estimate& p = best_view(r.best_pipeline_across_nodes);
-    const bool both_simulated = r.best_tensor_across_nodes.simulated && r.best_pipeline_across_nodes.simulated;
-    s += fmt::format("  model parallelism across nodes ({}): pipeline ({}) {:.2f} samples/s vs tensor ({}) {:.2f} "
-                     "samples/s: pipeline is {:.2f}x {}\n",
-                     both_simulated ? "simulated" : "estimated",
-                     search::describe(r.best_pipeline_across_nodes.job), p.samples_per_s,
-                     search::describe(r.best_tensor_across_nodes.job), t.samples_per_s,
-                     p.samples_per_s / t.samples_per_s, p.samples_per_s >= t.samples_per_s ? "faster" : "slower");
-  }
-  if (budget.tokens > 0) {
-    const TrainingCost c = budget_cost(base, v.step_time, budget);
-    s += fmt::format("  {:.3g} tokens: {:.0f} steps, {} on {} nodes", budget.tokens, c.steps, duration(c.seconds),
-                     base.cluster.nodes);
-    if (budget.price_per_node_hour > 0)
-      s += fmt::format(", cost {:.0f} at {:.2f} per node-hour", c.on_demand_usd, budget.price_per_node_hour);
-    s += "\n";
-  }
-  return s;
-}
-
-nlohmann::json search_json(const Job& base, const search::SearchReport& r, const TrainingBudget& budget) {
-  nlohmann::json ranked = nlohmann::json::array();
-  for (const auto& c : r.ranked) ranked.push_back(candidate_json(c));
-  // Twins (search/twins.hpp) stay in the ranking, each naming the one the text shows.
-  for (const search::TwinGroup& g : search::group_twins(r.ranked)) {
-    ranked[g.first]["placement_twins"] = nlohmann::json::array();
-    for (std::size_t i : g.twins) {
-      ranked[g.first]["placement_twins"].push_back(r.ranked[i].job.parallel.placement_strategy.name());
-      ranked[i]["twin_of_rank"] = g.first + 1;
-    }
-  }
-  nlohmann::json j = {{"job", base.name},
-                      {"gpus", base.world_size()},
-                      {"enumerated", r.enumerated},
-                      {"invalid", r.invalid},
-                      {"duplicate_placements", r.duplicates},
-                      {"estimated", r.estimated},
-                      {"pruned_memory", r.pruned_memory},
-                      {"pruned_dominated", r.pruned_dominated},
-                      {"simulated", r.simulated},
-                      {"partitioned", r.partitioned},
-                      {"best", candidate_json(r.ranked.front())},
-                      {"ranked", ranked}};
-  if (r.has_tensor_across_nodes) j["best_tensor_across_nodes"] = candidate_json(r.best_tensor_across_nodes);
-  if (r.has_pipeline_across_nodes) j["best_pipeline_across_nodes"] = candidate_json(r.best_pipeline_across_nodes);
-  if (budget.tokens > 0) {
-    const TrainingCost c = budget_cost(base, best_view(r.ranked.front()).step_time, budget);
-    j["time_to_train_s"] = c.seconds;
-    if (budget.price_per_node_hour > 0) j["cost"] = c.on_demand_usd;
-  }
   return j;
 }
 

@@ -7,7 +7,6 @@
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/table.hpp"
 #include "partune/search/published.hpp"
-#include "partune/search/tuner.hpp"
 #include "partune/sim/simulator.hpp"
 
 namespace partune::cli {
@@ -22,14 +21,6 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e);
 // side and says where they differ.
 std::string simulation_text(const Job& job, const sim::SimResult& r, const Estimate& analytic);
 nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Estimate& analytic);
-
-// search: a table of the top candidates and a summary of the winner.
-struct TrainingBudget {
-  double tokens = 0;               // 0: no time-to-train line
-  double price_per_node_hour = 0;  // 0: no cost line
-};
-std::string search_text(const Job& base, const search::SearchReport& r, const TrainingBudget& budget, int rows);
-nlohmann::json search_json(const Job& base, const search::SearchReport& r, const TrainingBudget& budget);
 
 // reproduce --search: published configurations against the ones the search finds.
 std::string published_comparison_text(const std::vector<search::PublishedComparison>& rows);

@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 
-#include <limits>
+#include <algorithm>
 
+#include "partune/costmodel/error.hpp"
 #include "partune/costmodel/units.hpp"
 #include "report.hpp"
+#include "report_units.hpp"
 
 namespace partune::cli {
 
@@ -23,14 +25,6 @@ TrainingCost budgeted(const search::SweepPoint& p, const SweepBudget& b) {
 
 // "does not fit: stage 0 needs ...", "invalid: training.global_batch: ...".
 std::string why_not(const search::SweepPoint& p) { return std::string(to_string(p.status)) + ": " + p.reason; }
-
-// "3.2 days", "5.0 hours", "12.0 minutes".
-std::string duration(double s) {
-  if (s == std::numeric_limits<double>::infinity()) return "never";
-  if (s >= 86400) return fmt::format("{:.1f} days", s / 86400);
-  if (s >= 3600) return fmt::format("{:.1f} hours", s / 3600);
-  return fmt::format("{:.1f} minutes", s / 60);
-}
 
 // "48 x 4": micro-batches per pipeline pass x sequences in each.
 std::string microbatches(const Job& job) {
@@ -88,7 +82,7 @@ std::string sweep_text_row(const search::SweepPoint& p, const SweepBudget& budge
   if (budget.tokens > 0)
     s += fmt::format(" {:>11} {:>11} {:>11} {:>11}", duration(b.seconds), usd(b.on_demand_usd),
                      b.has_spot ? duration(b.spot_seconds) : "-", b.has_spot ? usd(b.spot_usd) : "-");
-  if (searched) s += "  " + search::describe(p.job);
+  if (searched) s += "  " + p.configuration;
   return s + "\n";
 }
 
@@ -121,7 +115,7 @@ std::string sweep_csv_row(const search::SweepPoint& p, const SweepBudget& budget
   return s + fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_number(run, e.samples_per_s),
                          csv_number(run, e.tokens_per_s), csv_number(run, e.tflops_per_gpu), csv_number(run, e.mfu),
                          csv_number(p.has_metrics, e.memory.total()), p.has_metrics ? (e.fits ? "true" : "false") : "",
-                         p.job.parallel.microbatches, p.job.microbatch_size(), csv_field(search::describe(p.job)),
+                         p.job.parallel.microbatches, p.job.microbatch_size(), csv_field(p.configuration),
                          csv_number(train, b.seconds), csv_number(train && b.on_demand_usd > 0, b.on_demand_usd),
                          csv_number(train && b.has_spot, b.spot_seconds), csv_number(train && b.has_spot, b.spot_usd),
                          csv_field(p.reason));
@@ -136,7 +130,7 @@ nlohmann::json sweep_point_json(const std::vector<search::SweepAxis>& axes, cons
   point["reason"] = fits(p) ? nlohmann::json(nullptr) : nlohmann::json(p.reason);
   // The keys of estimate --json (with fits false and why, when it does not fit).
   point["estimate"] = p.has_metrics ? estimate_json(p.job, p.metrics) : nlohmann::json(nullptr);
-  point["configuration"] = loaded ? nlohmann::json(search::describe(p.job)) : nlohmann::json(nullptr);
+  point["configuration"] = loaded ? nlohmann::json(p.configuration) : nlohmann::json(nullptr);
   point["microbatches"] = loaded ? nlohmann::json(p.job.parallel.microbatches) : nlohmann::json(nullptr);
   point["microbatch_size"] = loaded ? nlohmann::json(p.job.microbatch_size()) : nlohmann::json(nullptr);
   point["simulated"] = p.simulated;
@@ -173,6 +167,41 @@ nlohmann::json sweep_json(const std::vector<search::SweepAxis>& axes, const sear
   nlohmann::json list = nlohmann::json::array();
   for (const auto& p : points) list.push_back(sweep_point_json(axes, p, budget));
   return sweep_json_of(axes, policy, std::move(list));
+}
+
+std::string sweep_share(const std::vector<search::SweepAxis>& axes, const std::vector<search::SweepPoint>& points,
+                        const SweepBudget& budget, bool searched) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : points)
+    out.push_back({{"index", p.index},
+                   {"text", sweep_text_row(p, budget, searched)},
+                   {"csv", sweep_csv_row(p, budget)},
+                   {"json", sweep_point_json(axes, p, budget)}});
+  return out.dump();
+}
+
+SweepOutput sweep_output(const std::string& origin, const std::vector<search::SweepAxis>& axes,
+                         const search::MicrobatchPolicy& policy, const SweepBudget& budget, bool searched,
+                         const std::vector<std::string>& shares) {
+  std::vector<nlohmann::json> all;
+  for (const std::string& share : shares)
+    for (auto& p : nlohmann::json::parse(share)) all.push_back(std::move(p));
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a["index"] < b["index"]; });
+  const auto invalid = [](const auto& p) { return p["json"]["status"] == to_string(PointStatus::invalid); };
+  if (std::all_of(all.begin(), all.end(), invalid) && !all.empty())
+    throw ScenarioError(origin, "", all.front()["json"]["reason"].get<std::string>());
+  SweepOutput out;
+  out.text = sweep_text_header(axes, budget, searched);
+  out.csv = sweep_csv_header(axes);
+  nlohmann::json objects = nlohmann::json::array();
+  for (const auto& p : all) {
+    out.text += p["text"].get<std::string>();
+    out.csv += p["csv"].get<std::string>();
+    objects.push_back(p["json"]);
+  }
+  out.text += sweep_microbatch_note(policy);
+  out.json = sweep_json_of(axes, policy, std::move(objects));
+  return out;
 }
 
 }  // namespace partune::cli

@@ -36,4 +36,21 @@ nlohmann::json sweep_json_of(const std::vector<search::SweepAxis>& axes, const s
 nlohmann::json sweep_json(const std::vector<search::SweepAxis>& axes, const search::MicrobatchPolicy& policy,
                           const std::vector<search::SweepPoint>& points, const SweepBudget& budget);
 
+// One MPI rank's points, each as its table line, CSV row and JSON object, in one text
+// (under MPI every rank renders its own share; rank 0 puts them together).
+std::string sweep_share(const std::vector<search::SweepAxis>& axes, const std::vector<search::SweepPoint>& points,
+                        const SweepBudget& budget, bool searched);
+
+// Everything `partune sweep` prints or writes: the table with the micro-batch note under
+// it, the CSV and the JSON object, put together from every rank's share in point order.
+struct SweepOutput {
+  std::string text, csv;
+  nlohmann::json json;
+};
+// Throws a ScenarioError naming `origin` with the first point's reason when no point could
+// be loaded (a mistake in the input, not a what-if: each rank judged only its share).
+SweepOutput sweep_output(const std::string& origin, const std::vector<search::SweepAxis>& axes,
+                         const search::MicrobatchPolicy& policy, const SweepBudget& budget, bool searched,
+                         const std::vector<std::string>& shares);
+
 }  // namespace partune::cli

@@ -26,12 +26,15 @@
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 #include "partune/costmodel/table.hpp"
+#include "partune/search/request.hpp"
 #include "partune/search/sweep.hpp"
 #include "partune/search/tuner.hpp"
 #include "partune/sim/simulator.hpp"
 #include "partune/launch/chrome_trace.hpp"
 #include "partune/launch/process_spawn.hpp"
 #include "report.hpp"
+#include "search_report.hpp"
+#include "sweep_job.hpp"
 #include "sweep_report.hpp"
 
 namespace py = pybind11;
@@ -167,20 +170,19 @@ py::object search_py(const py::object& job, const std::vector<std::string>& over
     return to_python(run_on_job(job, "search", extra, overrides));
   }
   const Job base = load(job, overrides);
-  search::SearchSpace space;
-  for (const std::string& f : base.search_restrictions) search::restrict_space(space, f);
-  search::SearchOptions so;
-  so.simulate = !estimator_only;
-  so.top_k = top_k;
-  const search::SearchReport r = search::run_search(base, space, so);
+  search::SearchRequest request;
+  request.estimator_only = true;
+  request.options.top_k = top_k;
+  const search::SearchReport r = search::run_search(base, job_source(job).origin, request);
   if (r.ranked.empty()) throw py::value_error(base.name + ": no configuration fits");
-  return to_python(cli::search_json(base, r, cli::TrainingBudget{tokens, price_per_node_hour}));
+  return to_python(cli::search_json(base, r, cli::search_budget(tokens, price_per_node_hour)));
 }
 
 py::object sweep_py(const py::object& job, const py::object& vary, const std::vector<std::string>& overrides,
                     bool searched, double tokens, int threads) {
   const JobSource s = job_source(job);
-  const Job base = load(job, overrides);
+  const search::SweepJob sweep_job = s.text.empty() ? cli::sweep_job_file(s.path, overrides)
+                                                    : cli::sweep_job_text(s.text, s.origin, overrides);
   // vary: {"nodes": [8, 16], ...} or ["nodes=8,16", ...].
   std::vector<std::string> axes;
   if (py::isinstance<py::dict>(vary)) {
@@ -198,21 +200,14 @@ py::object sweep_py(const py::object& job, const py::object& vary, const std::ve
     axes = vary.cast<std::vector<std::string>>();
   }
   search::SweepOptions o;
-  try {
-    o.axes = search::sweep_axes(base.sweep_axes, axes);
-  } catch (const std::invalid_argument& e) {
-    throw ScenarioError(s.origin, "vary", e.what());
-  }
+  o.axes = search::job_sweep_axes(sweep_job, axes, "vary");
   o.overrides = overrides;
   o.search = searched;
   o.threads = threads;
-  o.job_yaml = s.text;
-  const std::string path = s.text.empty() ? s.path : s.origin;
-  const search::MicrobatchPolicy policy = search::microbatch_policy(path, o);
-  const std::vector<search::SweepPoint> points = search::run_sweep(path, o);
+  const std::vector<search::SweepPoint> points = search::run_sweep(sweep_job, o);
   TrainingCostOptions budget;
   budget.tokens = tokens;
-  return to_python(cli::sweep_json(o.axes, policy, points, budget));
+  return to_python(cli::sweep_json(o.axes, search::microbatch_policy(sweep_job, o), points, budget));
 }
 
 // The published tables (files or folders; none: the shipped ones) against the estimator

@@ -19,7 +19,7 @@ std::vector<PublishedComparison> compare_with_published(const std::vector<Table>
       const SearchReport report = run_search(row.job, SearchSpace{}, options);
       if (!report.ranked.empty()) {
         const Candidate& best = report.ranked.front();
-        c.found_configuration = describe(best.job);
+        c.found_configuration = best.configuration;
         c.found_samples_per_s = (best.simulated ? best.simulation : best.estimate).samples_per_s;
         c.simulated = options.simulate && best.simulated;
       }

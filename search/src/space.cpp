@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "partune/costmodel/error.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/search/knobs.hpp"
 
@@ -43,6 +44,25 @@ void restrict_space(SearchSpace& space, const std::string& assignment) {
   const std::vector<std::string> values = split(assignment.substr(eq + 1), ',');
   if (values.empty()) throw std::invalid_argument(std::string(k.key) + ": no value given");
   k.restrict(space, values);
+}
+
+SearchSpace requested_space(const Job& base, const std::string& origin, const std::vector<std::string>& fix) {
+  SearchSpace space;
+  for (const std::string& f : base.search_restrictions) {
+    try {
+      restrict_space(space, f);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(origin, "search", e.what());
+    }
+  }
+  for (const std::string& f : fix) {
+    try {
+      restrict_space(space, f);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError("--fix", f, e.what());
+    }
+  }
+  return space;
 }
 
 void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::string>& keys) {
@@ -303,6 +323,17 @@ bool matches(const Job& job, const std::vector<std::string>& filters) {
       if (!k.allows(probe, job)) return false;
   }
   return true;
+}
+
+void check_filters(const std::vector<std::string>& filters, const std::string& option) {
+  for (const std::string& f : filters) {
+    SearchSpace probe;
+    try {
+      restrict_space(probe, f);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(option, f, e.what());
+    }
+  }
 }
 
 }  // namespace partune::search

@@ -9,10 +9,8 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "partune/costmodel/error.hpp"
-#include "partune/costmodel/scenario.hpp"
 
 namespace partune::search {
 
@@ -50,32 +48,7 @@ std::vector<std::string> values_of(const std::vector<SweepAxis>& axes, long inde
 
 bool is_microbatches_key(const std::string& key) { return key == "microbatches" || key == "parallel.microbatches"; }
 
-// Whether a mapping of the job file sets `key`, itself or through a merge key (<<).
-bool sets_key(const YAML::Node& map, const std::string& key) {
-  if (!map.IsMap()) return false;
-  if (map[key].IsDefined()) return true;
-  const YAML::Node merged = map["<<"];
-  if (merged.IsMap()) return sets_key(merged, key);
-  if (merged.IsSequence())
-    for (const YAML::Node& m : merged)
-      if (sets_key(m, key)) return true;
-  return false;
-}
-
-// Whether the job file (or text) sets parallel.microbatches. Unreadable: no (loading the
-// job then says what is wrong).
-bool file_sets_microbatches(const std::string& path, const std::string& text) {
-  try {
-    const YAML::Node root = text.empty() ? YAML::LoadFile(path) : YAML::Load(text);
-    return root.IsMap() && sets_key(root["parallel"], "microbatches");
-  } catch (const YAML::Exception&) {
-    return false;
-  }
-}
-
-Job load_point(const std::string& path, const SweepOptions& o, const std::vector<std::string>& overrides) {
-  return o.job_yaml.empty() ? load_job(path, overrides) : parse_job(o.job_yaml, path, overrides);
-}
+Job load_point(const SweepJob& job, const std::vector<std::string>& overrides) { return job.load(overrides); }
 
 // The error names one of the keys the micro-batch rules name (check_job's rules 9 and 12).
 bool microbatch_violation(const ScenarioError& e) {
@@ -104,10 +77,10 @@ int adapted_microbatches(const Job& job, int size) {
 
 // Whether the point loads with one micro-batch (and one virtual stage): its batch splits
 // over its data-parallel ranks, so some count of micro-batches would do.
-bool splits_into_microbatches(const std::string& path, const SweepOptions& o, std::vector<std::string> overrides) {
+bool splits_into_microbatches(const SweepJob& sj, std::vector<std::string> overrides) {
   overrides.insert(overrides.end(), {"microbatches=1", "virtual_stages=1"});
   try {
-    load_point(path, o, overrides);
+    load_point(sj, overrides);
     return true;
   } catch (const ScenarioError&) {
     return false;
@@ -116,13 +89,13 @@ bool splits_into_microbatches(const std::string& path, const SweepOptions& o, st
 
 // The point's job where the job's own micro-batches do not divide its batch share: one
 // sequence per micro-batch (which always divides it), for the policy to then choose.
-Job load_with_unit_microbatch(const std::string& path, const SweepOptions& o, std::vector<std::string> overrides) {
+Job load_with_unit_microbatch(const SweepJob& sj, std::vector<std::string> overrides) {
   std::vector<std::string> probe = overrides;
   probe.insert(probe.end(), {"microbatches=1", "virtual_stages=1"});
-  const long share = batch_share(load_point(path, o, probe));  // a batch no split divides throws here
+  const long share = batch_share(load_point(sj, probe));  // a batch no split divides throws here
   overrides.push_back("microbatches=" + std::to_string(share));
   try {
-    return load_point(path, o, overrides);
+    return load_point(sj, overrides);
   } catch (const ScenarioError& e) {
     if (!microbatch_violation(e)) throw;
     throw ScenarioError(e.file(), "parallel.microbatches",
@@ -133,34 +106,34 @@ Job load_with_unit_microbatch(const std::string& path, const SweepOptions& o, st
 }
 
 // The point's job, its micro-batches set as `policy` says.
-Job point_job(const std::string& path, const SweepOptions& o, const MicrobatchPolicy& policy,
-              const std::vector<std::string>& overrides) {
+Job point_job(const SweepJob& sj, const MicrobatchPolicy& policy, const std::vector<std::string>& overrides) {
   Job job;
   try {
-    job = load_point(path, o, overrides);
+    job = load_point(sj, overrides);
   } catch (const ScenarioError& e) {
     if (!microbatch_violation(e)) throw;
-    if (!policy.adapted && !splits_into_microbatches(path, o, overrides)) throw;  // no count would do
+    if (!policy.adapted && !splits_into_microbatches(sj, overrides)) throw;  // no count would do
     if (!policy.adapted)
       throw ScenarioError(e.file(), e.key(),
                           e.reason() + fmt::format(" (microbatches are fixed by {}, and the sweep keeps them; without "
                                                    "that it would choose them for each point)",
                                                    policy.fixed_by));
-    job = load_with_unit_microbatch(path, o, overrides);
+    job = load_with_unit_microbatch(sj, overrides);
   }
   if (!policy.adapted) return job;
   if (const int m = adapted_microbatches(job, policy.microbatch_size); m > 0) job.parallel.microbatches = m;
-  if (const JobViolation v = check_job(job)) throw ScenarioError(path, v.key, v.reason);
+  if (const JobViolation v = check_job(job)) throw ScenarioError(sj.origin, v.key, v.reason);
   return job;
 }
 
-SweepPoint evaluate(const std::string& path, const SweepOptions& o, const MicrobatchPolicy& policy, long index) {
+SweepPoint evaluate(const SweepJob& sj, const SweepOptions& o, const MicrobatchPolicy& policy, long index) {
   SweepPoint p;
   p.index = index;
   p.values = values_of(o.axes, index);
   std::vector<std::string> overrides = o.overrides;
   for (std::size_t a = 0; a < o.axes.size(); ++a) overrides.push_back(o.axes[a].key + "=" + p.values[a]);
-  p.job = point_job(path, o, policy, overrides);  // a ScenarioError goes to the caller
+  p.job = point_job(sj, policy, overrides);  // a ScenarioError goes to the caller
+  p.configuration = describe(p.job);
   if (!o.search) {
     p.metrics = estimate(p.job);
     p.has_metrics = true;
@@ -178,6 +151,7 @@ SweepPoint evaluate(const std::string& path, const SweepOptions& o, const Microb
   }
   const Candidate& best = r.ranked.front();
   p.job = best.job;
+  p.configuration = best.configuration;
   p.simulated = best.simulated;
   p.metrics = best.simulated ? best.simulation : best.estimate;
   p.has_metrics = true;
@@ -196,16 +170,15 @@ const char* to_string(PointStatus s) {
   return "invalid";
 }
 
-MicrobatchPolicy microbatch_policy(const std::string& job_path, const SweepOptions& o) {
+MicrobatchPolicy microbatch_policy(const SweepJob& job, const SweepOptions& o) {
   MicrobatchPolicy policy;
-  const Job base = o.job_yaml.empty() ? load_job(job_path, o.overrides) : parse_job(o.job_yaml, job_path, o.overrides);
-  policy.microbatches = base.parallel.microbatches;
-  policy.microbatch_size = base.microbatch_size();
+  policy.microbatches = job.base.parallel.microbatches;
+  policy.microbatch_size = job.base.microbatch_size();
   for (const SweepAxis& a : o.axes)
     if (is_microbatches_key(a.key)) policy.fixed_by = "the axis " + a.key;
   for (auto it = o.overrides.rbegin(); it != o.overrides.rend() && policy.fixed_by.empty(); ++it)
     if (is_microbatches_key(it->substr(0, it->find('=')))) policy.fixed_by = "--set " + *it;
-  if (policy.fixed_by.empty() && file_sets_microbatches(job_path, o.job_yaml))
+  if (policy.fixed_by.empty() && job.file_sets_microbatches)
     policy.fixed_by = "the job file's parallel.microbatches";
   policy.searched = o.search;
   // A search chooses its own: the job's only have to let each point load.
@@ -243,7 +216,16 @@ long sweep_size(const std::vector<SweepAxis>& axes) {
   return n;
 }
 
-std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOptions& o) {
+std::vector<SweepAxis> job_sweep_axes(const SweepJob& job, const std::vector<std::string>& vary,
+                                      const std::string& vary_key) {
+  try {
+    return sweep_axes(job.base.sweep_axes, vary);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(job.origin, vary_key, e.what());
+  }
+}
+
+std::vector<SweepPoint> run_sweep(const SweepJob& job, const SweepOptions& o) {
   const long total = sweep_size(o.axes);
   std::vector<long> mine;
   for (long i = o.offset; i < total; i += std::max(1L, o.stride)) mine.push_back(i);
@@ -251,10 +233,10 @@ std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOption
   std::vector<std::exception_ptr> first_error(mine.size());
   std::atomic<std::size_t> next{0};
   std::atomic<long> done{0};
-  const MicrobatchPolicy policy = microbatch_policy(job_path, o);
+  const MicrobatchPolicy policy = microbatch_policy(job, o);
   auto work_one = [&](std::size_t k) {
     try {
-      points[k] = evaluate(job_path, o, policy, mine[k]);
+      points[k] = evaluate(job, o, policy, mine[k]);
     } catch (const ScenarioError& e) {
       points[k].index = mine[k];
       points[k].values = values_of(o.axes, mine[k]);

@@ -176,6 +176,17 @@ void simulate_best(const SearchOptions& options, SearchReport& report) {
   });
 }
 
+// Every candidate of the report named once, as its job finally stands (the reports print
+// these names; a repartitioned candidate's stages are in its name).
+void describe_candidates(SearchReport& report) {
+  for (std::vector<Candidate>* list : {&report.ranked, &report.rejected})
+    for (Candidate& c : *list) c.configuration = describe(c.job);
+  if (report.has_tensor_across_nodes)
+    report.best_tensor_across_nodes.configuration = describe(report.best_tensor_across_nodes.job);
+  if (report.has_pipeline_across_nodes)
+    report.best_pipeline_across_nodes.configuration = describe(report.best_pipeline_across_nodes.job);
+}
+
 }  // namespace
 
 SearchReport run_search(const Job& base, const SearchSpace& space, const SearchOptions& options) {
@@ -226,6 +237,7 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
   std::stable_sort(report.ranked.begin(), report.ranked.end(),
                    [](const Candidate& a, const Candidate& b) { return a.estimate.step_time < b.estimate.step_time; });
   if (options.simulate && !report.ranked.empty()) simulate_best(options, report);
+  describe_candidates(report);
   return report;
 }
 

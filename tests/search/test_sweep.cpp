@@ -7,12 +7,15 @@
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/sweep.hpp"
+#include "sweep_jobs.hpp"
 
 using namespace partune;
 using namespace partune::search;
 
 namespace {
 const std::string kJob = std::string(PARTUNE_SOURCE_DIR) + "/scenarios/jobs/gpt-neox-20b-p4d-16.yaml";
+// The shipped job sets parallel.microbatches (48).
+const SweepJob kSweepJob = testing::file_sweep_job(kJob, true);
 }  // namespace
 
 TEST_CASE("sweep: axes parse, commas inside a flow value stay in it", "[search][sweep]") {
@@ -34,7 +37,7 @@ TEST_CASE("sweep: every point is the estimate of the job with its keys set", "[s
   SweepOptions o;
   o.axes = {parse_axis("nodes=8,16"), parse_axis("instance_type=p4d.24xlarge,p4de.24xlarge,p5.48xlarge")};
   o.threads = 2;
-  const std::vector<SweepPoint> points = run_sweep(kJob, o);
+  const std::vector<SweepPoint> points = run_sweep(kSweepJob, o);
   REQUIRE(points.size() == 6);
   const char* nodes[] = {"8", "16"};
   const char* types[] = {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge"};
@@ -54,7 +57,7 @@ TEST_CASE("sweep: every point is the estimate of the job with its keys set", "[s
   // Split over two "ranks": the shares are the points of those indices.
   o.stride = 2;
   o.offset = 1;
-  const std::vector<SweepPoint> odd = run_sweep(kJob, o);
+  const std::vector<SweepPoint> odd = run_sweep(kSweepJob, o);
   REQUIRE(odd.size() == 3);
   for (int k = 0; k < 3; ++k) CHECK(odd[k].metrics.step_time == points[2 * k + 1].metrics.step_time);
 }
@@ -63,14 +66,14 @@ TEST_CASE("sweep: an inconsistent point is a row with its reason; a wrong key fo
           "[search][sweep]") {
   SweepOptions o;
   o.axes = {parse_axis("tensor_parallel_degree=8,3")};
-  const std::vector<SweepPoint> points = run_sweep(kJob, o);
+  const std::vector<SweepPoint> points = run_sweep(kSweepJob, o);
   REQUIRE(points.size() == 2);
   CHECK(points[0].status == PointStatus::fits);
   CHECK(points[1].status == PointStatus::invalid);
   CHECK_FALSE(points[1].has_metrics);
   CHECK(points[1].reason.find("parallel") != std::string::npos);
   o.axes = {parse_axis("tensor_parallel_degre=8,4")};
-  CHECK_THROWS_AS(run_sweep(kJob, o), ScenarioError);
+  CHECK_THROWS_AS(run_sweep(kSweepJob, o), ScenarioError);
 }
 
 TEST_CASE("sweep --search: each point is what the search finds for it", "[search][sweep]") {
@@ -78,7 +81,7 @@ TEST_CASE("sweep --search: each point is what the search finds for it", "[search
   o.axes = {parse_axis("nodes=8,16")};
   o.search = true;
   o.search_options.top_k = 4;  // simulated, as partune search does (in forked children)
-  const std::vector<SweepPoint> points = run_sweep(kJob, o);
+  const std::vector<SweepPoint> points = run_sweep(kSweepJob, o);
   REQUIRE(points.size() == 2);
   for (int i = 0; i < 2; ++i) {
     const Job base = load_job(kJob, {i == 0 ? "nodes=8" : "nodes=16"});

@@ -9,6 +9,7 @@
 
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/sweep.hpp"
+#include "sweep_jobs.hpp"
 
 using namespace partune;
 using namespace partune::search;
@@ -28,9 +29,17 @@ std::string open_job(int global_batch, const std::string& extra_parallel = "") {
          extra_parallel + "}\n";
 }
 
-SweepOptions open_sweep(int global_batch, const std::string& axis, const std::string& extra_parallel = "") {
+// The shipped job sets parallel.microbatches (48).
+SweepJob fixed_job(const std::vector<std::string>& overrides = {}) {
+  return testing::file_sweep_job(kFixedJob, true, overrides);
+}
+
+SweepJob open_sweep_job(int global_batch, const std::string& extra_parallel = "") {
+  return testing::text_sweep_job(open_job(global_batch, extra_parallel), "open.yaml", false);
+}
+
+SweepOptions open_sweep(const std::string& axis) {
   SweepOptions o;
-  o.job_yaml = open_job(global_batch, extra_parallel);
   o.axes = {parse_axis(axis)};
   o.threads = 2;
   return o;
@@ -41,12 +50,13 @@ SweepOptions open_sweep(int global_batch, const std::string& axis, const std::st
 TEST_CASE("sweep: open micro-batches keep the global batch and the micro-batch size as nodes change",
           "[search][sweep]") {
   // Global batch 96; at 16 nodes dp 8, so 12 sequences per micro-batch.
-  const SweepOptions o = open_sweep(96, "nodes=4,6,10,12,16,32");
-  const MicrobatchPolicy policy = microbatch_policy("open.yaml", o);
+  const SweepJob job = open_sweep_job(96);
+  const SweepOptions o = open_sweep("nodes=4,6,10,12,16,32");
+  const MicrobatchPolicy policy = microbatch_policy(job, o);
   CHECK(policy.adapted);
   CHECK(policy.fixed_by.empty());
   CHECK(policy.microbatch_size == 12);
-  const std::vector<SweepPoint> points = run_sweep("open.yaml", o);
+  const std::vector<SweepPoint> points = run_sweep(job, o);
   REQUIRE(points.size() == 6);
   struct Want {
     int microbatches, size;
@@ -70,8 +80,8 @@ TEST_CASE("sweep: open micro-batches under virtual stages come in multiples of t
           "[search][sweep]") {
   // Global batch 64 at dp 8: 8 sequences a rank in one micro-batch. With 2 virtual stages
   // the count must be even (pp 2): the largest size <= 8 that gives one is 4 (2 x 4).
-  const SweepOptions o = open_sweep(64, "virtual_stages=1,2", ", pipeline: interleaved");
-  const std::vector<SweepPoint> points = run_sweep("open.yaml", o);
+  const SweepOptions o = open_sweep("virtual_stages=1,2");
+  const std::vector<SweepPoint> points = run_sweep(open_sweep_job(64, ", pipeline: interleaved"), o);
   REQUIRE(points.size() == 2);
   REQUIRE(points[0].status != PointStatus::invalid);
   CHECK(points[0].job.parallel.microbatches == 1);
@@ -87,11 +97,11 @@ TEST_CASE("sweep: fixed micro-batches stay; a point they do not divide is invali
   SweepOptions o;
   o.axes = {parse_axis("nodes=8,12,10")};
   o.threads = 1;
-  const MicrobatchPolicy policy = microbatch_policy(kFixedJob, o);
+  const MicrobatchPolicy policy = microbatch_policy(fixed_job(), o);
   CHECK_FALSE(policy.adapted);
   CHECK(policy.microbatches == 48);
   CHECK(policy.fixed_by == "the job file's parallel.microbatches");
-  const std::vector<SweepPoint> points = run_sweep(kFixedJob, o);
+  const std::vector<SweepPoint> points = run_sweep(fixed_job(), o);
   REQUIRE(points.size() == 3);
   // 8 nodes: dp 4, 1536 / (4 x 48) = 8 sequences each.
   REQUIRE(points[0].status == PointStatus::fits);
@@ -109,21 +119,21 @@ TEST_CASE("sweep: fixed micro-batches stay; a point they do not divide is invali
 
   // A --set or an axis fixes them too, and says so.
   o.overrides = {"microbatches=96"};
-  CHECK(microbatch_policy(kFixedJob, o).fixed_by == "--set microbatches=96");
+  CHECK(microbatch_policy(fixed_job(o.overrides), o).fixed_by == "--set microbatches=96");
   o.overrides.clear();
-  o.job_yaml = open_job(96);
   o.axes = {parse_axis("nodes=8,16"), parse_axis("microbatches=1,2")};
-  const MicrobatchPolicy by_axis = microbatch_policy("open.yaml", o);
+  const MicrobatchPolicy by_axis = microbatch_policy(open_sweep_job(96), o);
   CHECK_FALSE(by_axis.adapted);
   CHECK(by_axis.fixed_by == "the axis microbatches");
-  for (const SweepPoint& p : run_sweep("open.yaml", o)) CHECK(p.job.parallel.microbatches == std::stoi(p.values[1]));
+  for (const SweepPoint& p : run_sweep(open_sweep_job(96), o))
+    CHECK(p.job.parallel.microbatches == std::stoi(p.values[1]));
 }
 
 TEST_CASE("sweep: a point that does not fit in memory says why, with its estimate", "[search][sweep]") {
   SweepOptions o;
   o.axes = {parse_axis("activation_checkpointing=full,none")};
   o.threads = 1;
-  const std::vector<SweepPoint> points = run_sweep(kFixedJob, o);
+  const std::vector<SweepPoint> points = run_sweep(fixed_job(), o);
   REQUIRE(points.size() == 2);
   CHECK(points[0].status == PointStatus::fits);
   CHECK(points[0].reason.empty());
@@ -138,19 +148,21 @@ TEST_CASE("sweep: a point that does not fit in memory says why, with its estimat
 TEST_CASE("sweep --search: the job's fixed micro-batches do not stop a point the search can split", "[search][sweep]") {
   // 12 nodes: dp 6 does not divide 1536 into 48 micro-batches, but the search picks its
   // own (a small space, estimator only).
+  const SweepJob job = testing::text_sweep_job(
+      "kind: job\nname: fixed\nmodel: gpt-neox-20b\ncluster: {instance_type: p4d.24xlarge, nodes: 16}\n"
+      "training: {global_batch: 1536, precision: fp16}\n"
+      "parallel: {tensor_parallel_degree: 8, pipeline_parallel_degree: 2, microbatches: 48, "
+      "activation_checkpointing: full}\n"
+      "search: {tensor_parallel_degree: 8, pipeline_parallel_degree: 2, sharded_data_parallel_degree: 1, "
+      "microbatch_size: [4, 8], pipeline: interleaved, virtual_stages: 1, placement_strategy: cluster, "
+      "activation_checkpointing: full}\n",
+      "fixed.yaml", true);
   SweepOptions o;
-  o.job_yaml = "kind: job\nname: fixed\nmodel: gpt-neox-20b\ncluster: {instance_type: p4d.24xlarge, nodes: 16}\n"
-               "training: {global_batch: 1536, precision: fp16}\n"
-               "parallel: {tensor_parallel_degree: 8, pipeline_parallel_degree: 2, microbatches: 48, "
-               "activation_checkpointing: full}\n"
-               "search: {tensor_parallel_degree: 8, pipeline_parallel_degree: 2, sharded_data_parallel_degree: 1, "
-               "microbatch_size: [4, 8], pipeline: interleaved, virtual_stages: 1, placement_strategy: cluster, "
-               "activation_checkpointing: full}\n";
   o.axes = {parse_axis("nodes=12")};
   o.search = true;
   o.search_options.simulate = false;
-  CHECK(microbatch_policy("fixed.yaml", o).searched);
-  const std::vector<SweepPoint> points = run_sweep("fixed.yaml", o);
+  CHECK(microbatch_policy(job, o).searched);
+  const std::vector<SweepPoint> points = run_sweep(job, o);
   REQUIRE(points.size() == 1);
   INFO(points[0].reason);
   REQUIRE(points[0].status == PointStatus::fits);

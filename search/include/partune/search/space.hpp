@@ -37,6 +37,11 @@ struct SearchSpace {
 // table of knobs.hpp). Throws std::invalid_argument naming the key and the reason.
 void restrict_space(SearchSpace& space, const std::string& assignment);
 
+// The space a search of `base` is asked for: the job file's own search: restrictions, then
+// each of `fix` (--fix). A bad one throws a ScenarioError naming where it came from: the
+// job file `origin` and its search: section, or --fix and the restriction.
+SearchSpace requested_space(const Job& base, const std::string& origin, const std::vector<std::string>& fix = {});
+
 // Turns a job's own settings into pins: the keys listed in `pinned_keys` keep the base
 // job's value (used for knobs the job file fixes explicitly).
 void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::string>& pinned_keys);
@@ -77,5 +82,8 @@ std::string describe_legend();
 std::string describe_legend_line();
 // Whether `job` matches "key=value[,value...]" filters (for --explain); unknown keys throw.
 bool matches(const Job& job, const std::vector<std::string>& filters);
+// Checks filters as matches() reads them, before a (long) search: a bad one throws a
+// ScenarioError naming `option` (e.g. "--explain") and the filter.
+void check_filters(const std::vector<std::string>& filters, const std::string& option);
 
 }  // namespace partune::search

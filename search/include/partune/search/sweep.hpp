@@ -2,7 +2,8 @@
 // What-if sweeps (`partune sweep`): the cartesian product of axes, each a job key and
 // its values, over one job. A point is the job with its axes' values set as `--set`
 // sets them (load_job's overrides), evaluated as written (the estimator) or searched
-// (the best configuration for that point, as `partune search`).
+// (the best configuration for that point, as `partune search`). The job comes loaded
+// (SweepJob): search/ reads no files; the caller's loader sets each point's keys.
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,10 +26,28 @@ std::vector<SweepAxis> sweep_axes(const std::vector<std::string>& from_file, con
 // Points in the product: the last axis varies fastest.
 long sweep_size(const std::vector<SweepAxis>& axes);
 
+// The job a sweep varies, loaded once by its caller. `load` gives the job file again with
+// a list of --set overrides applied (costmodel's load_job or parse_job over the file the
+// caller read: each point's keys, and the probes of its micro-batches); `base` is
+// load(the sweep's own --set overrides), the job as the caller checked it. `origin` names
+// the job in errors. `file_sets_microbatches`: the file itself sets parallel.microbatches
+// (the caller reads that from the file; MicrobatchPolicy keeps them then).
+struct SweepJob {
+  Job base;
+  std::string origin;
+  bool file_sets_microbatches = false;
+  std::function<Job(const std::vector<std::string>& overrides)> load;
+};
+
+// The axes of a sweep of `job`: its file's sweep: section, then `vary` (sweep_axes). A bad
+// one throws a ScenarioError naming the job's origin and `vary_key` (the option or
+// argument the axes came from).
+std::vector<SweepAxis> job_sweep_axes(const SweepJob& job, const std::vector<std::string>& vary,
+                                      const std::string& vary_key);
+
 struct SweepOptions {
   std::vector<SweepAxis> axes;
   std::vector<std::string> overrides;  // --set, applied before each point's own
-  std::string job_yaml;                // the job itself (job_path then only names it), else read job_path
   bool search = false;                 // the best configuration of each point
   SearchOptions search_options;        // with search (its own workers; points one by one)
   int threads = 0;                     // estimator points at once; 0: one per core
@@ -54,9 +73,8 @@ struct MicrobatchPolicy {
   int microbatches = 0;     // the job's own (with the --set overrides)
   int microbatch_size = 0;  // sequences per micro-batch the job's own give (adapted: kept where it divides)
 };
-// The policy of this sweep (it loads the job with its --set overrides: a ScenarioError
-// when that job is not consistent).
-MicrobatchPolicy microbatch_policy(const std::string& job_path, const SweepOptions& options);
+// The policy of this sweep.
+MicrobatchPolicy microbatch_policy(const SweepJob& job, const SweepOptions& options);
 
 // What became of a point: a consistent job that fits in memory; a consistent job that
 // does not (with --search: no configuration of it fits); not a consistent job at all.
@@ -69,6 +87,7 @@ struct SweepPoint {
   PointStatus status = PointStatus::invalid;
   std::string reason;               // why not, when it does not fit or is invalid
   Job job;                          // the point's job (with search: the winner); not when invalid
+  std::string configuration;        // describe(job); empty when invalid
   bool has_metrics = false;         // metrics are set (not when invalid, nor when no configuration fits)
   Estimate metrics;                 // estimate(job), or the search's view of its winner
   bool simulated = false;           // metrics are the simulator's
@@ -79,6 +98,6 @@ struct SweepPoint {
 // Throws the first point's ScenarioError when no point could be loaded at all (a key or
 // value wrong for every point is a mistake in the input, not a what-if); for a share of
 // the points (stride > 1) the caller, who sees them all, judges.
-std::vector<SweepPoint> run_sweep(const std::string& job_path, const SweepOptions& options);
+std::vector<SweepPoint> run_sweep(const SweepJob& job, const SweepOptions& options);
 
 }  // namespace partune::search

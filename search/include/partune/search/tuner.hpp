@@ -16,6 +16,7 @@ namespace partune::search {
 
 struct Candidate {
   Job job;
+  std::string configuration; // describe(job), set once run_search has its final job
   Estimate estimate;         // the estimator's view
   bool simulated = false;
   Estimate simulation;       // the simulator's view (when simulated)

@@ -1,0 +1,50 @@
+#pragma once
+// The numbers of an Estimate (costmodel/estimator.hpp) as the reports name them, one
+// table each for the headline figures, the step breakdown and the memory breakdown. A
+// row gives the key of `estimate --json` (the Python module's dict is that object too),
+// the text report's label where the text lists the number in a section, and how to read
+// it. estimate_json and the text's breakdown and memory sections iterate these tables: a
+// new number is one row here. (The text's headline lines keep their own layout.)
+#include <vector>
+
+#include "partune/costmodel/estimator.hpp"
+
+namespace partune::cli {
+
+// A headline figure: a key of the top level of `estimate --json`.
+struct EstimateField {
+  const char* key;  // "step_time_s"
+  double (*value)(const Estimate&);
+};
+const std::vector<EstimateField>& estimate_fields();
+
+// A part of the step (StepBreakdown), under "breakdown". In the text, a row of the "step
+// time breakdown" with its share of the step, and maybe a note after it naming another
+// part (a row of its own or not): "incl. recompute 1.2 s", "of 3.4 s total".
+struct StepField {
+  const char* key;               // "compute_s"
+  double StepBreakdown::*value;
+  const char* label;             // the text's row; nullptr: none (another row's note)
+  bool row_when_zero;            // the text shows the row at 0
+  double StepBreakdown::*note;   // nullptr: no note; shown when above 0
+  const char* note_format;       // "  incl. recompute {}": the note's value in seconds
+};
+const std::vector<StepField>& step_fields();
+
+// A part of the memory of the largest stage (MemoryBreakdown), under "memory". In the
+// text, where its row goes in the "memory per GPU" section.
+enum class MemoryRow {
+  part,     // a part of the total, shown when above 0
+  overlap,  // subtracted from the parts (not live together), shown when above 0; not in the JSON
+  total,    // the sum, with the GPU's HBM beside it
+  host,     // after the total: bytes on the host, shown when above 0
+};
+struct MemoryField {
+  const char* key;  // "parameters_bytes"; nullptr: the text's alone
+  double (*value)(const MemoryBreakdown&);
+  const char* label;
+  MemoryRow row;
+};
+const std::vector<MemoryField>& memory_fields();
+
+}  // namespace partune::cli

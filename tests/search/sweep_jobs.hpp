@@ -1,0 +1,33 @@
+#pragma once
+// A sweep's job for the tests of search/sweep.hpp, loaded as partune sweep loads it
+// (cli/sweep_job.cpp): costmodel's loader over a file or text, with --set overrides.
+// Whether the file fixes its micro-batches is the test's to say (the YAML is read in cli/).
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/scenario.hpp"
+#include "partune/search/sweep.hpp"
+
+namespace partune::search::testing {
+
+inline SweepJob file_sweep_job(const std::string& path, bool file_sets_microbatches,
+                               const std::vector<std::string>& overrides = {}) {
+  SweepJob job;
+  job.base = load_job(path, overrides);
+  job.origin = path;
+  job.file_sets_microbatches = file_sets_microbatches;
+  job.load = [path](const std::vector<std::string>& o) { return load_job(path, o); };
+  return job;
+}
+
+inline SweepJob text_sweep_job(const std::string& text, const std::string& origin, bool file_sets_microbatches,
+                               const std::vector<std::string>& overrides = {}) {
+  SweepJob job;
+  job.base = parse_job(text, origin, overrides);
+  job.origin = origin;
+  job.file_sets_microbatches = file_sets_microbatches;
+  job.load = [text, origin](const std::vector<std::string>& o) { return parse_job(text, origin, o); };
+  return job;
+}
+
+}  // namespace partune::search::testing
