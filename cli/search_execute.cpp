@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "partune/search/space.hpp"
 #include "progress.hpp"
 
 namespace partune::cli {
@@ -18,7 +17,7 @@ nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::js
 
 nlohmann::json agreement_json(const validate::Execution& x) {
   const validate::RankAgreement& a = x.agreement;
-  const auto configuration = [&](int i) { return search::describe(x.candidates[x.ran[static_cast<std::size_t>(i)]].job); };
+  const auto configuration = [&](int i) { return x.candidates[x.ran[static_cast<std::size_t>(i)]].configuration; };
   return {{"kendall_tau", finite_or_null(a.kendall_tau)},
           {"spearman_rho", finite_or_null(a.spearman_rho)},
           {"predicted_best", configuration(a.predicted_best)},
@@ -30,7 +29,7 @@ nlohmann::json agreement_json(const validate::Execution& x) {
 
 nlohmann::json candidate_json(const validate::ExecutedCandidate& e) {
   nlohmann::json j = {{"search_rank", e.search_rank + 1},
-                      {"configuration", search::describe(e.job)},
+                      {"configuration", e.configuration},
                       {"file_world_size", e.ran.world_size()},
                       {"predicted_step_s", e.predicted_step_s}};
   if (!e.error.empty()) {

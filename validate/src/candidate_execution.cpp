@@ -35,6 +35,7 @@ Candidate prepare(const search::Candidate& c, std::size_t rank, const fs::path& 
   Candidate e;
   e.executed.search_rank = rank;
   e.executed.job = c.job;
+  e.executed.configuration = c.configuration;
   e.model = backend::scaled_model(c.job, backend::ScaleOptions{});
   e.executed.ran = backend::scaled_job(c.job, e.model);
   e.file = (dir / fmt::format("candidate-{}.yaml", rank + 1)).string();
