@@ -4,7 +4,7 @@
 #include "commands.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
-#include "report.hpp"
+#include "partune/report/report.hpp"
 
 namespace partune::cli {
 
@@ -22,8 +22,8 @@ void register_estimate(CLI::App& app) {
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
     const Estimate e = estimate(job);
-    if (opt->json) std::cout << estimate_json(job, e).dump(2) << "\n";
-    else std::cout << estimate_text(job, e);
+    if (opt->json) std::cout << report::estimate_json(job, e).dump(2) << "\n";
+    else std::cout << report::estimate_text(job, e);
   });
 }
 

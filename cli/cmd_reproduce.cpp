@@ -8,7 +8,7 @@
 #include "partune/costmodel/table.hpp"
 #include "partune/search/published.hpp"
 #include "partune/sim/simulator.hpp"
-#include "report.hpp"
+#include "partune/report/report.hpp"
 #include "reproduce_report.hpp"
 
 namespace partune::cli {
@@ -43,8 +43,8 @@ void register_reproduce(CLI::App& app) {
       so.simulate = !opt->estimator;
       so.top_k = opt->top_k;
       const auto rows = search::compare_with_published(tables, so);
-      if (opt->json) std::cout << published_comparison_json(rows).dump(2) << "\n";
-      else std::cout << published_comparison_text(rows);
+      if (opt->json) std::cout << report::published_comparison_json(rows).dump(2) << "\n";
+      else std::cout << report::published_comparison_text(rows);
       for (const auto& r : rows)
         if (!r.found_at_least_as_fast()) throw Exit{1};  // a result the user asked about
       return;
@@ -55,15 +55,15 @@ void register_reproduce(CLI::App& app) {
       for (const TableRow& row : t.rows)
         for (const std::string& name : opt->explain)
           if (name == row.name) {
-            std::cout << "== " << t.name << " / " << row.name << "\n" << estimate_text(row.job, evaluate(row.job));
+            std::cout << "== " << t.name << " / " << row.name << "\n" << report::estimate_text(row.job, evaluate(row.job));
             if (row.has_baseline)
-              std::cout << "-- baseline\n" << estimate_text(row.baseline, evaluate(row.baseline));
+              std::cout << "-- baseline\n" << report::estimate_text(row.baseline, evaluate(row.baseline));
             std::cout << "\n";
           }
     const ReproduceResult r = reproduce(tables, evaluate);
-    if (opt->json) std::cout << reproduce_json(r).dump(2) << "\n";
+    if (opt->json) std::cout << report::reproduce_json(r).dump(2) << "\n";
     else if (opt->markdown) std::cout << reproduce_markdown(r, opt->estimator ? "estimator" : "simulator");
-    else std::cout << reproduce_text(r);
+    else std::cout << report::reproduce_text(r);
   });
 }
 

@@ -15,7 +15,7 @@
 #include "partune/search/request.hpp"
 #include "progress.hpp"
 #include "search_execute.hpp"
-#include "search_report.hpp"
+#include "partune/report/search_report.hpp"
 
 namespace partune::cli {
 
@@ -25,7 +25,7 @@ struct SearchCommand {
   std::string job, write_job;
   std::vector<std::string> overrides;
   search::SearchRequest request;  // --fix, --explain, --estimator-only, --no-partition, --top-k, ...
-  SearchPrint print;              // --show, --json, --tokens, --price-per-node-hour
+  report::SearchPrint print;      // --show, --json, --tokens, --price-per-node-hour
   ExecuteOptions execute;         // --execute K: run candidates on the backend (0: not)
 };
 
@@ -78,7 +78,7 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
   const search::SearchReport report = search::run_search(base, opt.job, request);
   if (!world.prints()) return {};
   if (terminal) std::fprintf(stderr, "\r%80s\r", "");
-  if (const std::string why = search_failure(base, report); !why.empty()) {
+  if (const std::string why = report::search_failure(base, report); !why.empty()) {
     std::cerr << why;
     throw Exit{3};
   }
@@ -92,7 +92,7 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
     throw Exit{1};
   }
   const std::string execution_lines = execution.is_null() ? "" : execution_text(execution);
-  std::cout << search_output(base, report, opt.print, opt.request.explain, execution, execution_lines);
+  std::cout << report::search_output(base, report, opt.print, opt.request.explain, execution, execution_lines);
   if (job_file) {
     job_file->write(job_yaml(report.ranked.front().job, opt.job));
     job_file->commit();

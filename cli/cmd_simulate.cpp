@@ -10,7 +10,7 @@
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/units.hpp"
 #include "partune/sim/simulator.hpp"
-#include "report.hpp"
+#include "partune/report/report.hpp"
 
 namespace partune::cli {
 
@@ -42,8 +42,8 @@ void register_simulate(CLI::App& app) {
     const sim::SimResult r = sim::simulate(job, so);
     if (trace) launch::write_chrome_trace(*trace, r.events, job.cluster.instance.gpus_per_node);
     const Estimate analytic = estimate(job);
-    if (opt->json) std::cout << simulation_json(job, r, analytic).dump(2) << "\n";
-    else std::cout << simulation_text(job, r, analytic);
+    if (opt->json) std::cout << report::simulation_json(job, r, analytic).dump(2) << "\n";
+    else std::cout << report::simulation_text(job, r, analytic);
   });
 }
 

@@ -16,8 +16,8 @@
 #include "partune/costmodel/error.hpp"
 #include "partune/launch/mpi_world.hpp"
 #include "progress.hpp"
-#include "sweep_job.hpp"
-#include "sweep_report.hpp"
+#include "partune/report/sweep_job.hpp"
+#include "partune/report/sweep_report.hpp"
 
 namespace partune::cli {
 
@@ -28,7 +28,7 @@ struct SweepCommand {
   std::vector<std::string> vary;
   bool json = false;
   search::SweepOptions options;  // --set, --search, --threads
-  SweepBudget budget;
+  report::SweepBudget budget;
 };
 
 // On a terminal (standard error), the points done; with --search also the current
@@ -54,7 +54,7 @@ void show_progress(search::SweepOptions& so) {
 void run_sweep_command(const SweepCommand& opt) {
   const launch::MpiWorld world = launch::mpi_world();
   search::SweepOptions so = opt.options;
-  const search::SweepJob job = sweep_job_file(opt.job, so.overrides);  // a bad job or --set fails here, once
+  const search::SweepJob job = report::sweep_job_file(opt.job, so.overrides);  // a bad job or --set fails here, once
   so.axes = search::job_sweep_axes(job, opt.vary, "--vary");
   if (so.axes.empty()) throw ScenarioError(opt.job, "sweep", "nothing to vary: give --vary KEY=V1,V2 or a sweep: section");
   // Under MPI the runtime's threads forbid forking: searched points simulate in fresh processes.
@@ -68,9 +68,9 @@ void run_sweep_command(const SweepCommand& opt) {
   if (!opt.csv.empty() && world.prints()) csv.emplace(opt.csv);
   const std::vector<search::SweepPoint> points = search::run_sweep(job, so);
   if (terminal) std::fprintf(stderr, "\r%100s\r", "");
-  const std::vector<std::string> shares = launch::mpi_all_gather(sweep_share(so.axes, points, opt.budget, so.search));
+  const std::vector<std::string> shares = launch::mpi_all_gather(report::sweep_share(so.axes, points, opt.budget, so.search));
   if (!world.prints()) return;
-  const SweepOutput out = sweep_output(opt.job, so.axes, microbatch_policy(job, so), opt.budget, so.search, shares);
+  const report::SweepOutput out = report::sweep_output(opt.job, so.axes, microbatch_policy(job, so), opt.budget, so.search, shares);
   if (csv) {
     csv->write(out.csv);
     csv->commit();

@@ -11,7 +11,7 @@
 #include "partune/search/request.hpp"
 #include "partune/validate/targets.hpp"
 #include "progress.hpp"
-#include "search_report.hpp"
+#include "partune/report/search_report.hpp"
 
 namespace partune::cli {
 
@@ -23,7 +23,7 @@ void validate_search(const std::string& job, const std::vector<std::string>& ove
   if (terminal) request.options.progress = progress_bar;
   const search::SearchReport report = search::run_search(base, job, request);
   if (terminal) std::fprintf(stderr, "\r%80s\r", "");
-  if (const std::string why = search_failure(base, report); !why.empty()) {
+  if (const std::string why = report::search_failure(base, report); !why.empty()) {
     std::cerr << why;
     throw Exit{3};
   }
@@ -37,7 +37,7 @@ void validate_search(const std::string& job, const std::vector<std::string>& ove
     throw Exit{1};
   }
   const nlohmann::json execution = execution_json(x);
-  std::cout << search_output(base, report, SearchPrint{{}, 10, json}, {}, execution, execution_text(execution));
+  std::cout << report::search_output(base, report, report::SearchPrint{{}, 10, json}, {}, execution, execution_text(execution));
   const std::string missed = validate::missed_ranking_targets(x.agreement);
   if (missed.empty()) return;
   std::cerr << "partune: validate: missed the targets: " << missed << "\n";

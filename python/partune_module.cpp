@@ -32,10 +32,10 @@
 #include "partune/sim/simulator.hpp"
 #include "partune/launch/chrome_trace.hpp"
 #include "partune/launch/process_spawn.hpp"
-#include "report.hpp"
-#include "search_report.hpp"
-#include "sweep_job.hpp"
-#include "sweep_report.hpp"
+#include "partune/report/report.hpp"
+#include "partune/report/search_report.hpp"
+#include "partune/report/sweep_job.hpp"
+#include "partune/report/sweep_report.hpp"
 
 namespace py = pybind11;
 using namespace partune;
@@ -106,7 +106,7 @@ py::object job_dict(const Job& job) {
 
 py::object estimate_py(const py::object& job, const std::vector<std::string>& overrides) {
   const Job j = load(job, overrides);
-  return to_python(cli::estimate_json(j, estimate(j)));
+  return to_python(report::estimate_json(j, estimate(j)));
 }
 
 // A command of the partune binary on `job` (a dict is written to a temporary file, whose
@@ -175,14 +175,14 @@ py::object search_py(const py::object& job, const std::vector<std::string>& over
   request.options.top_k = top_k;
   const search::SearchReport r = search::run_search(base, job_source(job).origin, request);
   if (r.ranked.empty()) throw py::value_error(base.name + ": no configuration fits");
-  return to_python(cli::search_json(base, r, cli::search_budget(tokens, price_per_node_hour)));
+  return to_python(report::search_json(base, r, report::search_budget(tokens, price_per_node_hour)));
 }
 
 py::object sweep_py(const py::object& job, const py::object& vary, const std::vector<std::string>& overrides,
                     bool searched, double tokens, int threads) {
   const JobSource s = job_source(job);
-  const search::SweepJob sweep_job = s.text.empty() ? cli::sweep_job_file(s.path, overrides)
-                                                    : cli::sweep_job_text(s.text, s.origin, overrides);
+  const search::SweepJob sweep_job = s.text.empty() ? report::sweep_job_file(s.path, overrides)
+                                                    : report::sweep_job_text(s.text, s.origin, overrides);
   // vary: {"nodes": [8, 16], ...} or ["nodes=8,16", ...].
   std::vector<std::string> axes;
   if (py::isinstance<py::dict>(vary)) {
@@ -207,7 +207,7 @@ py::object sweep_py(const py::object& job, const py::object& vary, const std::ve
   const std::vector<search::SweepPoint> points = search::run_sweep(sweep_job, o);
   TrainingCostOptions budget;
   budget.tokens = tokens;
-  return to_python(cli::sweep_json(o.axes, search::microbatch_policy(sweep_job, o), points, budget));
+  return to_python(report::sweep_json(o.axes, search::microbatch_policy(sweep_job, o), points, budget));
 }
 
 // The published tables (files or folders; none: the shipped ones) against the estimator
@@ -229,7 +229,7 @@ py::object reproduce_py(const std::vector<std::string>& paths, bool simulator) {
   const ReproduceResult r = reproduce(tables, [](const Job& j) {
     return estimate(j);
   });
-  return to_python(cli::reproduce_json(r));
+  return to_python(report::reproduce_json(r));
 }
 
 }  // namespace

@@ -9,13 +9,13 @@
 #include <set>
 #include <string>
 
-#include "estimate_fields.hpp"
+#include "partune/report/estimate_fields.hpp"
 #include "partune/costmodel/scenario.hpp"
-#include "report.hpp"
-#include "sweep_job.hpp"
+#include "partune/report/report.hpp"
+#include "partune/report/sweep_job.hpp"
 
 using namespace partune;
-using namespace partune::cli;
+using namespace partune::report;
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "partune/search/published.hpp"
 #include "partune/sim/simulator.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 std::string describe_job(const Job& job);
 // The headroom is HBM less the memory breakdown's total.
@@ -29,4 +29,4 @@ nlohmann::json published_comparison_json(const std::vector<search::PublishedComp
 std::string reproduce_text(const ReproduceResult& r);
 nlohmann::json reproduce_json(const ReproduceResult& r);
 
-}  // namespace partune::cli
+}  // namespace partune::report

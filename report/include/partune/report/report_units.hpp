@@ -8,7 +8,7 @@
 
 #include "partune/costmodel/units.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 // "12.34 GiB".
 inline std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / units::GiB); }
@@ -28,4 +28,4 @@ inline std::string duration(double s) {
   return fmt::format("{:.1f} minutes", s / 60);
 }
 
-}  // namespace partune::cli
+}  // namespace partune::report

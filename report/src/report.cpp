@@ -1,16 +1,16 @@
-#include "report.hpp"
+#include "partune/report/report.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "estimate_fields.hpp"
+#include "partune/report/estimate_fields.hpp"
 #include "partune/costmodel/parameter_count.hpp"
 #include "partune/sim/explain.hpp"
-#include "report_units.hpp"
+#include "partune/report/report_units.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 namespace {
 
@@ -274,4 +274,4 @@ nlohmann::json reproduce_json(const ReproduceResult& r) {
           {"directions", {{"pairs", r.pairs}, {"right", r.pairs_right}}}};
 }
 
-}  // namespace partune::cli
+}  // namespace partune::report

@@ -13,7 +13,7 @@
 #include "partune/costmodel/training_cost.hpp"
 #include "partune/search/tuner.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 // The winner's time-to-train and cost (--tokens, --price-per-node-hour) by the one rule of
 // training_cost.hpp: tokens 0, no time-to-train line; on_demand_per_hour 0, no cost line
@@ -41,4 +41,4 @@ std::string search_output(const Job& base, const search::SearchReport& r, const 
                           const std::vector<std::string>& explain, const nlohmann::json& execution,
                           const std::string& execution_text);
 
-}  // namespace partune::cli
+}  // namespace partune::report

@@ -9,7 +9,7 @@
 
 #include "partune/costmodel/estimator.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 // A headline figure: a key of the top level of `estimate --json`.
 struct EstimateField {
@@ -47,4 +47,4 @@ struct MemoryField {
 };
 const std::vector<MemoryField>& memory_fields();
 
-}  // namespace partune::cli
+}  // namespace partune::report

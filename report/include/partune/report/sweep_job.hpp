@@ -8,7 +8,7 @@
 
 #include "partune/search/sweep.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 // `path`'s job; a bad job or --set throws its ScenarioError here.
 search::SweepJob sweep_job_file(const std::string& path, const std::vector<std::string>& overrides);
@@ -16,4 +16,4 @@ search::SweepJob sweep_job_file(const std::string& path, const std::vector<std::
 search::SweepJob sweep_job_text(const std::string& text, const std::string& origin,
                                 const std::vector<std::string>& overrides);
 
-}  // namespace partune::cli
+}  // namespace partune::report

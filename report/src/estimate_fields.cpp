@@ -1,7 +1,7 @@
 // The tables of an Estimate's numbers (estimate_fields.hpp).
-#include "estimate_fields.hpp"
+#include "partune/report/estimate_fields.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 const std::vector<EstimateField>& estimate_fields() {
   using E = const Estimate&;
@@ -69,4 +69,4 @@ const std::vector<MemoryField>& memory_fields() {
   return fields;
 }
 
-}  // namespace partune::cli
+}  // namespace partune::report

@@ -1,14 +1,14 @@
 // What `partune search` prints (search_report.hpp).
-#include "search_report.hpp"
+#include "partune/report/search_report.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "partune/costmodel/training_cost.hpp"
 #include "partune/search/twins.hpp"
-#include "report_units.hpp"
+#include "partune/report/report_units.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 namespace {
 const Estimate& best_view(const search::Candidate& c) { return c.simulated ? c.simulation : c.estimate; }
@@ -202,4 +202,4 @@ std::string search_output(const Job& base, const search::SearchReport& r, const 
   return s;
 }
 
-}  // namespace partune::cli
+}  // namespace partune::report

@@ -1,5 +1,5 @@
 // The sweep's table, CSV and JSON (sweep_report.hpp).
-#include "sweep_report.hpp"
+#include "partune/report/sweep_report.hpp"
 
 #include <fmt/format.h>
 
@@ -7,10 +7,10 @@
 
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/units.hpp"
-#include "report.hpp"
-#include "report_units.hpp"
+#include "partune/report/report.hpp"
+#include "partune/report/report_units.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 namespace {
 
@@ -204,4 +204,4 @@ SweepOutput sweep_output(const std::string& origin, const std::vector<search::Sw
   return out;
 }
 
-}  // namespace partune::cli
+}  // namespace partune::report

@@ -1,11 +1,11 @@
 // The job a sweep varies, from its file or text (sweep_job.hpp).
-#include "sweep_job.hpp"
+#include "partune/report/sweep_job.hpp"
 
 #include <yaml-cpp/yaml.h>
 
 #include "partune/costmodel/scenario.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 namespace {
 
@@ -53,4 +53,4 @@ search::SweepJob sweep_job_text(const std::string& text, const std::string& orig
   return job;
 }
 
-}  // namespace partune::cli
+}  // namespace partune::report

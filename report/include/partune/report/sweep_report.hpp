@@ -11,7 +11,7 @@
 #include "partune/costmodel/training_cost.hpp"
 #include "partune/search/sweep.hpp"
 
-namespace partune::cli {
+namespace partune::report {
 
 // Time-to-train and cost columns (sweep --tokens and the price options); tokens 0: none.
 using SweepBudget = TrainingCostOptions;
@@ -53,4 +53,4 @@ SweepOutput sweep_output(const std::string& origin, const std::vector<search::Sw
                          const search::MicrobatchPolicy& policy, const SweepBudget& budget, bool searched,
                          const std::vector<std::string>& shares);
 
-}  // namespace partune::cli
+}  // namespace partune::report
