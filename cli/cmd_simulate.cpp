@@ -10,6 +10,7 @@
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/units.hpp"
 #include "partune/sim/simulator.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/report/report.hpp"
 
 namespace partune::cli {

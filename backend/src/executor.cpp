@@ -11,6 +11,7 @@
 
 #include "executor_state.hpp"
 #include "partune/backend/memory_accounting.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 namespace partune::backend {
 

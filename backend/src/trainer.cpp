@@ -23,6 +23,7 @@
 #include "partune/backend/token_source.hpp"
 #include "partune/backend/watchdog.hpp"
 #include "partune/costmodel/enum_names.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 namespace partune::backend {
 

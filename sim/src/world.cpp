@@ -14,6 +14,7 @@
 #include "partune/costmodel/fit_hint.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/units.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "collective_exec.hpp"
 #include "platform.hpp"
 #include "rank_program.hpp"

@@ -16,6 +16,7 @@
 #include "partune/backend/token_source.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 #undef CHECK
 #include <catch2/catch.hpp>

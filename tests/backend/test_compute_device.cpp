@@ -17,6 +17,7 @@
 #include "partune/backend/scaling.hpp"
 #include "partune/backend/token_source.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 #undef CHECK
 #include <catch2/catch.hpp>

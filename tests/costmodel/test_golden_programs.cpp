@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/program_text.hpp"
 #include "partune/costmodel/scenario.hpp"
 

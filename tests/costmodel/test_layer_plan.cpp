@@ -12,6 +12,7 @@
 #include "partune/costmodel/layer_plan.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/stage_cost.hpp"
 
 using namespace partune;

@@ -5,6 +5,7 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/schedule.hpp"
 
 using namespace partune;
 using partune::testing::p4d_job;

@@ -13,6 +13,7 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/scenario.hpp"
 
 using namespace partune;

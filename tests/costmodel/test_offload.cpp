@@ -16,6 +16,7 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 using namespace partune;
 using partune::testing::p4d_job;

@@ -23,6 +23,7 @@
 #include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 using namespace partune;
 using partune::testing::p4d_job;

@@ -18,6 +18,7 @@
 
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/schedule.hpp"
 
 using namespace partune;
 

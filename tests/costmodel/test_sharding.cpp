@@ -24,6 +24,7 @@
 #include "job_fixtures.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/sharding.hpp"
 
 using namespace partune;

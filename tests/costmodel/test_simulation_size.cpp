@@ -7,6 +7,7 @@
 
 #include "job_fixtures.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/simulation_size.hpp"
 
 using namespace partune;

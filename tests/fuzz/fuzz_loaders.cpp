@@ -26,6 +26,7 @@
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/simulation_size.hpp"
 #include "partune/costmodel/table.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 namespace {
 

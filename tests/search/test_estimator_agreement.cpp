@@ -23,6 +23,7 @@
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/space.hpp"
 #include "partune/sim/explain.hpp"

@@ -23,6 +23,7 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/sim/simulator.hpp"
 
 using namespace partune;

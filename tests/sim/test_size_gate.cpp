@@ -9,6 +9,7 @@
 #include "job_fixtures.hpp"
 #include "partune/costmodel/simulation_size.hpp"
 #include "partune/sim/simulator.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 using namespace partune;
 using partune::testing::p4d_job;

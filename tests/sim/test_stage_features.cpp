@@ -19,6 +19,7 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/sim/simulator.hpp"
 

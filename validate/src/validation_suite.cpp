@@ -9,6 +9,7 @@
 #include "partune/costmodel/scenario.hpp"
 #include "partune/validate/backend_run.hpp"
 #include "partune/validate/job_suite.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 namespace partune::validate {
 

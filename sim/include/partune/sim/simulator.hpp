@@ -9,6 +9,7 @@
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
 
 namespace partune::sim {
 

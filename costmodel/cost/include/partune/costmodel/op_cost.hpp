@@ -1,0 +1,81 @@
+#pragma once
+// Time of one kernel on one GPU: a roofline with shape-dependent GEMM efficiency.
+#include "partune/costmodel/hardware.hpp"
+#include "partune/costmodel/job.hpp"
+#include "partune/costmodel/layer_plan.hpp"
+
+namespace partune {
+
+// Efficiency (fraction of dense peak) of an m x n x k GEMM on this GPU.
+double gemm_efficiency(const GpuProfile& gpu, double m, double n, double k);
+// Seconds for `batch` GEMMs of m x n x k: max(compute, memory) + launch overhead.
+double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k,
+                 double batch = 1.0);
+// Seconds for a kernel that streams `bytes` through HBM.
+double memory_bound_time(const GpuProfile& gpu, double bytes);
+
+// FlashAttention's rule (its own accounting): causal attention does this fraction of the
+// unmasked score FLOPs, and backward this many times the forward's. calibrate's fit of
+// gpu.attention.flash_efficiency reads the same constants (calibration_fit.cpp).
+inline constexpr double kFlashCausalFlopFraction = 0.5;
+inline constexpr double kFlashBackwardFactor = 2.5;
+
+// Forward and backward time of one transformer layer on one tensor-parallel rank for a
+// micro-batch, split into the parts the estimator and the per-rank programs need.
+struct LayerTime {
+  double gemm_fwd = 0;        // QKV, projection, FFN
+  double attention_fwd = 0;   // score + context (standard or flash)
+  double elementwise_fwd = 0; // norms, activation, dropout, residuals
+  double gemm_bwd = 0;
+  double attention_bwd = 0;
+  double elementwise_bwd = 0;
+
+  // Forward time of the ops backward repeats under selective and under full
+  // recomputation (layer_plan.hpp's `recomputed`), summed as forward() sums them.
+  double recompute_selective = 0;
+  double recompute_full = 0;
+
+  double forward() const { return gemm_fwd + attention_fwd + elementwise_fwd; }
+  double backward() const { return gemm_bwd + attention_bwd + elementwise_bwd; }
+  // Forward work repeated in backward under the checkpointing policy.
+  double recompute(Checkpointing c) const {
+    return c == Checkpointing::full ? recompute_full : c == Checkpointing::selective ? recompute_selective : 0.0;
+  }
+};
+
+// The time of a plan's ops on one rank: its GEMMs (backward: input and weight gradients),
+// its attention core (standard or flash), its memory-bound kernels. Tensor collectives
+// are not included (collective.hpp costs them). With the whole forward it sums the forward
+// of the ops each checkpointing policy recomputes (LayerTime::recompute).
+LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention);
+// plan_time of a transformer layer without sequence parallelism.
+LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p,
+                     double sequences, int tensor_degree, bool flash_attention);
+
+// The standard attention core's batched GEMMs (Q K^T, scores x V) run at `efficiency`
+// (score_bmm_efficiency, quoted at head_dim 128) scaled by a factor that falls with the
+// contraction head_dim: (d / (d + 64)) / (128 / 192), 1 at d = 128. The one rule: the
+// prediction applies it (score_bmm_efficiency_at) and calibration's fit divides it out
+// (score_bmm_head_dim_scale, the factor alone).
+double score_bmm_efficiency_at(double efficiency, double head_dim);
+double score_bmm_head_dim_scale(double head_dim);
+
+// Embedding lookup (forward) and LM head + loss (forward and backward) for a micro-batch.
+struct HeadTime {
+  double embedding_fwd = 0, embedding_bwd = 0;
+  double logits_fwd = 0, logits_bwd = 0;
+};
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c);
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
+                   int tensor_degree);
+
+// Memory traffic of an optimizer step over `params` parameters: the gradient read, the
+// fp32 master weight and moments read and written, the 16-bit weight written.
+double optimizer_bytes(Optimizer o, Precision p, double params);
+// Optimizer step over `params` local parameters (memory-bound).
+double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params);
+// The same step offloaded to the host (offload_optimizer): every rank of the node steps
+// at once over the host's memory, host.memory_bw_GBps shared by gpus_per_node ranks.
+double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params);
+
+}  // namespace partune

@@ -1,0 +1,171 @@
+#include "partune/costmodel/op_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace partune {
+
+double gemm_efficiency(const GpuProfile& gpu, double m, double n, double k) {
+  const GemmEfficiency& g = gpu.gemm;
+  const double tiles_m = std::ceil(m / g.tile), tiles_n = std::ceil(n / g.tile);
+  const double tiles = tiles_m * tiles_n;
+  const double waves = std::ceil(tiles / g.sm_count);
+  const double occupancy = tiles / (waves * g.sm_count);
+  const double fill = (m / (tiles_m * g.tile)) * (n / (tiles_n * g.tile));
+  return g.max_efficiency * occupancy * fill * k / (k + g.k_half);
+}
+
+double memory_bound_time(const GpuProfile& gpu, double bytes) {
+  return bytes / (gpu.hbm_bw * gpu.hbm_efficiency);
+}
+
+double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch) {
+  const double flops = 2.0 * m * n * k * batch;
+  const GemmEfficiency& g = gpu.gemm;
+  const double fp8_scale = p == Precision::fp8 && g.fp8_max_efficiency > 0 ? g.fp8_max_efficiency / g.max_efficiency : 1.0;
+  const double compute = flops / (gpu.peak_flops(p) * gemm_efficiency(gpu, m, n, k) * fp8_scale);
+  const double bytes = (m * k + k * n + m * n) * bytes_per_element(p) * batch;
+  const double gemm = std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
+  if (p != Precision::fp8) return gemm;
+  // FP8's scaling: both operands are cast from bf16 with their scale (read 2 bytes, write
+  // 1) and their absolute maximum taken for the next scale, one kernel each.
+  return gemm + memory_bound_time(gpu, 3.0 * (m * k + k * n) * batch) + 2.0 * gpu.kernel_overhead;
+}
+
+double score_bmm_efficiency_at(double efficiency, double head_dim) {
+  return efficiency * (head_dim / (head_dim + 64.0)) / (128.0 / 192.0);
+}
+double score_bmm_head_dim_scale(double head_dim) { return score_bmm_efficiency_at(1.0, head_dim); }
+
+namespace {
+
+// One op's forward and backward seconds.
+struct OpTime {
+  double fwd = 0, bwd = 0;
+};
+
+// A GEMM Y[m x n] = X[m x k] W[k x n]: backward computes dX = dY W^T (m x k x n) and
+// dW = X^T dY (k x n x m).
+OpTime gemm_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op) {
+  // (`batch` products: a rank's experts, each its own kernel.)
+  const double b = op.batch;
+  return {b * gemm_time(gpu, p, op.m, op.n, op.k),
+          b * (gemm_time(gpu, p, op.m, op.k, op.n) + gemm_time(gpu, p, op.k, op.n, op.m))};
+}
+
+// The attention core over op.m score elements (b x heads/t x s x s) at head_dim op.k.
+OpTime attention_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op, bool flash) {
+  const double peak = gpu.peak_flops(p), d = op.k;
+  if (flash) {
+    // Causal FlashAttention does half the score FLOPs; backward is 2.5x forward
+    // (FlashAttention's own accounting).
+    const double rate = peak * gpu.attention.flash_efficiency, done = kFlashCausalFlopFraction * op.flops;
+    return {done / rate + gpu.kernel_overhead, kFlashBackwardFactor * done / rate + gpu.kernel_overhead};
+  }
+  // Batched GEMMs at an efficiency that falls with head_dim (the contraction of QK^T),
+  // plus passes over the scores: scale, mask, softmax, dropout.
+  const double eff = score_bmm_efficiency_at(gpu.attention.score_bmm_efficiency, d);
+  const double rate = peak * std::min(eff, gpu.gemm.max_efficiency);
+  return {op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_fwd) + 4 * gpu.kernel_overhead,
+          2.0 * op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_bwd) +
+              8 * gpu.kernel_overhead};
+}
+
+// The time of a set of ops in one pass, by part: GEMMs, the attention core, and the
+// memory-bound kernels, which stream their bytes at HBM speed and each pay the
+// small-kernel floor.
+struct PassTime {
+  double gemm = 0, attention = 0, bytes = 0;
+  int kernels = 0;
+  double elementwise(const GpuProfile& gpu) const {
+    return kernels > 0 ? memory_bound_time(gpu, bytes) + kernels * gpu.kernel_overhead : 0.0;
+  }
+  // As LayerTime::forward() adds its parts.
+  double total(const GpuProfile& gpu) const { return gemm + attention + elementwise(gpu); }
+};
+
+}  // namespace
+
+LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention) {
+  PassTime fwd, bwd, selective, full;  // the last two: the forward of the recomputed ops
+  auto add = [&](const PlanOp& op, PassTime& pass, double time, double bytes, int kernels) {
+    if (op.kind == PlanOpKind::gemm) pass.gemm += time;
+    if (op.kind == PlanOpKind::attention_core) pass.attention += time;
+    pass.bytes += bytes;
+    pass.kernels += kernels;
+  };
+  for (const PlanOp& op : plan.ops) {
+    OpTime t;
+    switch (op.kind) {
+      case PlanOpKind::gemm: t = gemm_op_time(gpu, p, op); break;
+      case PlanOpKind::attention_core: t = attention_op_time(gpu, non_gemm_precision(p), op, flash_attention); break;
+      case PlanOpKind::memory_bound: break;  // its bytes and launches are added up below
+      case PlanOpKind::tensor_comm:
+      case PlanOpKind::expert_comm: continue;  // collectives are costed by collective.hpp
+    }
+    add(op, fwd, t.fwd, op.bytes, op.kernels);
+    add(op, bwd, t.bwd, op.backward_bytes, op.backward_kernels);
+    if (recomputed(op, Checkpointing::selective)) add(op, selective, t.fwd, op.bytes, op.kernels);
+    if (recomputed(op, Checkpointing::full)) add(op, full, t.fwd, op.bytes, op.kernels);
+  }
+  LayerTime lt;
+  lt.gemm_fwd = fwd.gemm;
+  lt.attention_fwd = fwd.attention;
+  lt.elementwise_fwd = fwd.elementwise(gpu);
+  lt.gemm_bwd = bwd.gemm;
+  lt.attention_bwd = bwd.attention;
+  lt.elementwise_bwd = bwd.elementwise(gpu);
+  lt.recompute_selective = selective.total(gpu);
+  lt.recompute_full = full.total(gpu);
+  return lt;
+}
+
+LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
+                     int tensor_degree, bool flash_attention) {
+  PlanConfig c;
+  c.sequences = sequences;
+  c.tensor_degree = tensor_degree;
+  c.flash_attention = flash_attention;
+  c.precision = p;
+  return plan_time(gpu, transformer_layer_plan(m, c), p, flash_attention);
+}
+
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c) {
+  const LayerTime embedding = plan_time(gpu, embedding_plan(m, c), c.precision, false);
+  const LayerTime head = plan_time(gpu, head_plan(m, c), c.precision, false);
+  HeadTime ht;
+  ht.embedding_fwd = embedding.forward();
+  ht.embedding_bwd = embedding.backward();
+  ht.logits_fwd = head.forward();
+  ht.logits_bwd = head.backward();
+  return ht;
+}
+
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
+                   int tensor_degree) {
+  PlanConfig c;
+  c.sequences = sequences;
+  c.tensor_degree = tensor_degree;
+  c.precision = p;
+  return head_time(gpu, m, c);
+}
+
+double optimizer_bytes(Optimizer o, Precision p, double params) {
+  const bool mixed = mixed_precision(p);
+  // Adam reads the gradient, reads and writes the fp32 master weight and both moments,
+  // and writes the 16-bit weight; SGD with momentum has one moment.
+  const double grad = bytes_per_element(p);
+  const double state = (o == Optimizer::adam ? 3.0 : 2.0) * 4.0;
+  return params * (grad + 2.0 * state + (mixed ? 2.0 : 0.0));
+}
+
+double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params) {
+  return memory_bound_time(gpu, optimizer_bytes(o, p, params)) + 4 * gpu.kernel_overhead;
+}
+
+double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params) {
+  if (inst.host_memory_bw <= 0) return 0.0;  // check_job refuses offload_optimizer without it
+  return optimizer_bytes(o, p, params) * inst.gpus_per_node / inst.host_memory_bw;
+}
+
+}  // namespace partune

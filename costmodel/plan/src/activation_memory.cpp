@@ -1,0 +1,73 @@
+#include "partune/costmodel/activation_memory.hpp"
+
+#include "partune/costmodel/layer_plan.hpp"
+
+#include <algorithm>
+
+namespace partune {
+
+double largest_extra_unit(const Job& job, const RankParameters& rank, int stage) {
+  double largest = 0;
+  if (stage == 0) largest = rank.embedding;
+  if (stage == job.lm_head_stage()) largest = std::max(largest, rank.head);
+  return largest;
+}
+
+double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_degree,
+                              bool flash_attention) {
+  PlanConfig c;
+  c.sequences = sequences;
+  c.tensor_degree = tensor_degree;
+  c.flash_attention = flash_attention;
+  return transformer_layer_plan(m, c).stored_bytes(Checkpointing::none);  // 16-bit accounting
+}
+
+namespace {
+// `figure` of a layer at `sequences`: a dense layer's, or for a mixture of experts the
+// mean over the model's layers (or the larger of the two kinds, `largest`).
+template <class Figure>
+double per_layer(const Job& job, double sequences, Figure figure, bool largest = false) {
+  PlanConfig c = plan_config(job);
+  c.sequences = sequences;
+  const double dense = figure(transformer_layer_plan(job.model, c));
+  if (!job.model.is_moe()) return dense;
+  const double moe = figure(moe_layer_plan(job.model, c));
+  if (largest) return std::max(dense, moe);
+  const LayerMix mix = layer_mix(job.model, 0, job.model.layers);
+  return (mix.dense * dense + mix.moe * moe) / mix.total();
+}
+}  // namespace
+
+double stored_layer_bytes(const Job& job, double sequences) {
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.stored_bytes(policy); });
+}
+
+double full_layer_bytes(const Job& job, double sequences) {
+  return per_layer(job, sequences, [](const LayerPlan& p) { return p.stored_bytes(Checkpointing::none); });
+}
+
+double recomputed_layer_bytes(const Job& job, double sequences) {
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.recomputed_bytes(policy); }, true);
+}
+
+double stored_stage_bytes(const Job& job, double sequences, int stage) {
+  PlanConfig c = plan_config(job);
+  c.sequences = sequences;
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  const LayerMix L = job.stage_mix(stage), K = job.checkpointed_mix(stage);
+  const LayerPlan dense = transformer_layer_plan(job.model, c);
+  double bytes = K.dense * dense.stored_bytes(policy) + (L.dense - K.dense) * dense.stored_bytes(Checkpointing::none);
+  if (L.moe > 0) {
+    const LayerPlan moe = moe_layer_plan(job.model, c);
+    bytes += K.moe * moe.stored_bytes(policy) + (L.moe - K.moe) * moe.stored_bytes(Checkpointing::none);
+  }
+  return bytes;
+}
+
+double logits_bytes_per_microbatch(const Job& job) {
+  return head_plan(job.model, plan_config(job)).stored_bytes(Checkpointing::none);
+}
+
+}  // namespace partune

@@ -1,0 +1,50 @@
+#pragma once
+// The pipeline schedules (GPipe, 1F1B, interleaved 1F1B) as pure functions of the
+// parallel configuration, and their warm-up: the one rule the program builder, memory
+// (micro-batches in flight) and the estimator read.
+#include <vector>
+
+#include "partune/costmodel/job.hpp"
+
+namespace partune {
+
+// The pipeline schedule alone: which (micro-batch, chunk) a stage runs forward or
+// backward, in order. Pure functions, one per schedule.
+struct ScheduleStep {
+  bool forward = true;
+  int microbatch = 0;
+  int chunk = 0;
+  bool operator==(const ScheduleStep& o) const {
+    return forward == o.forward && microbatch == o.microbatch && chunk == o.chunk;
+  }
+};
+std::vector<ScheduleStep> schedule_gpipe(int stages, int microbatches, int stage, int active);
+std::vector<ScheduleStep> schedule_1f1b(int stages, int microbatches, int stage, int active);
+std::vector<ScheduleStep> schedule_interleaved(int stages, int microbatches, int chunks, int stage,
+                                               int active);
+// Dispatches on the job's pipeline setting and virtual stages.
+std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage);
+
+// --- The schedule's warm-up: one rule that the schedules, memory and the estimator read.
+// The cap on micro-batches in flight: active_microbatches, or SMP's default
+// pipeline_parallel_degree + 2.
+int active_microbatches(const ParallelConfig& pc);
+// Forward steps (chunk steps with virtual stages) a stage runs before its first backward,
+// before clamping to the steps there are: 1F1B: stages - stage - 1, capped at active - 1;
+// interleaved 1F1B: (stages - stage - 1) * 2 + (chunks - 1) * stages (its warm-up must
+// deliver each chunk's forward: the cap cannot shorten it); GPipe: its window,
+// min(active, microbatches), all forwards before the window's backwards.
+int warmup_steps(PipelineSchedule schedule, int stages, int microbatches, int chunks, int stage, int active);
+// The pipeline's stages as the schedule sees them: a head on stage 0 (lm_head_stage:
+// first) is one more stage after the last for 1F1B, so every stage warms up with one more
+// forward while the last stage's output makes the round trip through the head.
+int schedule_stages(const ParallelConfig& pc);
+// The most micro-batches whose forward has run and backward has not on `stage`, in
+// whole-stage units (a chunk counts 1/virtual_stages): what memory keeps in flight.
+double in_flight_microbatches(const ParallelConfig& pc, int stage);
+
+// The most micro-batches whose forward has run and backward has not, over a schedule
+// (in units of whole-stage micro-batches: a chunk counts 1/chunks).
+double peak_in_flight(const std::vector<ScheduleStep>& steps, int chunks);
+
+}  // namespace partune

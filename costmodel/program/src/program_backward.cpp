@@ -1,0 +1,116 @@
+// The program builder's backward: per chunk or per layer, with recompute under checkpointing
+// and the activation offload/reload copies. program_builder_class.hpp has the class.
+#include "program_builder_class.hpp"
+
+namespace partune::detail {
+
+bool ProgramBuilder::offloading() const {
+  return pc_.offload_activations && pc_.activation_checkpointing != Checkpointing::none;
+}
+
+Instruction ProgramBuilder::copy(OpKind kind, int mb, int chunk, int layer) const {
+  const int layers = layer < 0 ? checkpointed(chunk) : 1;
+  Instruction in;
+  in.kind = kind;
+  in.bytes = stored_layer_bytes_ * layers;
+  in.microbatch = mb;
+  in.chunk = static_cast<std::int16_t>(chunk);
+  in.layer = static_cast<std::int16_t>(layer);
+  in.layers = static_cast<std::int16_t>(layers);
+  return in;
+}
+
+void ProgramBuilder::reload_layers_from(int mb, int chunk, int layer) {
+  const int ckpt = checkpointed(chunk);
+  for (int j = std::min(layer, ckpt - 1); j >= 0 && j > layer - pc_.activation_loading_horizon; --j) {
+    const auto key = std::make_tuple(mb, chunk, j);
+    if (!layer_reloads_.count(key)) layer_reloads_[key] = start_async(copy(OpKind::reload, mb, chunk, j));
+  }
+  if (layer < ckpt) wait(layer_reloads_.at(std::make_tuple(mb, chunk, layer)));
+}
+
+void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backward_index) {
+  if (!last_model_stage(chunk)) {
+    push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
+  } else if (head_first_) {
+    push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, head_chunk_));  // from stage 0's head
+  }
+  const int ckpt = checkpointed(chunk);
+  if (offloading() && !per_layer_ && ckpt > 0) {
+    // Reloads run activation_loading_horizon layers ahead of backward (whole chunks:
+    // at least the next one), for activations whose forward has already run.
+    const int ahead = std::max(1, (pc_.activation_loading_horizon + layers_per_chunk_ - 1) / layers_per_chunk_);
+    const int last = std::min<int>(backward_index + ahead, static_cast<int>(backward_order_.size()) - 1);
+    for (int j = backward_index; j <= last; ++j) {
+      const auto key = backward_order_[j];
+      if (!reloads_.count(key) && checkpointed(key.second) > 0 && (j == backward_index || forwarded_.count(key)))
+        reloads_[key] = start_async(copy(OpKind::reload, key.first, key.second, -1));
+    }
+    wait(reloads_.at({mb, chunk}));
+  }
+  const bool buckets = sync_gradients && dp_ > 1 && !sharded_;
+  if (per_layer_ || buckets) {
+    // Backward runs from the chunk's last layer to its first.
+    for (int l = layers_per_chunk_ - 1; l >= 0; --l) backward_layer(mb, chunk, l, buckets);
+  } else {
+    backward_chunk(mb, chunk);
+  }
+  if (!first_model_stage(chunk)) start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
+}
+
+void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
+  const bool e = moe(chunk, l);
+  const double recompute = layer_[e].recompute(pc_.activation_checkpointing);
+  if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
+  if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
+  if (recompute > 0 && l < checkpointed(chunk)) {
+    push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
+    tensor_collectives_after({{&layer_comm_[e].recompute, 1}}, mb, chunk, l);
+  }
+  const int first = l == 0 && first_model_stage(chunk) ? 1 : 0;
+  const int last = l == layers_per_chunk_ - 1 && runs_head(chunk) ? 1 : 0;
+  const std::initializer_list<Part> parts = {
+      {&head_comm_.backward, last}, {&layer_comm_[e].backward, 1}, {&embedding_comm_.backward, first}};
+  const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, l);
+  push(compute(OpKind::backward, mb, chunk, l, 1,
+               layer_[e].backward() + last * head_.logits_bwd + first * head_.embedding_bwd));
+  wait_all(beside);
+  tensor_collectives_after(parts, mb, chunk, l);
+  // A layer with experts reduces its experts' gradients over the expert-data group.
+  const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
+  const double bucket = layer_param_bytes_[e] - experts + extra_param_bytes(chunk, l);
+  if (sharded_) {
+    start_async(sharded_reduce(mb, chunk, l));
+    if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers_per_chunk_, true);
+  } else if (buckets) {
+    // One gradient bucket per layer, reduced while the layers below run backward.
+    const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
+    start_async(collective(k, CommGroup::data, bucket, 1, -1, chunk, l));
+    if (experts > 0 && dp_ > ep_) start_async(collective(k, CommGroup::expert_data, experts, 1, -1, chunk, l));
+  }
+}
+
+void ProgramBuilder::backward_chunk(int mb, int chunk) {
+  const Checkpointing policy = pc_.activation_checkpointing;
+  const int ckpt = checkpointed(chunk);
+  const LayerMix k = job_.chunk_mix(stage_, chunk, 0, ckpt), mix = job_.chunk_mix(stage_, chunk, 0, layers_per_chunk_);
+  const double recompute = k.dense * layer_[0].recompute(policy) + k.moe * layer_[1].recompute(policy);
+  if (recompute > 0 && ckpt > 0) {
+    push(compute(OpKind::recompute, mb, chunk, -1, ckpt, recompute));
+    tensor_collectives_after({{&layer_comm_[0].recompute, k.dense}, {&layer_comm_[1].recompute, k.moe}}, mb, chunk,
+                             -1);
+  }
+  const int first = first_model_stage(chunk) ? 1 : 0, last = runs_head(chunk) ? 1 : 0;
+  const std::initializer_list<Part> parts = {{&head_comm_.backward, last},
+                                             {&layer_comm_[0].backward, mix.dense},
+                                             {&layer_comm_[1].backward, mix.moe},
+                                             {&embedding_comm_.backward, first}};
+  const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, -1);
+  push(compute(OpKind::backward, mb, chunk, -1, layers_per_chunk_,
+               mix.dense * layer_[0].backward() + mix.moe * layer_[1].backward() + first * head_.embedding_bwd +
+                   last * head_.logits_bwd));
+  wait_all(beside);
+  tensor_collectives_after(parts, mb, chunk, -1);
+}
+
+}  // namespace partune::detail

@@ -1,0 +1,146 @@
+// The program contract's helpers (program.hpp): names of the op kinds and groups, which
+// kinds compute or communicate, who is in a communication group, and which algorithm
+// a collective uses.
+#include <vector>
+
+#include "partune/costmodel/placement.hpp"
+#include "partune/costmodel/program.hpp"
+#include "partune/costmodel/program_builder.hpp"
+#include "partune/costmodel/sharding.hpp"
+
+namespace partune {
+
+const char* to_string(OpKind k) {
+  switch (k) {
+    case OpKind::forward: return "forward";
+    case OpKind::recompute: return "recompute";
+    case OpKind::backward: return "backward";
+    case OpKind::send_activation: return "send_activation";
+    case OpKind::recv_activation: return "recv_activation";
+    case OpKind::send_gradient: return "send_gradient";
+    case OpKind::recv_gradient: return "recv_gradient";
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::all_to_all: return "all_to_all";
+    case OpKind::optimizer_step: return "optimizer_step";
+    case OpKind::offload: return "offload";
+    case OpKind::reload: return "reload";
+    case OpKind::offload_gradients: return "offload_gradients";
+    case OpKind::reload_parameters: return "reload_parameters";
+    case OpKind::wait: return "wait";
+  }
+  return "?";
+}
+
+const char* to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::none: return "none";
+    case CommGroup::tensor: return "tensor";
+    case CommGroup::data: return "data";
+    case CommGroup::sharded: return "sharded";
+    case CommGroup::replica: return "replica";
+    case CommGroup::embedding: return "embedding";
+    case CommGroup::expert: return "expert";
+    case CommGroup::expert_data: return "expert_data";
+  }
+  return "?";
+}
+
+bool is_compute(OpKind k) {
+  return k == OpKind::forward || k == OpKind::recompute || k == OpKind::backward ||
+         k == OpKind::optimizer_step;
+}
+
+bool is_collective(OpKind k) {
+  return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::reduce_scatter ||
+         k == OpKind::all_to_all;
+}
+
+std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
+  const Placement p(job.parallel.placement_strategy, job.data_parallel_degree(), job.parallel.pipeline_parallel_degree,
+                    job.parallel.tensor_parallel_degree);
+  const int sdp = job.parallel.sharded_data_parallel_degree;
+  switch (kind) {
+    case CommGroup::tensor: return p.group(rank, Axis::tensor);
+    case CommGroup::data: return p.group(rank, Axis::data);
+    case CommGroup::sharded: {
+      // Consecutive data-parallel indices form a sharded group.
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      const int d = p.coords(rank).data, first = d / sdp * sdp;
+      return std::vector<int>(dp.begin() + first, dp.begin() + first + sdp);
+    }
+    case CommGroup::expert: {
+      // Consecutive data-parallel indices form an expert group (Megatron-core).
+      const int ep = job.parallel.expert_parallel_degree;
+      if (!job.model.is_moe() || ep <= 1) break;
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      const int first = p.coords(rank).data / ep * ep;
+      return std::vector<int>(dp.begin() + first, dp.begin() + first + ep);
+    }
+    case CommGroup::expert_data: {
+      // The same expert rank in every expert group.
+      const int ep = job.parallel.expert_parallel_degree;
+      if (!job.model.is_moe() || ep <= 1) break;
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      std::vector<int> out;
+      for (int d = p.coords(rank).data % ep; d < static_cast<int>(dp.size()); d += ep) out.push_back(dp[d]);
+      return out;
+    }
+    case CommGroup::replica: {
+      // The same shard index in every sharded group.
+      const std::vector<int> dp = p.group(rank, Axis::data);
+      std::vector<int> out;
+      for (int d = p.coords(rank).data % sdp; d < static_cast<int>(dp.size()); d += sdp) out.push_back(dp[d]);
+      return out;
+    }
+    case CommGroup::embedding: {
+      // The first and the last stage with this rank's data and tensor coordinates, when
+      // the job keeps two copies of a tied embedding.
+      const int p_degree = job.parallel.pipeline_parallel_degree;
+      RankCoords c = p.coords(rank);
+      if (!job.model.tied_embeddings || p_degree < 2 || job.lm_head_on_first_stage() ||
+          (c.pipeline != 0 && c.pipeline != p_degree - 1))
+        break;
+      c.pipeline = 0;
+      const int first = p.rank(c);
+      c.pipeline = p_degree - 1;
+      const int last = p.rank(c);
+      return first < last ? std::vector<int>{first, last} : std::vector<int>{last, first};
+    }
+    case CommGroup::none: break;
+  }
+  return {rank};
+}
+
+CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup group, OpKind kind) {
+  switch (group) {
+    case CommGroup::data:
+    case CommGroup::expert_data:
+    case CommGroup::replica: return pc.data_parallel_collective;
+    case CommGroup::sharded:
+      // The SMDDP all-to-all exists for the all-gather only (seed 003); a ring all-gather
+      // runs within each node first, then across nodes, where the flavour says so
+      // (SMP's sdp_hierarchical_allgather).
+      if (kind == OpKind::reduce_scatter && pc.sharded_collective == CollectiveAlgorithm::all_to_all)
+        return CollectiveAlgorithm::ring;
+      if (kind == OpKind::all_gather && pc.sharded_collective == CollectiveAlgorithm::ring &&
+          sharding_settings(pc).hierarchical_allgather)
+        return CollectiveAlgorithm::hierarchical;
+      return pc.sharded_collective;
+    default: return CollectiveAlgorithm::ring;
+  }
+}
+
+BucketExtras bucket_extras(const Job& job, int stage, int chunk, int layer) {
+  const int pp = job.parallel.pipeline_parallel_degree, v = job.parallel.virtual_stages;
+  const int model_stage = chunk * pp + stage;
+  const bool first = model_stage == 0, last = model_stage == pp * v - 1;
+  const bool head_first = job.lm_head_on_first_stage();
+  BucketExtras out;
+  out.embedding = layer == 0 && first;
+  out.head = head_first ? (layer == 0 && first) : (layer == job.layers_per_chunk(stage) - 1 && last);
+  return out;
+}
+
+}  // namespace partune

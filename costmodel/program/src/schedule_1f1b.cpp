@@ -1,0 +1,61 @@
+// 1F1B ("interleaved" in SMP with one chunk per rank; PipeDream-flush): a warm-up of
+// forwards that shrinks towards the last stage, then one forward / one backward, then a
+// cool-down of backwards. At most min(stages - stage, microbatches) micro-batches are in
+// flight on a stage; active_microbatches caps the warm-up further.
+#include "partune/costmodel/program.hpp"
+#include "partune/costmodel/schedule.hpp"
+
+#include <algorithm>
+
+#include "schedule_common.hpp"
+
+namespace partune {
+
+
+std::vector<ScheduleStep> schedule_1f1b(int stages, int microbatches, int stage, int active) {
+  return detail::one_forward_one_backward(
+      microbatches, warmup_steps(PipelineSchedule::interleaved, stages, microbatches, 1, stage, active), [](int k) { return ScheduleStep{true, k, 0}; },
+      [](int k) { return ScheduleStep{false, k, 0}; });
+}
+
+int active_microbatches(const ParallelConfig& pc) {
+  return pc.active_microbatches > 0 ? pc.active_microbatches : pc.pipeline_parallel_degree + 2;
+}
+
+int schedule_stages(const ParallelConfig& pc) {
+  const bool one_f_one_b = pc.pipeline == PipelineSchedule::interleaved && pc.virtual_stages == 1;
+  return pc.pipeline_parallel_degree + (one_f_one_b && pc.lm_head_stage == LmHeadStage::first ? 1 : 0);
+}
+
+int warmup_steps(PipelineSchedule schedule, int stages, int microbatches, int chunks, int stage, int active) {
+  if (schedule == PipelineSchedule::simple) return active > 0 ? std::min(active, microbatches) : microbatches;
+  if (chunks > 1) return (stages - stage - 1) * 2 + (chunks - 1) * stages;
+  const int warmup = stages - stage - 1;
+  return active > 0 ? std::min(warmup, active - 1) : warmup;
+}
+
+std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage) {
+  const int p = schedule_stages(pc), m = pc.microbatches, active = active_microbatches(pc);
+  if (pc.pipeline == PipelineSchedule::simple) return schedule_gpipe(p, m, stage, active);
+  if (pc.virtual_stages > 1) return schedule_interleaved(p, m, pc.virtual_stages, stage, active);
+  return schedule_1f1b(p, m, stage, active);
+}
+
+double in_flight_microbatches(const ParallelConfig& pc, int stage) {
+  const int m = pc.microbatches, v = pc.virtual_stages;
+  const int warmup = warmup_steps(pc.pipeline, schedule_stages(pc), m, v, stage, active_microbatches(pc));
+  // GPipe holds its window; 1F1B its warm-up and the forward of its first steady step.
+  if (pc.pipeline == PipelineSchedule::simple) return std::max(1, warmup);
+  return std::max(1.0, static_cast<double>(std::min(warmup + 1, m * v)) / v);
+}
+
+double peak_in_flight(const std::vector<ScheduleStep>& steps, int chunks) {
+  int live = 0, peak = 0;
+  for (const auto& s : steps) {
+    live += s.forward ? 1 : -1;
+    peak = std::max(peak, live);
+  }
+  return static_cast<double>(peak) / chunks;
+}
+
+}  // namespace partune

@@ -1,0 +1,185 @@
+#pragma once
+// A training job: model + cluster + training settings + parallel configuration, with
+// SageMaker model parallel's knobs and names.
+#include <string>
+#include <vector>
+
+#include "partune/costmodel/hardware.hpp"
+#include "partune/costmodel/model.hpp"
+#include "partune/costmodel/placement.hpp"
+
+namespace partune {
+
+enum class Optimizer { adam, sgd };
+enum class PipelineSchedule { simple, interleaved };  // simple = GPipe, interleaved = 1F1B
+enum class Checkpointing { none, selective, full };
+enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all };
+// Which pipeline stage runs the LM head (logits and loss). `first` is SMP's rule for tied
+// embeddings: modules that share a parameter sit on the same device, so the head reuses
+// stage 0's embedding weight; the last stage sends its output to stage 0 and gets the
+// gradient back (docs/architecture.md, section 4.7).
+enum class LmHeadStage { last, first };
+// Sharded data parallelism as a given system runs it (sharding.hpp): SageMaker model
+// parallel's (MiCS, built on DeepSpeed's ZeRO-3), DeepSpeed ZeRO-3, PyTorch FSDP.
+enum class ShardingFlavor { smp, zero3, fsdp };
+// FSDP's backward_prefetch: the next unit's all-gather issued before the current unit's
+// gradient computation (pre), after it (post), or when the unit is reached (none).
+enum class BackwardPrefetch { pre, post, none };
+// The precision of the cross-entropy over the logits: fp32 (Megatron's default: the 16-bit
+// logits are cast to an fp32 copy the loss works on in place) or the training precision,
+// in place over the logits (Megatron's --fp16-lm-cross-entropy; a module cast to half
+// precision as a whole, as SMP's fp16/bf16 modes do).
+enum class LossPrecision { fp32, training };
+
+const char* to_string(Optimizer o);
+const char* to_string(PipelineSchedule s);
+const char* to_string(Checkpointing c);
+const char* to_string(CollectiveAlgorithm a);
+const char* to_string(LmHeadStage h);
+const char* to_string(ShardingFlavor f);
+const char* to_string(BackwardPrefetch b);
+const char* to_string(LossPrecision p);
+
+// The knobs of parallel.sharding (docs/scenarios.md). -1 = the flavour's public default
+// (sharding.hpp's sharding_settings).
+struct ShardingConfig {
+  double prefetch_bucket_size = -1;         // elements gathered ahead (smp, zero3)
+  double reduce_bucket_size = -1;           // elements per gradient reduce-scatter (smp, zero3)
+  double param_persistence_threshold = -1;  // tensors below it stay whole on every rank (smp, zero3)
+  int hierarchical_allgather = -1;          // 0 / 1; -1: yes for smp, no otherwise
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;  // fsdp
+};
+
+struct TrainingConfig {
+  int global_batch = 0;          // sequences per optimizer step
+  Precision precision = Precision::fp16;
+  Optimizer optimizer = Optimizer::adam;
+  int gradient_accumulation = 1; // sequential forward/backward passes per step
+  LossPrecision loss_precision = LossPrecision::fp32;
+};
+
+struct ParallelConfig {
+  int pipeline_parallel_degree = 1;
+  int tensor_parallel_degree = 1;
+  int sharded_data_parallel_degree = 1;
+  // Expert parallelism (mixture-of-experts models): each expert group of this many
+  // data-parallel ranks holds experts / expert_parallel_degree experts of every MoE
+  // layer on each rank, and exchanges tokens with all-to-alls (dispatch, combine). As in
+  // Megatron-core, an expert group is `expert_parallel_degree` consecutive ranks of a
+  // data-parallel group (tensor ranks vary fastest, then expert ranks, then the rest of
+  // data parallelism), the experts are tensor-parallel like the dense MLP, and the
+  // experts' gradients are reduced over the expert-data-parallel group (the same expert
+  // rank in every expert group of the data-parallel group).
+  int expert_parallel_degree = 1;
+  int microbatches = 1;          // per pipeline pass (per accumulation step)
+  int active_microbatches = 0;   // 0 = pipeline_parallel_degree + 2 (SMP's default)
+  PipelineSchedule pipeline = PipelineSchedule::interleaved;
+  int virtual_stages = 1;        // model chunks per rank (interleaved 1F1B when > 1)
+  PlacementOrder placement_strategy;  // default DPT (SMP's "cluster")
+  Checkpointing activation_checkpointing = Checkpointing::none;
+  bool offload_activations = false;
+  int activation_loading_horizon = 4;  // layers reloaded ahead of backward
+  // ZeRO-Offload / FSDP CPU offload: the optimizer state, fp32 master weights and the
+  // gradient shard live in host memory and the optimizer steps on the host's cores; the
+  // gradient shard goes down and the updated 16-bit weights come back over PCIe.
+  bool offload_optimizer = false;
+  // ZeRO-3 offload_param / FSDP offload_params: the 16-bit parameter shard lives in host
+  // memory too and is copied to the device before each all-gather (sharded DP only).
+  bool offload_parameters = false;
+  bool shard_optimizer_state = false;
+  bool flash_attention = false;
+  // Megatron's sequence parallelism (Korthikanti et al. 2022): the norms, dropouts and
+  // residuals run on s/t tokens per tensor rank; each tensor all-reduce becomes a
+  // reduce-scatter + all-gather. Needs tensor_parallel_degree > 1.
+  bool sequence_parallel = false;
+  CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
+  ShardingFlavor sharding_flavor = ShardingFlavor::smp;
+  ShardingConfig sharding;
+  CollectiveAlgorithm data_parallel_collective = CollectiveAlgorithm::ring;
+  // Transformer layers of each pipeline stage (size pipeline_parallel_degree, sum =
+  // model.layers, virtual_stages 1). Empty: layers / pp on every stage.
+  std::vector<int> stage_layers;
+  LmHeadStage lm_head_stage = LmHeadStage::last;
+  // Under selective or full checkpointing, how many layers of each stage (its first
+  // ones, in chunk order) are checkpointed and recomputed; the others keep their full
+  // activations. -1 = every layer. Clamped to the stage's layers.
+  int checkpointed_layers = -1;
+};
+
+// Layers of a span of the model by kind: dense, or with experts.
+struct LayerMix {
+  int dense = 0, moe = 0;
+  int total() const { return dense + moe; }
+};
+LayerMix layer_mix(const ModelSpec& m, int first, int count);
+
+struct Job {
+  std::string name;
+  ModelSpec model;
+  Cluster cluster;
+  TrainingConfig training;
+  ParallelConfig parallel;
+  // The job file's `search:` section: knobs the autotuner may only vary within these
+  // values, as "key=v1,v2" (same form as `partune search --fix`).
+  std::vector<std::string> search_restrictions;
+  // The job file's `sweep:` section: the keys `partune sweep` varies and their values,
+  // as "key=v1,v2" (same form as its --vary).
+  std::vector<std::string> sweep_axes;
+
+  int world_size() const { return cluster.gpu_count(); }
+  // Data-parallel degree derived from the others: world / (pp * tp). Sharded data
+  // parallelism splits each data-parallel group into groups of this size.
+  int data_parallel_degree() const;
+  int microbatch_size() const;  // sequences per micro-batch per data-parallel rank
+  // The share of a stage's parameters whose optimizer state (and step) is this rank's:
+  // 1 / sharded degree when sharded, 1 / data degree with shard_optimizer_state (ZeRO-1),
+  // else 1. Memory, the programs' optimizer step and the estimator all use it.
+  double optimizer_shard_fraction() const;
+
+  // --- Layers per pipeline stage (parallel.stage_layers, or layers / pp).
+  int layers_on_stage(int stage) const;
+  // Layers of each of the stage's chunks: layers_on_stage / virtual_stages.
+  int layers_per_chunk(int stage) const { return layers_on_stage(stage) / parallel.virtual_stages; }
+  // The model's layer index of layer `layer` (0-based inside the chunk) of `chunk` on
+  // `stage`: chunk c of stage s is model stage c * pp + s (Megatron interleaving).
+  int global_layer(int stage, int chunk, int layer) const;
+
+  // --- Partial activation checkpointing (parallel.checkpointed_layers).
+  // Layers of the stage that are checkpointed and recomputed: 0 without checkpointing,
+  // else min(checkpointed_layers, layers_on_stage), or all of them when it is -1.
+  int checkpointed_layers_on_stage(int stage) const;
+  // Of those, the ones in `chunk` (the stage's first layers in chunk order: chunk 0's
+  // layers first): they are the chunk's first layers.
+  int checkpointed_layers_in_chunk(int stage, int chunk) const;
+  // Checkpointed layers over all stages / model.layers (0 without checkpointing).
+  double checkpointed_fraction() const;
+
+  // --- Mixture of experts: the stage's layers, its checkpointed layers, and `count`
+  // layers of a chunk from its layer `first`, by kind (ModelSpec::is_moe_layer).
+  LayerMix stage_mix(int stage) const;
+  LayerMix checkpointed_mix(int stage) const;
+  LayerMix chunk_mix(int stage, int chunk, int first, int count) const;
+  // data_parallel_degree / expert_parallel_degree: the group over which the experts'
+  // gradients are reduced.
+  int expert_data_parallel_degree() const;
+  // optimizer_shard_fraction for the experts' parameters (their optimizer slice under
+  // shard_optimizer_state is 1 / expert_data_parallel_degree).
+  double expert_optimizer_shard_fraction() const;
+
+  // --- LM head placement (parallel.lm_head_stage).
+  bool lm_head_on_first_stage() const { return parallel.lm_head_stage == LmHeadStage::first; }
+  // The pipeline stage that runs the LM head and the loss.
+  int lm_head_stage() const { return lm_head_on_first_stage() ? 0 : parallel.pipeline_parallel_degree - 1; }
+};
+
+// Checks every cross-field rule (degrees multiply to the GPU count, TP fits in a node,
+// the batch divides into micro-batches, ...). Returns the empty string when the job is
+// consistent, else "key: reason" for the first violation.
+struct JobViolation {
+  std::string key;
+  std::string reason;
+  explicit operator bool() const { return !reason.empty(); }
+};
+JobViolation check_job(const Job& job);
+
+}  // namespace partune

@@ -1,0 +1,324 @@
+#include "partune/costmodel/job.hpp"
+
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "partune/costmodel/enum_names.hpp"
+
+namespace partune {
+
+// The names live in one table per enum (enum_names.cpp), shared with the scenario loader
+// and writer.
+const char* to_string(Optimizer o) { return enum_name(o); }
+const char* to_string(PipelineSchedule s) { return enum_name(s); }
+const char* to_string(Checkpointing c) { return enum_name(c); }
+const char* to_string(CollectiveAlgorithm a) { return enum_name(a); }
+const char* to_string(LmHeadStage h) { return enum_name(h); }
+const char* to_string(ShardingFlavor f) { return enum_name(f); }
+const char* to_string(BackwardPrefetch b) { return enum_name(b); }
+const char* to_string(LossPrecision p) { return enum_name(p); }
+
+int Job::layers_on_stage(int stage) const {
+  if (!parallel.stage_layers.empty()) return parallel.stage_layers[stage];
+  return model.layers / parallel.pipeline_parallel_degree;
+}
+
+int Job::global_layer(int stage, int chunk, int layer) const {
+  if (!parallel.stage_layers.empty()) {
+    // Uneven stages have one chunk each: the layers before this stage come first.
+    int first = 0;
+    for (int s = 0; s < stage; ++s) first += parallel.stage_layers[s];
+    return first + layer;
+  }
+  const int model_stage = chunk * parallel.pipeline_parallel_degree + stage;
+  return model_stage * layers_per_chunk(stage) + layer;
+}
+
+int Job::checkpointed_layers_on_stage(int stage) const {
+  if (parallel.activation_checkpointing == Checkpointing::none) return 0;
+  const int layers = layers_on_stage(stage);
+  return parallel.checkpointed_layers < 0 ? layers : std::min(parallel.checkpointed_layers, layers);
+}
+
+int Job::checkpointed_layers_in_chunk(int stage, int chunk) const {
+  const int per_chunk = layers_per_chunk(stage);
+  return std::clamp(checkpointed_layers_on_stage(stage) - chunk * per_chunk, 0, per_chunk);
+}
+
+double Job::checkpointed_fraction() const {
+  if (parallel.activation_checkpointing == Checkpointing::none || model.layers <= 0) return 0.0;
+  if (parallel.checkpointed_layers < 0) return 1.0;
+  int checkpointed = 0;
+  for (int s = 0; s < parallel.pipeline_parallel_degree; ++s) checkpointed += checkpointed_layers_on_stage(s);
+  return static_cast<double>(checkpointed) / model.layers;
+}
+
+LayerMix layer_mix(const ModelSpec& m, int first, int count) {
+  LayerMix mix;
+  mix.moe = m.moe_layers_in(first, count);
+  mix.dense = std::max(0, count) - mix.moe;
+  return mix;
+}
+
+LayerMix Job::chunk_mix(int stage, int chunk, int first, int count) const {
+  return layer_mix(model, global_layer(stage, chunk, first), count);
+}
+
+LayerMix Job::stage_mix(int stage) const {
+  LayerMix out;
+  const int per_chunk = parallel.stage_layers.empty() ? layers_per_chunk(stage) : layers_on_stage(stage);
+  const int chunks = parallel.stage_layers.empty() ? parallel.virtual_stages : 1;
+  for (int c = 0; c < chunks; ++c) {
+    const LayerMix m = chunk_mix(stage, c, 0, per_chunk);
+    out.dense += m.dense;
+    out.moe += m.moe;
+  }
+  return out;
+}
+
+LayerMix Job::checkpointed_mix(int stage) const {
+  LayerMix out;
+  if (!parallel.stage_layers.empty()) return chunk_mix(stage, 0, 0, checkpointed_layers_on_stage(stage));
+  for (int c = 0; c < parallel.virtual_stages; ++c) {
+    const LayerMix m = chunk_mix(stage, c, 0, checkpointed_layers_in_chunk(stage, c));
+    out.dense += m.dense;
+    out.moe += m.moe;
+  }
+  return out;
+}
+
+int Job::expert_data_parallel_degree() const {
+  return std::max(1, data_parallel_degree() / std::max(1, parallel.expert_parallel_degree));
+}
+
+double Job::expert_optimizer_shard_fraction() const {
+  if (parallel.shard_optimizer_state) return 1.0 / expert_data_parallel_degree();
+  return optimizer_shard_fraction();
+}
+
+int Job::data_parallel_degree() const {
+  const int mp = parallel.pipeline_parallel_degree * parallel.tensor_parallel_degree;
+  return mp > 0 ? world_size() / mp : 0;
+}
+
+double Job::optimizer_shard_fraction() const {
+  if (parallel.sharded_data_parallel_degree > 1) return 1.0 / parallel.sharded_data_parallel_degree;
+  if (parallel.shard_optimizer_state && data_parallel_degree() > 0) return 1.0 / data_parallel_degree();
+  return 1.0;
+}
+
+int Job::microbatch_size() const {
+  const int per_step = data_parallel_degree() * parallel.microbatches *
+                       training.gradient_accumulation;
+  return per_step > 0 ? training.global_batch / per_step : 0;
+}
+
+
+namespace {
+
+JobViolation bad(const char* key, std::string reason) { return JobViolation{key, std::move(reason)}; }
+
+// Expert parallelism (Megatron-core's rules): the expert degree divides the data-parallel
+// degree and the experts; experts are tensor-parallel like the dense MLP; sharded data
+// parallelism (one shard group per data-parallel group) is not combined with it.
+JobViolation check_experts(const Job& job) {
+  const auto& m = job.model;
+  const int ep = job.parallel.expert_parallel_degree, dp = job.data_parallel_degree();
+  if (ep < 1) return bad("parallel.expert_parallel_degree", "must be >= 1");
+  if (!m.is_moe()) {
+    if (ep > 1) return bad("parallel.expert_parallel_degree", "the model has no experts (model.experts is 0)");
+    return {};
+  }
+  if (dp % ep != 0)
+    return bad("parallel.expert_parallel_degree",
+               fmt::format("{} does not divide the data-parallel degree {} (expert groups are made of "
+                           "data-parallel ranks)", ep, dp));
+  if (m.experts % ep != 0)
+    return bad("parallel.expert_parallel_degree", fmt::format("{} does not divide the model's {} experts", ep, m.experts));
+  const int tp = job.parallel.tensor_parallel_degree;
+  if (m.expert_ffn_hidden % tp != 0)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide expert_ffn_hidden {}", tp, m.expert_ffn_hidden));
+  if (job.parallel.sharded_data_parallel_degree > 1)
+    return bad("parallel.sharded_data_parallel_degree",
+               "sharded data parallelism is not combined with a mixture-of-experts model here: use "
+               "expert_parallel_degree with shard_optimizer_state");
+  return {};
+}
+
+// The degrees: each >= 1, tensor within a node, and dividing the cluster, the data-parallel
+// degree and the model's heads and feed-forward width.
+JobViolation check_degrees(const Job& job) {
+  const auto& m = job.model;
+  const auto& pc = job.parallel;
+  const int world = job.world_size();
+  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
+  const int sdp = pc.sharded_data_parallel_degree;
+  if (pp < 1) return bad("parallel.pipeline_parallel_degree", "must be >= 1");
+  if (tp < 1) return bad("parallel.tensor_parallel_degree", "must be >= 1");
+  if (sdp < 1) return bad("parallel.sharded_data_parallel_degree", "must be >= 1");
+  if (tp > job.cluster.instance.gpus_per_node)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} is larger than a node ({} GPUs)", tp, job.cluster.instance.gpus_per_node));
+  if (world % (pp * tp) != 0)
+    return bad("parallel", fmt::format("pipeline ({}) x tensor ({}) = {} does not divide the {} GPUs "
+                                       "of the cluster", pp, tp, pp * tp, world));
+  const int dp = job.data_parallel_degree();
+  if (dp % sdp != 0)
+    return bad("parallel.sharded_data_parallel_degree",
+               fmt::format("{} does not divide the data-parallel degree {} (= {} GPUs / (pp {} x tp {}))",
+                           sdp, dp, world, pp, tp));
+  if (m.heads % tp != 0)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide the model's {} attention heads", tp, m.heads));
+  if (m.kv_heads % tp != 0 && m.kv_heads >= tp)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide the model's {} key/value heads", tp, m.kv_heads));
+  if (m.ffn_hidden % tp != 0)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide ffn_hidden {}", tp, m.ffn_hidden));
+  return check_experts(job);
+}
+
+// The batch: micro-batches and accumulation >= 1, and the global batch divisible by them.
+JobViolation check_batch(const Job& job) {
+  const auto& pc = job.parallel;
+  const auto& tc = job.training;
+  const int dp = job.data_parallel_degree();
+  if (pc.microbatches < 1) return bad("parallel.microbatches", "must be >= 1");
+  if (tc.gradient_accumulation < 1) return bad("training.gradient_accumulation", "must be >= 1");
+  if (tc.global_batch < 1) return bad("training.global_batch", "must be >= 1");
+  const long per_step = static_cast<long>(dp) * pc.microbatches * tc.gradient_accumulation;
+  if (tc.global_batch % per_step != 0)
+    return bad("training.global_batch",
+               fmt::format("{} is not divisible by data-parallel degree {} x microbatches {} x "
+                           "gradient_accumulation {} = {}", tc.global_batch, dp, pc.microbatches,
+                           tc.gradient_accumulation, per_step));
+  return {};
+}
+
+// The pipeline: virtual stages, the layers' split over the stages, and where the LM head is.
+JobViolation check_pipeline(const Job& job) {
+  const auto& m = job.model;
+  const auto& pc = job.parallel;
+  const int pp = pc.pipeline_parallel_degree;
+  if (pc.virtual_stages < 1) return bad("parallel.virtual_stages", "must be >= 1");
+  if (pc.virtual_stages > 1 && pc.pipeline != PipelineSchedule::interleaved)
+    return bad("parallel.virtual_stages", "virtual stages need pipeline: interleaved");
+  if (pc.virtual_stages > 1 && pp == 1)
+    return bad("parallel.virtual_stages", "virtual stages need pipeline_parallel_degree > 1");
+  if (!pc.stage_layers.empty()) {
+    // Uneven stages: one entry per stage, each >= 1, adding up to the model's layers.
+    const auto& sl = pc.stage_layers;
+    if (static_cast<int>(sl.size()) != pp)
+      return bad("parallel.stage_layers", fmt::format("has {} entries; pipeline_parallel_degree is {}",
+                                                      sl.size(), pp));
+    long sum = 0;
+    for (std::size_t i = 0; i < sl.size(); ++i) {
+      if (sl[i] < 1)
+        return bad("parallel.stage_layers", fmt::format("stage {} has {} layers; every stage needs >= 1", i, sl[i]));
+      sum += sl[i];
+    }
+    if (sum != m.layers)
+      return bad("parallel.stage_layers",
+                 fmt::format("the stages hold {} layers; the model has {}", sum, m.layers));
+    if (pc.virtual_stages != 1)
+      return bad("parallel.stage_layers",
+                 fmt::format("uneven stages need virtual_stages 1 (got {})", pc.virtual_stages));
+  } else if (m.layers % (pp * pc.virtual_stages) != 0) {
+    return bad("parallel.pipeline_parallel_degree",
+               fmt::format("the model's {} layers do not split into {} stages x {} virtual stages",
+                           m.layers, pp, pc.virtual_stages));
+  }
+  if (pc.lm_head_stage == LmHeadStage::first) {
+    if (pp < 2)
+      return bad("parallel.lm_head_stage", "first needs pipeline_parallel_degree > 1");
+    if (pc.virtual_stages != 1)
+      return bad("parallel.lm_head_stage",
+                 fmt::format("first needs virtual_stages 1 (got {})", pc.virtual_stages));
+    if (!m.tied_embeddings)
+      return bad("parallel.lm_head_stage",
+                 "first places the head beside the embedding it shares: the model needs tied_embeddings");
+  }
+  return {};
+}
+
+// Checkpointing, the interleaved schedule's micro-batches, offloading, kernels and precision.
+JobViolation check_memory_and_kernels(const Job& job) {
+  const auto& m = job.model;
+  const auto& pc = job.parallel;
+  const auto& tc = job.training;
+  const int pp = pc.pipeline_parallel_degree, tp = pc.tensor_parallel_degree;
+  if (pc.checkpointed_layers < -1)
+    return bad("parallel.checkpointed_layers", "must be >= 0, or -1 for every layer");
+  if (pc.checkpointed_layers >= 0 && pc.activation_checkpointing == Checkpointing::none)
+    return bad("parallel.checkpointed_layers",
+               "chooses which layers are checkpointed: turn on activation_checkpointing (selective or full)");
+  if (pc.virtual_stages > 1 && pc.microbatches % pp != 0)
+    return bad("parallel.microbatches",
+               fmt::format("interleaved 1F1B with virtual stages needs microbatches ({}) to be a "
+                           "multiple of pipeline_parallel_degree ({})", pc.microbatches, pp));
+  if (pc.active_microbatches < 0) return bad("parallel.active_microbatches", "must be >= 0");
+  if (pc.activation_loading_horizon < 1)
+    return bad("parallel.activation_loading_horizon", "must be >= 1");
+  if (pc.offload_activations && pc.activation_checkpointing == Checkpointing::none)
+    return bad("parallel.offload_activations",
+               "offloading moves checkpointed activations: turn on activation_checkpointing");
+  if (pc.offload_parameters && pc.sharded_data_parallel_degree < 2)
+    return bad("parallel.offload_parameters",
+               "keeps the parameter shard on the host and gathers it from there: needs "
+               "sharded_data_parallel_degree > 1");
+  if (pc.offload_parameters && !pc.offload_optimizer)
+    return bad("parallel.offload_parameters",
+               "the parameters' shard is updated where the optimizer runs: turn on offload_optimizer as well");
+  if (pc.offload_optimizer && job.cluster.instance.host_memory_bw <= 0)
+    return bad("parallel.offload_optimizer",
+               "the optimizer steps on the host: the cluster's instance_type needs host.memory_bw_GBps");
+  if (pc.flash_attention && (tc.precision == Precision::fp32 || tc.precision == Precision::tf32) &&
+      !job.cluster.instance.gpu.attention.flash_fp32)
+    return bad("parallel.flash_attention",
+               "FlashAttention needs fp16 or bf16 precision (fp32 only where the instance type's "
+               "gpu.attention.flash_fp32 is true, as on the CPU)");
+  if (pc.sequence_parallel && tp < 2)
+    return bad("parallel.sequence_parallel", "splits the sequence over the tensor-parallel group: needs "
+                                             "tensor_parallel_degree > 1");
+  if (pc.sequence_parallel && m.seq_len % tp != 0)
+    return bad("parallel.sequence_parallel", fmt::format("the sequence length {} does not split over tensor "
+                                                         "degree {}", m.seq_len, tp));
+  if (job.cluster.instance.gpu.peak_flops(tc.precision) <= 0)
+    return bad("training.precision",
+               fmt::format("{} has no {} peak in its instance type{}", job.cluster.instance.gpu.name,
+                           to_string(tc.precision),
+                           tc.precision == Precision::fp8 ? " (FP8 needs Hopper or later: p5.48xlarge, p5e.48xlarge)" : ""));
+  return {};
+}
+
+}  // namespace
+
+// parallel.sharding: a knob the flavour does not have is a mistake, not a no-op.
+JobViolation check_sharding(const Job& job) {
+  const ParallelConfig& pc = job.parallel;
+  const ShardingConfig& s = pc.sharding;
+  const bool fsdp = pc.sharding_flavor == ShardingFlavor::fsdp;
+  const char* flavor = to_string(pc.sharding_flavor);
+  if (fsdp) {
+    const char* why = "not a knob of sharding_flavor fsdp (its unit is the whole layer); it applies to smp and zero3";
+    if (s.prefetch_bucket_size >= 0) return bad("parallel.sharding.prefetch_bucket_size", why);
+    if (s.reduce_bucket_size >= 0) return bad("parallel.sharding.reduce_bucket_size", why);
+    if (s.param_persistence_threshold >= 0) return bad("parallel.sharding.param_persistence_threshold", why);
+  } else if (s.backward_prefetch != BackwardPrefetch::pre) {
+    return bad("parallel.sharding.backward_prefetch",
+               fmt::format("not a knob of sharding_flavor {}; it applies to fsdp", flavor));
+  }
+  return {};
+}
+
+JobViolation check_job(const Job& job) {
+  for (auto check : {check_degrees, check_batch, check_pipeline, check_memory_and_kernels, check_sharding})
+    if (JobViolation v = check(job)) return v;
+  return {};
+}
+
+}  // namespace partune
