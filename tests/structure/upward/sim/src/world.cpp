@@ -1,0 +1,3 @@
+// The simulator including LibTorch and the cli: both refused.
+#include <torch/torch.h>
+#include "partune/cli/commands.hpp"
