@@ -87,7 +87,7 @@ grep "partune:" "$build/device-build.configure.log" || true
 # them all). partune-run is what the checks need: without it the build has failed.
 targets=(partune-run)
 known=$(ninja -C "$build" -t targets all 2>/dev/null)  # (not piped into grep -q: pipefail and SIGPIPE)
-for t in flash_attention_cuda_check flash_attention_sdpa_check; do
+for t in flash_attention_cuda_check flash_attention_sdpa_check step_kernel_profile; do
   grep -q "^$t:" <<<"$known" && targets+=("$t")
 done
 step "building ${targets[*]} with $jobs jobs"
@@ -95,6 +95,20 @@ start=$(date +%s)
 rm -f "${targets[@]/#/$build/}"
 cmake --build "$build" -j "$jobs" --target "${targets[@]}" -- -k 0 > "$build/device-build.build.log" 2>&1 ||
   grep -E "error|FAILED" "$build/device-build.build.log" | head -60
+# fp8 GEMMs and the fused Adam call are the parts compiled only against LibTorch 2.x (never
+# here): when one does not compile, the rest is built without it (fp8 jobs are then refused
+# by name; Adam steps with the multi-tensor kernels).
+if [ ! -x "$build/partune-run" ]; then
+  off=()
+  grep -q "fp8_linear.cpp" "$build/device-build.build.log" && off+=(-DPARTUNE_FP8_GEMMS=OFF)
+  grep -q "multi_tensor_adam.cpp" "$build/device-build.build.log" && off+=(-DPARTUNE_FUSED_ADAM=OFF)
+  if [ ${#off[@]} -gt 0 ]; then
+    step "rebuilding with ${off[*]} (those sources failed to compile)"
+    cmake -S . -B "$build" "${off[@]}" >> "$build/device-build.configure.log" 2>&1
+    cmake --build "$build" -j "$jobs" --target "${targets[@]}" -- -k 0 >> "$build/device-build.build.log" 2>&1 ||
+      grep -E "error|FAILED" "$build/device-build.build.log" | tail -30
+  fi
+fi
 for t in "${targets[@]}"; do [ -x "$build/$t" ] && step "$t built" || step "$t FAILED to build"; done
 [ -x "$build/partune-run" ] || { echo "device-build: partune-run failed to build" >&2; exit 1; }
 step "built in $(( $(date +%s) - start )) s"

@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include "cuda_hooks.hpp"
+#include "partune/backend/fp8_linear.hpp"
 #include "partune/backend/memory_accounting.hpp"
 
 namespace partune::backend {
@@ -24,14 +25,16 @@ const char* dtype_name(torch::ScalarType t) {
 
 std::string ComputeDevice::describe() const {
   if (!cuda()) return fmt::format("cpu {}", dtype_name(dtype));
-  return fmt::format("cuda:{} {} ({})", device.index(), dtype_name(dtype), cuda_hooks::device_name(device.index()));
+  return fmt::format("cuda:{} {}{} ({})", device.index(), dtype_name(dtype), fp8_gemms ? " with fp8 GEMMs" : "",
+                     cuda_hooks::device_name(device.index()));
 }
 
 std::string why_not_on_device(DeviceKind kind, Precision precision) {
   if (kind == DeviceKind::cpu) return {};
-  if (precision == Precision::fp8)
-    return "--device cuda: precision fp8 is not run by the LibTorch backend (its GEMMs would need scaled matrix "
-           "products in every layer); run the job in bf16 (--set training.precision=bf16)";
+  if (precision == Precision::fp8 && !fp8_gemms_available())
+    return fmt::format("--device cuda: precision fp8 needs at::_scaled_mm for its GEMMs (LibTorch 2.5 or later; this "
+                       "is LibTorch {}); run the job in bf16 (--set training.precision=bf16)",
+                       TORCH_VERSION);
   if (!torch::cuda::is_available())
     return fmt::format("--device cuda: no CUDA device is visible (LibTorch {}{})", TORCH_VERSION,
                        torch::cuda::device_count() == 0 ? ", built without CUDA or no GPU" : "");
@@ -45,8 +48,13 @@ ComputeDevice compute_device(DeviceKind kind, Precision precision, int local_ran
   const int index = local_rank % static_cast<int>(torch::cuda::device_count());
   cuda_hooks::set_device(index);
   d.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
-  // tf32 and fp32 jobs run in fp32 (tf32 is a matmul mode, not a storage format).
-  d.dtype = precision == Precision::bf16 ? torch::kBFloat16 : precision == Precision::fp16 ? torch::kHalf : torch::kFloat;
+  // tf32 and fp32 jobs run in fp32 (tf32 is a matmul mode, not a storage format); fp8
+  // jobs hold bf16 parameters and activations and run their projections' GEMMs in fp8.
+  d.fp8_gemms = precision == Precision::fp8;
+  d.dtype = precision == Precision::bf16 || d.fp8_gemms ? torch::kBFloat16
+            : precision == Precision::fp16             ? torch::kHalf
+                                                       : torch::kFloat;
+  set_fp8_gemms(d.fp8_gemms);
   return d;
 }
 

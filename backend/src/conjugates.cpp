@@ -2,6 +2,8 @@
 // sequence parallelism's gather and scatter as autograd functions.
 #include "partune/backend/conjugates.hpp"
 
+#include "partune/backend/fp8_linear.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -78,9 +80,9 @@ LayerConjugates LayerConjugates::sequence_parallel() {
 torch::Tensor enter_region(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                            Conjugate entry, const TensorParallel& tp) {
   switch (entry) {
-    case Conjugate::f: return torch::nn::functional::linear(copy_to_tensor_region(x, tp), weight, bias);
+    case Conjugate::f: return project(copy_to_tensor_region(x, tp), weight, bias);
     case Conjugate::sp_gather:
-      if (!parallel(tp)) return torch::nn::functional::linear(x, weight, bias);
+      if (!parallel(tp)) return project(x, weight, bias);
       if (!bias.defined()) return GatherLinear::apply(x, weight, address_of(tp));
       return GatherLinear::apply(x, weight, address_of(tp)) + bias;
     default: not_at(entry, "the entry of a column-parallel region");

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "executor_state.hpp"
 #include "partune/backend/memory_accounting.hpp"
+#include "partune/backend/multi_tensor_adam.hpp"
 #include "partune/costmodel/program_builder.hpp"
 
 namespace partune::backend {
@@ -139,8 +141,13 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
     }
     params = master_params;
   }
-  if (settings.kind == Optimizer::adam)
-    optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(settings.learning_rate));
+  const auto adam = torch::optim::AdamOptions(settings.learning_rate);
+  // PARTUNE_ADAM=per-tensor: LibTorch's per-tensor loop (the device check's comparison).
+  const char* loop = std::getenv("PARTUNE_ADAM");
+  if (settings.kind == Optimizer::adam && loop && std::string(loop) == "per-tensor")
+    optimizer = std::make_unique<torch::optim::Adam>(params, adam);
+  else if (settings.kind == Optimizer::adam)
+    optimizer = std::make_unique<MultiTensorAdam>(params, adam);
   else
     optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(settings.learning_rate));
   const bool tied_copies = job.model.tied_embeddings && p > 1 && !head_first && (stage == 0 || stage == p - 1);
@@ -182,6 +189,10 @@ void Impl::offload_gradients() {
   for (std::size_t i = 0; i < model_params.size(); ++i) {
     const torch::Tensor& g = model_params[i].grad();
     torch::Tensor& mg = master_params[i].mutable_grad();
+    if (masters_on_device && !mg.defined() && g.defined()) {  // fp32 from the model's format, one pass
+      mg = g.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
+      continue;
+    }
     if (!mg.defined()) mg = torch::zeros_like(master_params[i]);  // LibTorch 2's zero_grad sets none
     if (g.defined()) mg.copy_(g);
     else mg.zero_();

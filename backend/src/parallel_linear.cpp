@@ -2,6 +2,8 @@
 // empty here; GPTModel initialises every parameter from its seed.
 #include "partune/backend/parallel_linear.hpp"
 
+#include "partune/backend/fp8_linear.hpp"
+
 namespace partune::backend {
 
 namespace {
@@ -38,7 +40,7 @@ torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
   // Y = sum_i X_i A_i + b: g (or sp_scatter) sums the partial products; the bias is
   // added once, after the sum, so it is not counted t times (its gradient is then the
   // same on every rank, or with sp_scatter that of the rank's sequence shard).
-  const torch::Tensor y = leave_region(torch::matmul(x, weight.t()), exit, tp);
+  const torch::Tensor y = leave_region(project(x, weight), exit, tp);
   return bias.defined() ? y + bias : y;
 }
 

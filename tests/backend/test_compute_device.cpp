@@ -13,6 +13,7 @@
 #include "partune/backend/communicators.hpp"
 #include "partune/backend/compute_device.hpp"
 #include "partune/backend/executor.hpp"
+#include "partune/backend/fp8_linear.hpp"
 #include "partune/backend/gpt_model.hpp"
 #include "partune/backend/scaling.hpp"
 #include "partune/backend/token_source.hpp"
@@ -113,8 +114,10 @@ TEST_CASE("compute device: the CPU runs fp32 over Gloo; CUDA and fp8 are refused
   CHECK(cpu.dtype == torch::kFloat);
   CHECK(cpu.describe() == "cpu fp32");
   CHECK(why_not_on_device(DeviceKind::cpu, Precision::fp8).empty());
-  CHECK(why_not_on_device(DeviceKind::cuda, Precision::fp8).find("fp8 is not run by the LibTorch backend") !=
-        std::string::npos);
+  // fp8 runs its GEMMs through at::_scaled_mm: refused by name where LibTorch lacks it.
+  if (!fp8_gemms_available())
+    CHECK(why_not_on_device(DeviceKind::cuda, Precision::fp8).find("precision fp8 needs at::_scaled_mm") !=
+          std::string::npos);
   CHECK(comm_backend_for(torch::Device(torch::kCPU), 2) == CommBackendKind::gloo);
   if (!torch::cuda::is_available()) {
     CHECK(why_not_on_device(DeviceKind::cuda, Precision::bf16).find("no CUDA device is visible") != std::string::npos);

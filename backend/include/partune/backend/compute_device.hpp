@@ -1,7 +1,7 @@
 #pragma once
 // Where a rank computes and in which number format: the CPU in fp32 (Gloo; what CI and
 // the developers' machines run), or one CUDA device in the job's training precision
-// (bf16 or fp16: parameters, activations and gradients in that format, the optimizer on
+// (bf16, fp16, or fp8 as bf16 with fp8 GEMMs: parameters, activations and gradients in that format, the optimizer on
 // fp32 master copies; executor.cpp). Timing synchronises the device at each
 // instruction boundary, and peak memory is the CUDA caching allocator's peak of allocated
 // bytes: what the cost model's memory figures describe.
@@ -17,6 +17,7 @@ namespace partune::backend {
 struct ComputeDevice {
   torch::Device device{torch::kCPU};
   torch::ScalarType dtype = torch::kFloat;
+  bool fp8_gemms = false;  // fp8 jobs on CUDA: the projections' GEMMs in fp8 (fp8_linear.hpp)
   bool cuda() const { return device.is_cuda(); }
   torch::TensorOptions options() const { return torch::TensorOptions().device(device).dtype(dtype); }
   // "cpu fp32", "cuda:0 bf16 (NVIDIA H200)"
@@ -25,7 +26,7 @@ struct ComputeDevice {
 
 // Why `kind` cannot run `job` here (empty when it can): no CUDA device visible (or a
 // LibTorch built without CUDA), or a precision the backend does not run on that device
-// (fp8: its GEMMs would need scaled matrix products in every layer; refused by name).
+// (fp8 without at::_scaled_mm, LibTorch before 2.5: refused by name).
 std::string why_not_on_device(DeviceKind kind, Precision precision);
 
 // The device of the rank with this local rank: the CPU, or CUDA device
