@@ -14,5 +14,8 @@ void set_device(int) { no_cuda(); }
 std::string device_name(int) { no_cuda(); }
 void reset_peak_allocated(int) { no_cuda(); }
 std::int64_t peak_allocated_bytes(int) { no_cuda(); }
+void* record_event(int) { no_cuda(); }
+double elapsed_ms(void*, void*) { no_cuda(); }
+void destroy_event(void*) {}
 
 }  // namespace partune::backend::cuda_hooks

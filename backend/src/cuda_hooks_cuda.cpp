@@ -7,6 +7,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,31 @@ void reset_peak_allocated(int index) {
 std::int64_t peak_allocated_bytes(int index) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
   return stats.allocated_bytes[0].peak;
+}
+
+namespace {
+void check(cudaError_t rc, const char* call) {
+  if (rc != cudaSuccess) throw std::runtime_error(std::string(call) + ": " + cudaGetErrorString(rc));
+}
+}  // namespace
+
+void* record_event(int index) {
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreate(&event), "cudaEventCreate");
+  check(cudaEventRecord(event, c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index)).stream()),
+        "cudaEventRecord");
+  return event;
+}
+
+double elapsed_ms(void* from, void* to) {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
+void destroy_event(void* event) {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }
 
 }  // namespace partune::backend::cuda_hooks

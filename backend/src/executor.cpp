@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "device_clock.hpp"
 #include "executor_state.hpp"
 #include "partune/backend/memory_accounting.hpp"
 #include "partune/backend/multi_tensor_adam.hpp"
@@ -341,18 +342,32 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
   if (ep) ep->take_tally();
   s.tensor_calls.start_step();
   bool head_ran = false;
+  // On CUDA, compute instructions are timed by CUDA events (device_clock.hpp) unless the
+  // layers make tensor- or expert-parallel calls (booked inline against wall time) or the
+  // optimizer works on the host; every other instruction synchronises the device first and
+  // is timed by the wall clock, as all of them are on the CPU.
+  std::optional<DeviceClock> clock;
+  if (s.compute.cuda() && !tp && !ep && !s.job.parallel.offload_optimizer && !s.job.parallel.offload_parameters) {
+    synchronize(s.compute);
+    clock.emplace(s.compute.device.index(), monotonic_seconds());
+  }
 
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const Instruction& ins = program.ops[i];
     if (!s.pending.empty()) s.reap_completed();
+    const bool on_clock = clock && is_compute(ins.kind);
+    if (clock && !on_clock) synchronize(s.compute);  // starts once the device's earlier work is done
+    void* begin = on_clock ? clock->record() : nullptr;
     const double start = monotonic_seconds();
     s.execute(ins, i, recomputed, head_ran);
-    synchronize(s.compute);  // on CUDA: the instruction's kernels are done before its end is read
+    void* end = on_clock ? clock->record() : nullptr;
+    if (!on_clock) synchronize(s.compute);  // on CUDA: the instruction's kernels are done before its end is read
     const TraceEvent e = event_of(ins, program.rank, start - t0, monotonic_seconds() - t0);
     if (run_by_layers(ins)) {
       s.tensor_calls.tensor_instruction(ins, i, e, events);
       continue;
     }
+    if (events && on_clock) clock->span(events->size(), begin, end);
     if (events) events->push_back(e);
     if (is_compute(ins.kind)) {
       TensorCalls calls = tp ? tp->take_tally() : TensorCalls{};
@@ -363,6 +378,10 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     else s.tensor_calls.other_instruction();
   }
   while (!s.pending.empty()) s.finish(s.pending.begin()->first);
+  if (clock) {
+    synchronize(s.compute);
+    if (events) clock->settle(*events, t0);
+  }
   if (s.sharded)
     for (auto& [k, sh] : s.shards) sh->release();
   s.parts.clear();
