@@ -165,3 +165,28 @@ TEST_CASE("a model's kind is checked beside from_hf as without it", "[bad-input]
   // kind: model is what a model file says, and stands beside from_hf.
   CHECK(parse_job(job("  nodes: 1\n", "\n  kind: model\n  from_hf: " + config), kOrigin).model.layers == 32);
 }
+
+TEST_CASE("a collective's ctas set its compute_overlap as the SMs it leaves; both at once are refused",
+          "[bad-input][collectives]") {
+  const auto with = [](const std::string& ring) {
+    return "kind: job\nmodel: gpt2-small\ncluster:\n  nodes: 1\n"
+           "  instance_type: {base: p4d.24xlarge, gpu: {gemm: {sm_count: 132}}, collectives: {ring: " +
+           ring + "}}\ntraining: {global_batch: 64}\n";
+  };
+  // 24 blocks of 132 SMs: the kernels beside the collective keep 108 / 132 of the GPU.
+  const Job ok = parse_job(with("{ctas: 24}"), kOrigin);
+  CHECK(ok.cluster.instance.ring.compute_overlap == Approx(108.0 / 132.0).epsilon(1e-12));
+  // H100's 24-block NCCL kernels (p5.48xlarge's ring and tree).
+  const Job p5 = parse_job("kind: job\nmodel: gpt2-small\ncluster: {instance_type: p5.48xlarge, nodes: 1}\n"
+                           "training: {global_batch: 64}\n",
+                           kOrigin);
+  CHECK(p5.cluster.instance.ring.compute_overlap == Approx(1.0 - 24.0 / 132.0).epsilon(1e-12));
+  CHECK(p5.cluster.instance.tree.compute_overlap == Approx(1.0 - 24.0 / 132.0).epsilon(1e-12));
+
+  const ScenarioError both = refused([&] { parse_job(with("{ctas: 24, compute_overlap: 0.5}"), kOrigin); });
+  CHECK(both.key() == "cluster.instance_type.collectives.ring.ctas");
+  CHECK_THAT(both.reason(), Catch::Contains("not both"));
+  const ScenarioError many = refused([&] { parse_job(with("{ctas: 200}"), kOrigin); });
+  CHECK(many.key() == "cluster.instance_type.collectives.ring.ctas");
+  CHECK_THAT(many.reason(), Catch::Contains("132"));
+}

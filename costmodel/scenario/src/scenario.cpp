@@ -196,12 +196,24 @@ ModelSpec parse_model(const Reader& r) {
 
 namespace {
 
-CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProfile& fallback) {
-  r.allow_only({"net_efficiency", "compute_overlap", "launch_us", "source"});
+// `ctas`: the thread blocks the collective's kernel holds while it runs (NCCL: one a
+// channel), each on an SM of its own; the kernels beside it run on the other SMs, so they
+// lose ctas / sm_count of each second they overlap it: compute_overlap = 1 - ctas / sm_count
+// (many-wave GEMMs; a one-wave GEMM can lose up to a whole second wave). Stated instead of
+// compute_overlap, never with it.
+CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProfile& fallback, double sm_count) {
+  r.allow_only({"net_efficiency", "compute_overlap", "ctas", "launch_us", "source"});
   CollectiveProfile c = fallback;
   c.launch_latency = r.get_non_negative("launch_us", c.launch_latency / units::us) * units::us;
   c.net_efficiency = r.get_fraction("net_efficiency", c.net_efficiency);
-  c.compute_overlap = r.get_in_range("compute_overlap", 0, 1, c.compute_overlap);
+  if (r.has("ctas")) {
+    if (r.has("compute_overlap")) r.fail("ctas", "give ctas or compute_overlap, not both (ctas sets compute_overlap)");
+    if (sm_count <= 0) r.fail("ctas", "needs gpu.gemm.sm_count (the SMs the blocks are a share of)");
+    const double ctas = r.get_in_range("ctas", 0, sm_count);
+    c.compute_overlap = 1.0 - ctas / sm_count;
+  } else {
+    c.compute_overlap = r.get_in_range("compute_overlap", 0, 1, c.compute_overlap);
+  }
   return c;
 }
 
@@ -285,9 +297,10 @@ void read_host_and_collectives(const Reader& r, InstanceType& it) {
   if (r.has("collectives")) {
     const Reader c = r.child("collectives");
     c.allow_only({"ring", "tree", "all_to_all"});
-    if (c.has("ring")) it.ring = parse_collective_profile(c.child("ring"), it.ring);
-    if (c.has("tree")) it.tree = parse_collective_profile(c.child("tree"), it.tree);
-    if (c.has("all_to_all")) it.all_to_all = parse_collective_profile(c.child("all_to_all"), it.all_to_all);
+    const double sms = it.gpu.gemm.sm_count;
+    if (c.has("ring")) it.ring = parse_collective_profile(c.child("ring"), it.ring, sms);
+    if (c.has("tree")) it.tree = parse_collective_profile(c.child("tree"), it.tree, sms);
+    if (c.has("all_to_all")) it.all_to_all = parse_collective_profile(c.child("all_to_all"), it.all_to_all, sms);
   }
 }
 

@@ -280,8 +280,13 @@ YAML::Node deep_merge(const YAML::Node& base, const YAML::Node& over) {
   for (const auto& kv : over) overriding.emplace(kv.first.as<std::string>(), kv.second);
   YAML::Node out(YAML::NodeType::Map);
   std::set<std::string> in_base;
+  // Keys that state one quantity two ways (a collective's ctas set its compute_overlap):
+  // the override's one replaces the base's other.
+  static const std::map<std::string, std::string> alternative = {{"ctas", "compute_overlap"},
+                                                                  {"compute_overlap", "ctas"}};
   for (const auto& kv : base) {  // base's keys in base's order, merged where over has them
     const std::string k = kv.first.as<std::string>();
+    if (const auto a = alternative.find(k); a != alternative.end() && overriding.count(a->second)) continue;
     if (!in_base.insert(k).second) continue;
     const auto o = overriding.find(k);
     out.force_insert(k, o == overriding.end() ? YAML::Clone(kv.second) : deep_merge(kv.second, o->second));
