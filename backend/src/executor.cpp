@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -145,6 +146,8 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
   const auto adam = torch::optim::AdamOptions(settings.learning_rate);
   // PARTUNE_ADAM=per-tensor: LibTorch's per-tensor loop (the device check's comparison).
   const char* loop = std::getenv("PARTUNE_ADAM");
+  if (loop && *loop && std::string(loop) != "per-tensor" && std::string(loop) != "multi-tensor")
+    throw std::runtime_error(fmt::format("PARTUNE_ADAM={}: expected per-tensor or multi-tensor", loop));
   if (settings.kind == Optimizer::adam && loop && std::string(loop) == "per-tensor")
     optimizer = std::make_unique<torch::optim::Adam>(params, adam);
   else if (settings.kind == Optimizer::adam)
@@ -357,17 +360,19 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     if (!s.pending.empty()) s.reap_completed();
     const bool on_clock = clock && is_compute(ins.kind);
     if (clock && !on_clock) synchronize(s.compute);  // starts once the device's earlier work is done
-    void* begin = on_clock ? clock->record() : nullptr;
+    // Events only where a timeline is kept; without one the clock just spares the syncs.
+    const bool timed = on_clock && events;
+    void* begin = timed ? clock->record() : nullptr;
     const double start = monotonic_seconds();
     s.execute(ins, i, recomputed, head_ran);
-    void* end = on_clock ? clock->record() : nullptr;
+    void* end = timed ? clock->record() : nullptr;
     if (!on_clock) synchronize(s.compute);  // on CUDA: the instruction's kernels are done before its end is read
     const TraceEvent e = event_of(ins, program.rank, start - t0, monotonic_seconds() - t0);
     if (run_by_layers(ins)) {
       s.tensor_calls.tensor_instruction(ins, i, e, events);
       continue;
     }
-    if (events && on_clock) clock->span(events->size(), begin, end);
+    if (timed) clock->span(events->size(), begin, end);
     if (events) events->push_back(e);
     if (is_compute(ins.kind)) {
       TensorCalls calls = tp ? tp->take_tally() : TensorCalls{};

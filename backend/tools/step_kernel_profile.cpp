@@ -25,6 +25,7 @@
 #endif
 
 #include "partune/backend/trainer.hpp"
+#include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
 
 namespace {
@@ -64,8 +65,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
-    else warmup = std::stoi(a);
+    if (a == "--set" && i + 1 < argc) {
+      overrides.push_back(argv[++i]);
+    } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos && a.size() < 6) {
+      warmup = std::stoi(a);
+    } else {
+      std::fprintf(stderr, "step_kernel_profile: '%s': expected a number of warm-up steps or --set KEY=VALUE\n",
+                   a.c_str());
+      return 2;
+    }
   }
   try {
     const partune::Job job = partune::load_job(argv[1], overrides);
@@ -119,6 +127,9 @@ int main(int argc, char** argv) {
     std::printf("%s: step %.4f s (profiled %.4f s), kernels %.4f s in %d launches\n", job.name.c_str(),
                 report.seconds, wall, kernel_seconds, launches);
     return 0;
+  } catch (const partune::ScenarioError& e) {  // the job file: file, key and reason
+    std::fprintf(stderr, "step_kernel_profile: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_kernel_profile: %s\n", e.what());
     return 1;
