@@ -32,7 +32,7 @@ namespace {
 
 // A kernel's category from its name (cuBLAS/CUTLASS GEMMs, FlashAttention/cuDNN attention,
 // PyTorch's element-wise and reduction kernels, multi-tensor apply).
-std::string category(const std::string& name) {
+[[maybe_unused]] std::string category(const std::string& name) {
   static const std::vector<std::pair<std::string, std::regex>> rules = {
       {"optimizer", std::regex("multi_tensor|foreach|fused_adam", std::regex::icase)},
       {"attention", std::regex("flash|fmha|sdpa|attention|cudnn", std::regex::icase)},
@@ -44,6 +44,23 @@ std::string category(const std::string& name) {
   for (const auto& [label, re] : rules)
     if (std::regex_search(name, re)) return label;
   return "other";
+}
+
+// argv[3..]: the warm-up step count and --set KEY=VALUE overrides; false (said) on anything else.
+[[maybe_unused]] bool parse_arguments(int argc, char** argv, int& warmup, std::vector<std::string>& overrides) {
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--set" && i + 1 < argc) {
+      overrides.push_back(argv[++i]);
+    } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos && a.size() < 6) {
+      warmup = std::stoi(a);
+    } else {
+      std::fprintf(stderr, "step_kernel_profile: '%s': expected a number of warm-up steps or --set KEY=VALUE\n",
+                   a.c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -63,18 +80,7 @@ int main(int argc, char** argv) {
   }
   int warmup = 2;
   std::vector<std::string> overrides;
-  for (int i = 3; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--set" && i + 1 < argc) {
-      overrides.push_back(argv[++i]);
-    } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos && a.size() < 6) {
-      warmup = std::stoi(a);
-    } else {
-      std::fprintf(stderr, "step_kernel_profile: '%s': expected a number of warm-up steps or --set KEY=VALUE\n",
-                   a.c_str());
-      return 2;
-    }
-  }
+  if (!parse_arguments(argc, argv, warmup, overrides)) return 2;
   try {
     const partune::Job job = partune::load_job(argv[1], overrides);
     partune::backend::RunOptions options;
