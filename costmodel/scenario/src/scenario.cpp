@@ -8,6 +8,7 @@
 #include <new>
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/units.hpp"
@@ -194,158 +195,6 @@ ModelSpec parse_model(const Reader& r) {
   return m;
 }
 
-namespace {
-
-// `ctas`: the thread blocks the collective's kernel holds while it runs (NCCL: one a
-// channel), each on an SM of its own; the kernels beside it run on the other SMs, so they
-// lose ctas / sm_count of each second they overlap it: compute_overlap = 1 - ctas / sm_count
-// (many-wave GEMMs; a one-wave GEMM can lose up to a whole second wave). Stated instead of
-// compute_overlap, never with it.
-CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProfile& fallback, double sm_count) {
-  r.allow_only({"net_efficiency", "compute_overlap", "ctas", "launch_us", "source"});
-  CollectiveProfile c = fallback;
-  c.launch_latency = r.get_non_negative("launch_us", c.launch_latency / units::us) * units::us;
-  c.net_efficiency = r.get_fraction("net_efficiency", c.net_efficiency);
-  if (r.has("ctas")) {
-    if (r.has("compute_overlap")) r.fail("ctas", "give ctas or compute_overlap, not both (ctas sets compute_overlap)");
-    if (sm_count <= 0) r.fail("ctas", "needs gpu.gemm.sm_count (the SMs the blocks are a share of)");
-    const double ctas = r.get_in_range("ctas", 0, sm_count);
-    c.compute_overlap = 1.0 - ctas / sm_count;
-  } else {
-    c.compute_overlap = r.get_in_range("compute_overlap", 0, 1, c.compute_overlap);
-  }
-  return c;
-}
-
-// instance_type.gpu: peaks, memory, kernel overhead, and the GEMM and attention efficiencies.
-void read_gpu(const Reader& r, InstanceType& it) {
-  const Reader g = r.child("gpu");
-  g.allow_only({"name", "peak_tflops", "hbm_GiB", "hbm_bw_GBps", "hbm_efficiency", "kernel_overhead_us",
-                "reserved_GiB", "gemm", "attention"});
-  it.gpu.name = g.get_string("name");
-  const Reader peak = g.child("peak_tflops");
-  peak.allow_only({"fp32", "tf32", "fp16", "bf16", "fp8"});
-  it.gpu.peak_flops_fp32 = peak.get_positive("fp32") * units::tera;
-  it.gpu.peak_flops_tf32 = peak.get_positive("tf32", peak.get_positive("fp32")) * units::tera;
-  it.gpu.peak_flops_fp16 = peak.get_positive("fp16") * units::tera;
-  it.gpu.peak_flops_bf16 = peak.get_non_negative("bf16", 0) * units::tera;  // 0: no bf16
-  it.gpu.peak_flops_fp8 = peak.get_non_negative("fp8", 0) * units::tera;    // 0: no fp8
-  it.gpu.hbm_bytes = g.get_positive("hbm_GiB") * units::GiB;
-  it.gpu.hbm_bw = g.get_positive("hbm_bw_GBps") * units::giga;
-  it.gpu.hbm_efficiency = g.get_fraction("hbm_efficiency", it.gpu.hbm_efficiency);
-  it.gpu.kernel_overhead = g.get_non_negative("kernel_overhead_us", it.gpu.kernel_overhead / units::us) * units::us;
-  it.gpu.reserved_bytes = g.get_non_negative("reserved_GiB", 0) * units::GiB;
-  if (g.has("gemm")) {
-    const Reader ge = g.child("gemm");
-    ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "fp8_max_efficiency", "source"});
-    it.gpu.gemm.max_efficiency = ge.get_fraction("max_efficiency", it.gpu.gemm.max_efficiency);
-    it.gpu.gemm.tile = ge.get_positive("tile", it.gpu.gemm.tile);
-    it.gpu.gemm.sm_count = ge.get_positive("sm_count", it.gpu.gemm.sm_count);
-    it.gpu.gemm.k_half = ge.get_non_negative("k_half", it.gpu.gemm.k_half);
-    if (ge.has("fp8_max_efficiency")) it.gpu.gemm.fp8_max_efficiency = ge.get_fraction("fp8_max_efficiency", 1.0);
-  }
-  if (g.has("attention")) {
-    const Reader at = g.child("attention");
-    at.allow_only({"flash_efficiency", "flash_fp32", "score_bmm_efficiency", "score_bytes_fwd", "score_bytes_bwd",
-                   "source"});
-    auto& a = it.gpu.attention;
-    a.flash_efficiency = at.get_fraction("flash_efficiency", a.flash_efficiency);
-    a.flash_fp32 = at.get_bool("flash_fp32", a.flash_fp32);
-    // The head-dim curve's value at head_dim 128 (op_cost.cpp): it implies d/(d+64)*1.5
-    // of it at head_dim d, capped by gemm.max_efficiency; 2 implies 1 at head_dim 32.
-    a.score_bmm_efficiency = at.has("score_bmm_efficiency") ? at.get_in_range("score_bmm_efficiency", 1e-4, 2.0)
-                                                            : a.score_bmm_efficiency;
-    a.score_bytes_fwd = at.get_positive("score_bytes_fwd", a.score_bytes_fwd);
-    a.score_bytes_bwd = at.get_positive("score_bytes_bwd", a.score_bytes_bwd);
-  }
-}
-
-// instance_type.intra_node, .network and .pcie: the links a node's GPUs talk over.
-void read_links(const Reader& r, InstanceType& it) {
-  const Reader in = r.child("intra_node");
-  in.allow_only({"fabric", "bw_GBps", "latency_us", "efficiency"});
-  it.intra_node_fabric = in.get_string("fabric", "nvswitch");
-  it.intra_node.bw = in.get_positive("bw_GBps") * units::giga;
-  it.intra_node.latency = in.get_positive("latency_us") * units::us;
-  it.intra_node.efficiency = in.get_fraction("efficiency", 1.0);
-
-  const Reader net = r.child("network");
-  net.allow_only({"nics_per_node", "nic_bw_Gbps", "latency_us", "efficiency"});
-  it.nics_per_node = net.get_int("nics_per_node", 1, limits::kMaxGpusPerNode);
-  it.nic.bw = units::gbit_to_bytes(net.get_positive("nic_bw_Gbps"));
-  it.nic.latency = net.get_positive("latency_us") * units::us;
-  it.nic.efficiency = net.get_fraction("efficiency", 1.0);
-
-  const Reader pcie = r.child("pcie");
-  pcie.allow_only({"bw_GBps", "gpus_per_switch"});
-  it.pcie_bw = pcie.get_positive("bw_GBps") * units::giga;
-  it.gpus_per_pcie_switch = pcie.get_int("gpus_per_switch", 1, limits::kMaxGpusPerNode, 1);
-}
-
-// instance_type.host and .collectives, both optional.
-void read_host_and_collectives(const Reader& r, InstanceType& it) {
-  if (r.has("host")) {
-    const Reader h = r.child("host");
-    h.allow_only({"cores", "memory_GiB", "all_busy_speed", "memory_bw_GBps"});
-    it.host_cores = h.get_int("cores", 0, limits::kMaxHostCores, 0);
-    it.host_all_busy_speed = h.get_fraction("all_busy_speed", 1.0);
-    if (it.host_all_busy_speed < 1.0 && it.host_cores == 0)
-      h.fail("all_busy_speed", "needs host.cores (the cores whose speed it describes)");
-    it.host_memory_bytes = h.get_non_negative("memory_GiB", 0) * units::GiB;
-    if (h.has("memory_bw_GBps")) it.host_memory_bw = h.get_in_range("memory_bw_GBps", 0.01, 1e6) * units::giga;
-  }
-  if (r.has("collectives")) {
-    const Reader c = r.child("collectives");
-    c.allow_only({"ring", "tree", "all_to_all"});
-    const double sms = it.gpu.gemm.sm_count;
-    if (c.has("ring")) it.ring = parse_collective_profile(c.child("ring"), it.ring, sms);
-    if (c.has("tree")) it.tree = parse_collective_profile(c.child("tree"), it.tree, sms);
-    if (c.has("all_to_all")) it.all_to_all = parse_collective_profile(c.child("all_to_all"), it.all_to_all, sms);
-  }
-}
-
-}  // namespace
-
-InstanceType parse_instance_type(const Reader& r) {
-  r.allow_only({"kind", "name", "description", "source", "gpus_per_node", "gpu", "intra_node",
-                "network", "pcie", "host", "collectives", "calibration", "price"});
-  if (r.has("kind") && r.get_string("kind") != "instance_type") r.fail("kind", "expected 'instance_type'");
-  // `partune calibrate` keeps its provenance and raw measurements here; nothing reads
-  // them, but they must stay a mapping so that a stray scalar is still caught.
-  if (r.has("calibration") && !r.node()["calibration"].IsMap())
-    r.fail("calibration", "expected a mapping (written by partune calibrate)");
-  InstanceType it;
-  it.name = r.get_string("name");
-  it.gpus_per_node = r.get_int("gpus_per_node", 1, limits::kMaxGpusPerNode);
-
-  read_gpu(r, it);
-  read_links(r, it);
-  read_host_and_collectives(r, it);
-  if (r.has("price")) {
-    const Reader p = r.child("price");
-    p.allow_only({"on_demand_usd_per_hour", "spot_usd_per_hour", "spot_interruptions_per_month", "source"});
-    it.price.on_demand_per_hour = p.get_non_negative("on_demand_usd_per_hour", 0.0);
-    it.price.spot_per_hour = p.get_non_negative("spot_usd_per_hour", 0.0);
-    it.price.spot_interruptions_per_month = p.get_in_range("spot_interruptions_per_month", 0.0, 1.0, -1.0);
-    it.price.source = p.get_string("source", "");
-  }
-  return it;
-}
-
-Cluster parse_cluster(const Reader& r) {
-  r.allow_only({"kind", "name", "description", "instance_type", "nodes", "oversubscription"});
-  if (!r.node().IsMap()) r.fail("", "expected a mapping with instance_type and nodes");
-  if (r.has("kind") && r.get_string("kind") != "cluster") r.fail("kind", "expected 'cluster'");
-  Cluster c;
-  if (!r.has("instance_type")) r.fail("instance_type", "missing");
-  const Resolved it = resolve_reference(r.node()["instance_type"], r.file(), r.key_path("instance_type"),
-                                        "clusters");
-  c.instance = parse_instance_type(Reader(it.node, it.file, it.key));
-  c.nodes = r.get_int("nodes", 1, limits::kMaxNodes, 1);
-  // 1 = full bisection.
-  c.oversubscription = r.get_in_range("oversubscription", 1.0, limits::kMaxOversubscription, 1.0);
-  return c;
-}
 
 namespace {
 
@@ -450,7 +299,7 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
   } else {
     static const char* training_keys[] = {"global_batch", "precision", "optimizer", "gradient_accumulation",
                                           "loss_precision"};
-    static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type"};
+    static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack"};
     section = "parallel";
     for (const char* k : training_keys) if (key == k) section = "training";
     for (const char* k : cluster_keys) if (key == k) section = "cluster";

@@ -44,7 +44,9 @@ Resolved resolve_reference(const YAML::Node& value, const std::string& file, con
                            const std::string& preset_kind);
 
 ModelSpec parse_model(const Reader& r);
-InstanceType parse_instance_type(const Reader& r);
+// `collective_stack`: one of the file's collective_stacks to use instead of its
+// collectives (empty: the collectives).
+InstanceType parse_instance_type(const Reader& r, const std::string& collective_stack = "");
 Cluster parse_cluster(const Reader& r);
 Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix);
 

@@ -182,6 +182,10 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   const bool preset = std::find(presets.begin(), presets.end(), job.cluster.instance.name) != presets.end();
   if (preset) root["cluster"]["instance_type"] = job.cluster.instance.name;
   else root["cluster"]["instance_type"] = instance_type_node(job.cluster.instance);
+  // A preset by name with another of its collective stacks (an inline instance type
+  // already carries that stack's profiles).
+  if (preset && !job.cluster.instance.collective_stack.empty())
+    root["cluster"]["collective_stack"] = job.cluster.instance.collective_stack;
   root["cluster"]["nodes"] = job.cluster.nodes;
   root["cluster"]["oversubscription"] = job.cluster.oversubscription;
   root["training"]["global_batch"] = job.training.global_batch;

@@ -117,6 +117,10 @@ struct InstanceType {
   CollectiveProfile ring;        // NCCL-style rings (GPU kernels)
   CollectiveProfile tree;        // NCCL-style double binary tree
   CollectiveProfile all_to_all;  // SMDDP-style all-to-all (CPU-driven on EFA)
+  // The dated collective stack (NCCL and network plugin as measured at one time) whose
+  // profiles replaced the instance file's `collectives` (cluster.collective_stack, one of
+  // its `collective_stacks`); empty: the file's own, today's stack.
+  std::string collective_stack;
 
   // Achieved bytes/s out of one node onto the network, all NICs together.
   double node_net_bw() const { return nics_per_node * nic.bw * nic.efficiency; }
