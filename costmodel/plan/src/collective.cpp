@@ -41,14 +41,18 @@ namespace {
 
 // Multi-channel rings: the ring visits the node's members over NVSwitch and crosses each
 // node boundary once per channel; with g channels every member feeds its node successor
-// and, through its own NIC, a 1/g share of the node's boundary traffic. Every step waits
-// one hop: a network hop once the ring leaves the node.
+// and, through its own NIC, a 1/g share of the node's boundary traffic. The data stream
+// through the ring in chunks, so a piece of it waits on the hops it travels: n - 1 of them
+// (twice for an all-reduce), of which k - 1 cross the network and the rest NVSwitch, as
+// NCCL's own model counts them (src/graph/tuning.cc: nInterSteps = nNodes - 1 for
+// all-gather and reduce-scatter, 2 (nNodes - 1) for all-reduce, the other steps at the
+// intra-node latency).
 void ring(CollectiveKind kind, double S, const GroupSpan& span, const InstanceType& inst, CollectivePhases& p) {
   const double n = span.size, g = span.per_node, k = span.nodes;
   const double halves = kind == CollectiveKind::all_reduce ? 2.0 : 1.0;  // reduce-scatter + all-gather
   const double f = halves * (n - 1) / n;
-  const double hop = k > 1 ? inst.nic.latency : inst.intra_node.latency;
-  p.add(f * S, k > 1 ? f * S / g : 0.0, halves * (n - 1) * hop);
+  const double hops = halves * ((n - k) * inst.intra_node.latency + (k - 1) * inst.nic.latency);
+  p.add(f * S, k > 1 ? f * S / g : 0.0, hops);
 }
 
 // NCCL's double binary tree (all-reduce across nodes): a chain inside each node, two
