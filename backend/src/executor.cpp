@@ -254,11 +254,12 @@ void Impl::execute(const Instruction& ins, std::size_t i, const std::set<PartKey
     case OpKind::send_activation: send_activation(ins, i); break;
     case OpKind::send_gradient: send_gradient(ins, i); break;
     case OpKind::recv_activation: {
-      torch::Tensor t = receive(ins, kActivationTag);
+      torch::Tensor t = receive(ins, i, kActivationTag);
       chunk_input[{ins.microbatch, ins.chunk}] = t.detach().requires_grad_(true);
       break;
     }
-    case OpKind::recv_gradient: output_grad[{ins.microbatch, output_chunk(ins)}] = receive(ins, kGradientTag); break;
+    case OpKind::recv_gradient: output_grad[{ins.microbatch, output_chunk(ins)}] = receive(ins, i, kGradientTag);
+      break;
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
@@ -363,6 +364,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     // Events only where a timeline is kept; without one the clock just spares the syncs.
     const bool timed = on_clock && events;
     void* begin = timed ? clock->record() : nullptr;
+    if (is_compute(ins.kind)) s.post_early_receives(program.ops, i);
     const double start = monotonic_seconds();
     s.execute(ins, i, recomputed, head_ran);
     void* end = timed ? clock->record() : nullptr;

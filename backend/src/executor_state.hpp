@@ -179,7 +179,15 @@ struct ProgramExecutor::Impl {
   int output_chunk(const Instruction& ins) const;
   torch::Tensor activation_buffer() const;
   void send(const Instruction& ins, std::size_t i, torch::Tensor t, int tag);
-  torch::Tensor receive(const Instruction& ins, int tag);
+  torch::Tensor receive(const Instruction& ins, std::size_t i, int tag);
+  // overlap_p2p_comm: the receives flagged posted_early between compute instruction i and
+  // the next compute are posted before it runs (as the simulator does), into `early`.
+  void post_early_receives(const std::vector<Instruction>& ops, std::size_t i);
+  struct EarlyReceive {
+    c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor buffer;
+  };
+  std::map<std::size_t, EarlyReceive> early;  // by instruction index
   void send_activation(const Instruction& ins, std::size_t i);
   void send_gradient(const Instruction& ins, std::size_t i);
 

@@ -36,7 +36,23 @@ void Impl::send(const Instruction& ins, std::size_t i, torch::Tensor t, int tag)
   if (!ins.async) finish(static_cast<int>(i));
 }
 
-torch::Tensor Impl::receive(const Instruction& ins, int tag) {
+void Impl::post_early_receives(const std::vector<Instruction>& ops, std::size_t i) {
+  for (std::size_t j = i + 1; j < ops.size() && !is_compute(ops[j].kind); ++j) {
+    const Instruction& r = ops[j];
+    if (!r.posted_early || r.peer == program.rank || early.count(j)) continue;
+    const int tag = r.kind == OpKind::recv_activation ? kActivationTag : kGradientTag;
+    std::vector<torch::Tensor> tensors{activation_buffer()};
+    early[j] = EarlyReceive{comms->transfers().group->recv(tensors, r.peer, tag), tensors[0]};
+  }
+}
+
+torch::Tensor Impl::receive(const Instruction& ins, std::size_t i, int tag) {
+  if (auto posted = early.find(i); posted != early.end()) {
+    posted->second.work->wait();
+    torch::Tensor t = posted->second.buffer;
+    early.erase(posted);
+    return staged_transfers() ? t.to(compute.device) : t;
+  }
   if (ins.peer == program.rank) {
     auto& box = mailbox[{tag, ins.chunk}];
     if (box.empty()) throw std::runtime_error("a receive from this rank itself before its send");

@@ -47,11 +47,14 @@ void RankProgramRunner::run() {
       case OpKind::forward:
       case OpKind::recompute:
       case OpKind::backward:
-      case OpKind::optimizer_step: run_compute(in); break;
+      case OpKind::optimizer_step:
+        post_early_receives(index);
+        run_compute(in);
+        break;
       case OpKind::send_activation:
       case OpKind::send_gradient: run_send(index, in); break;
       case OpKind::recv_activation:
-      case OpKind::recv_gradient: run_recv(in, start); break;
+      case OpKind::recv_gradient: run_recv(index, in, start); break;
       case OpKind::all_reduce:
       case OpKind::all_gather:
       case OpKind::reduce_scatter:
@@ -92,9 +95,25 @@ void RankProgramRunner::run_send(int index, const Instruction& in) {
   if (!in.async) comms_[index]->wait();
 }
 
-// The bytes move while the receiver waits; only the receiver pays the latency.
-void RankProgramRunner::run_recv(const Instruction& in, double start) {
-  world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get<int>();
+void RankProgramRunner::post_early_receives(int index) {
+  for (std::size_t j = static_cast<std::size_t>(index) + 1; j < ops_.size() && !is_compute(ops_[j].kind); ++j) {
+    const Instruction& in = ops_[j];
+    if (!in.posted_early || comms_[j]) continue;
+    comms_[j] = world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get_async<int>(&received_);
+  }
+}
+
+// The bytes move while the receiver waits (or, posted early, while the compute ahead of
+// it ran); only the receiver pays the latency, and an early receive whose bytes had
+// arrived pays none.
+void RankProgramRunner::run_recv(int index, const Instruction& in, double start) {
+  if (comms_[index]) {
+    comms_[index]->wait();
+    comms_[index] = nullptr;
+    if (now() <= start) return;
+  } else {
+    world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get<int>();
+  }
   const InstanceType& inst = world_.job().cluster.instance;
   s4u::this_actor::sleep_for(world_.node_of(in.peer) == rs_.node ? inst.intra_node.latency : inst.nic.latency);
   rs_.exposed.pipeline += now() - start;

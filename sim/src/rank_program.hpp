@@ -24,7 +24,10 @@ class RankProgramRunner final : public CollectiveObserver {
  private:
   void run_compute(const Instruction& in);
   void run_send(int index, const Instruction& in);
-  void run_recv(const Instruction& in, double start);
+  // Receives flagged posted_early that follow compute instruction `index` (before the next
+  // compute): posted now, so their bytes move while it runs.
+  void post_early_receives(int index);
+  void run_recv(int index, const Instruction& in, double start);
   void run_collective(int index, const Instruction& in, double start);
   void run_offload(int index, const Instruction& in);
   void run_reload(int index, const Instruction& in);
@@ -41,7 +44,8 @@ class RankProgramRunner final : public CollectiveObserver {
   const std::vector<Instruction>& ops_;
   const bool head_first_;
   const int chunks_;
-  std::vector<s4u::CommPtr> comms_;  // sends and copies not yet waited for, by index
+  std::vector<s4u::CommPtr> comms_;  // sends, copies and early receives not yet waited for, by index
+  int* received_ = nullptr;          // an early receive's payload (only its size matters)
   std::vector<s4u::SemaphorePtr> copies_done_;  // offloads: released when their completion is reported
   CopyCompletion offloads_;
   std::vector<std::unique_ptr<CollectiveRequest>> requests_;  // collectives, by index

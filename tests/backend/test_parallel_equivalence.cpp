@@ -56,6 +56,10 @@ TEST_CASE("multi-rank: pipeline 2, interleaved 1F1B (2 virtual stages)", "[backe
   check_equivalent("--set pipeline_parallel_degree=2 --set virtual_stages=2", 2);
 }
 
+TEST_CASE("multi-rank: pipeline 2, interleaved, receives posted early (overlap_p2p_comm)", "[backend][multirank]") {
+  check_equivalent("--set pipeline_parallel_degree=2 --set virtual_stages=2 --set overlap_p2p_comm=true", 2);
+}
+
 TEST_CASE("multi-rank: pipeline 2 with the LM head on stage 0", "[backend][multirank]") {
   check_equivalent("--set pipeline_parallel_degree=2 --set lm_head_stage=first", 2);
 }

@@ -55,14 +55,14 @@ TEST_CASE("the LLaMA-family and MoE table loads, and keeps its reported accuracy
   REQUIRE(tables.size() == 1);
   CHECK(tables[0].rows.size() == 11);
   const ReproduceResult r = reproduce(tables, [](const Job& j) { return estimate(j); });
-  // As documented in the file's header (11.9% and 15.1% on 2026-11-26, after p5's NCCL
+  // As documented in the file's header (10.8% and 13.1% on 2026-11-26, after p5's NCCL
   // kernels hold 24 of 132 SMs instead of an assumed 80% slow-down, its attention runs at
   // the cuDNN kernels' measured speed, LLaMA-1 runs on InfiniBand A100 nodes and torchtitan's
-  // rows on 2024's EFA collective stack): a bound that a worse model fails, not a target met.
+  // rows on 2024's EFA collective stack, NeMo's 70B with its hops overlapped): a bound that a worse model fails, not a target met.
   // Mixtral, already predicted fast, moved from +10.9% to +18.1% with them (its known gap:
   // costs of the expert layers the model does not price).
-  CHECK(r.mape_pct <= 13.0);
-  CHECK(r.mape_tflops_pct <= 16.0);
+  CHECK(r.mape_pct <= 11.5);
+  CHECK(r.mape_tflops_pct <= 14.0);
   CHECK(r.pairs == 1);
   CHECK(r.pairs_right == 1);
   for (const auto& row : r.rows) {

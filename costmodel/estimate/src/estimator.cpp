@@ -204,7 +204,11 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
   out.bubble = windows * (slots.slot_sum - slots.slot + (c.pp - 1) * exposed_per_microbatch) / v;
   if (c.pp > 1) {
     const double hop = c.stages.pipeline_hop();
-    out.p2p = 2.0 * (m * v + c.pp - 1) * hop + (c.job.lm_head_on_first_stage() ? 2.0 * m * hop : 0.0);
+    // With overlap_p2p_comm each receive is posted before the compute ahead of it (a
+    // chunk's forward at the least), so in the steady state only what of a hop that
+    // compute does not cover waits; the fill's hops have nothing ahead of them.
+    const double steady = c.pc.overlap_p2p_comm ? std::max(0.0, hop - slots.stage.forward / v) : hop;
+    out.p2p = 2.0 * (c.pp - 1) * hop + 2.0 * m * v * steady + (c.job.lm_head_on_first_stage() ? 2.0 * m * steady : 0.0);
   }
   return out;
 }

@@ -168,6 +168,7 @@ Instruction ProgramBuilder::p2p(OpKind kind, int peer, int mb, int chunk) const 
   in.bytes = activation_bytes_ / tp_;  // scatter-gather over the tensor-parallel group
   in.microbatch = mb;
   in.chunk = static_cast<std::int16_t>(chunk);
+  in.posted_early = pc_.overlap_p2p_comm && (kind == OpKind::recv_activation || kind == OpKind::recv_gradient);
   return in;
 }
 

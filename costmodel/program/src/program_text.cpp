@@ -64,6 +64,7 @@ std::string line(const Instruction& in, const std::string& awaited) {
   std::string payload = payload_text(in);
   if (!awaited.empty()) payload += " " + awaited;
   if (in.async) payload += "  async";
+  if (in.posted_early) payload += "  early";
   out += payload;
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;

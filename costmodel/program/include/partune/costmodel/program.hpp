@@ -12,6 +12,8 @@
 //    starts and the program goes on; a later `wait` (wait_for = its index) blocks until
 //    it completes. Every async instruction is waited for before the program ends.
 //  - send_* / recv_* pair up between `peer` ranks in program order, per direction and kind.
+//  - A recv_* with posted_early is posted before the compute instruction ahead of it (an
+//    executor posts the flagged receives up to the next compute before running one).
 //  - A collective (all_reduce, all_gather, reduce_scatter) runs over `group`; every member
 //    issues the same collectives in the same order, and it starts when all have arrived.
 //    `bytes` follows collective.hpp (all_reduce / reduce_scatter: input S; all_gather:
@@ -90,6 +92,9 @@ struct Instruction {
   double bytes = 0;              // communication or copy payload
   double seconds = 0;            // compute time predicted by the cost model
   bool async = false;
+  // recv_activation / recv_gradient under overlap_p2p_comm: posted before the compute
+  // instruction ahead of it (the executors look ahead), so the bytes move while it runs.
+  bool posted_early = false;
   std::int32_t wait_for = -1;    // kind == wait: index of the awaited instruction
 };
 

@@ -92,6 +92,10 @@ struct ParallelConfig {
   // residuals run on s/t tokens per tensor rank; each tensor all-reduce becomes a
   // reduce-scatter + all-gather. Needs tensor_parallel_degree > 1.
   bool sequence_parallel = false;
+  // Megatron-core's overlap_p2p_comm: each pipeline receive is posted before the compute
+  // ahead of it, so the activation (or gradient) travels while that compute runs instead
+  // of after it. Megatron-core's and NeMo's default: off.
+  bool overlap_p2p_comm = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   ShardingFlavor sharding_flavor = ShardingFlavor::smp;
   ShardingConfig sharding;
