@@ -69,7 +69,6 @@ Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
   stage = program.coords.pipeline;
   p = pc.pipeline_parallel_degree;
   v = pc.virtual_stages;
-  layers_per_chunk = job.layers_per_chunk(stage);
   dp = job.data_parallel_degree();
   sdp = pc.sharded_data_parallel_degree;
   head_first = job.lm_head_on_first_stage();
@@ -85,10 +84,10 @@ Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
 // program's bucket sizes count them (bucket_extras).
 void Impl::build_buckets() {
   for (int c = 0; c < v; ++c)
-    for (int l = 0; l < layers_per_chunk; ++l) {
+    for (int l = 0; l < std::max(1, layers(c)); ++l) {  // a chunk without layers: bucket 0, its extras
       const int layer = job.global_layer(stage, c, l);
-      std::vector<torch::Tensor> params = model->layer_parameters(layer);
-      if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1) {
+      std::vector<torch::Tensor> params = layers(c) > 0 ? model->layer_parameters(layer) : std::vector<torch::Tensor>{};
+      if (layers(c) > 0 && job.model.is_moe() && job.parallel.expert_parallel_degree > 1) {
         // The experts' gradients go over the expert-data group, in a bucket of their own.
         std::vector<torch::Tensor> experts = model->layer_expert_parameters(layer);
         std::set<const void*> theirs;

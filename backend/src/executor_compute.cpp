@@ -26,9 +26,9 @@ Part Impl::make_part(const Instruction& ins) const {
     return part;
   }
   part.first = ins.layer < 0 ? 0 : ins.layer;
-  part.count = ins.layer < 0 ? layers_per_chunk : std::max<int>(1, ins.layers);
+  part.count = ins.layer < 0 ? layers(ins.chunk) : std::max<int>(1, ins.layers);
   part.embedding = part.first == 0 && first_model_stage(ins.chunk);
-  part.head = !head_first && last_model_stage(ins.chunk) && part.first + part.count == layers_per_chunk;
+  part.head = !head_first && last_model_stage(ins.chunk) && part.first + part.count == layers(ins.chunk);
   return part;
 }
 
@@ -124,7 +124,7 @@ void Impl::backward(const Instruction& ins, std::size_t i) {
   } else {
     torch::Tensor grad;
     Part* next = nullptr;
-    if (part.first + part.count == layers_per_chunk) {
+    if (part.first + part.count == layers(ins.chunk)) {
       auto g = output_grad.find({ins.microbatch, ins.chunk});
       if (g == output_grad.end())
         throw std::runtime_error(fmt::format("{}: no gradient was received for its output", describe(ins, i)));

@@ -106,7 +106,7 @@ struct ProgramExecutor::Impl {
   GPTModel model;
   const Communicators* comms;
   ComputeDevice compute;  // where the model's parameters are, and in which format
-  int stage = 0, p = 1, v = 1, layers_per_chunk = 0, dp = 1, sdp = 1;
+  int stage = 0, p = 1, v = 1, dp = 1, sdp = 1;
   bool head_first = false, sharded = false, zero1 = false;
   std::map<BucketKey, std::vector<torch::Tensor>> bucket_params;
   // A layer with experts under expert parallelism: its experts' parameters, reduced over
@@ -143,6 +143,7 @@ struct ProgramExecutor::Impl {
   int model_stage(int chunk) const { return chunk * p + stage; }
   bool first_model_stage(int chunk) const { return model_stage(chunk) == 0; }
   bool last_model_stage(int chunk) const { return model_stage(chunk) == p * v - 1; }
+  int layers(int chunk) const { return job.layers_in_chunk(stage, chunk); }  // 0: the embedding or head alone
   const Communicator& group(CommGroup g) const { return comms->group(g); }
   int shard_degree() const { return sharded ? sdp : dp; }
   int shard_index() const { return group(sharded ? CommGroup::sharded : CommGroup::data).index; }

@@ -67,7 +67,7 @@ torch::Tensor Impl::receive(const Instruction& ins, std::size_t i, int tag) {
 
 void Impl::send_activation(const Instruction& ins, std::size_t i) {
   const int chunk = output_chunk(ins);
-  Part* last = find_part(ins.microbatch, chunk, [&](const Part& q) { return q.first + q.count == layers_per_chunk; });
+  Part* last = find_part(ins.microbatch, chunk, [&](const Part& q) { return q.first + q.count == layers(chunk); });
   if (!last || !last->output.defined())
     throw std::runtime_error(fmt::format("{}: the chunk's forward has not run", describe(ins, i)));
   send(ins, i, last->output, kActivationTag);

@@ -255,7 +255,7 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   const int stage = s.program.coords.pipeline, p = pc.pipeline_parallel_degree;
   ModelShard shard;
   for (int c = 0; c < pc.virtual_stages; ++c)
-    for (int l = 0; l < s.job.layers_per_chunk(stage); ++l) shard.layers.push_back(s.job.global_layer(stage, c, l));
+    for (int l = 0; l < s.job.layers_in_chunk(stage, c); ++l) shard.layers.push_back(s.job.global_layer(stage, c, l));
   std::sort(shard.layers.begin(), shard.layers.end());
   shard.embedding = stage == 0;
   shard.head = s.job.lm_head_on_first_stage() ? stage == 0 : stage == p - 1;

@@ -8,7 +8,6 @@ MemoryTrack::MemoryTrack(const Job& job, int stage, double static_bytes, const A
     : job_(job),
       stage_(stage),
       chunks_(job.parallel.virtual_stages),
-      layers_per_chunk_(job.layers_per_chunk(stage)),
       head_first_(job.lm_head_on_first_stage()),
       head_stage_rank_(stage == job.lm_head_stage()),
       sizes_(sizes),
@@ -26,7 +25,7 @@ double MemoryTrack::stored_bytes(const Instruction& in) const {
   const int ckpt = job_.checkpointed_layers_in_chunk(stage_, in.chunk);
   if (in.layer >= 0) return in.layer < ckpt ? sizes_.stored_checkpointed : sizes_.stored_full;
   if (in.layers == 0) return 0.0;  // the head alone
-  return ckpt * sizes_.stored_checkpointed + (layers_per_chunk_ - ckpt) * sizes_.stored_full;
+  return ckpt * sizes_.stored_checkpointed + (job_.layers_in_chunk(stage_, in.chunk) - ckpt) * sizes_.stored_full;
 }
 
 // The LM head's logits live on the last model chunk only (its last layer), or with a
@@ -35,7 +34,7 @@ double MemoryTrack::stored_bytes(const Instruction& in) const {
 bool MemoryTrack::holds_logits(const Instruction& in) const {
   if (!head_stage_rank_) return false;
   if (head_first_) return in.chunk == chunks_;
-  return in.chunk == chunks_ - 1 && (in.layer < 0 || in.layer == layers_per_chunk_ - 1);
+  return in.chunk == chunks_ - 1 && (in.layer < 0 || in.layer == job_.layers_in_chunk(stage_, in.chunk) - 1);
 }
 
 void MemoryTrack::compute_done(const Instruction& in) {

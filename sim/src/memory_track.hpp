@@ -62,7 +62,7 @@ class MemoryTrack {
   void release_completed_buckets();
 
   const Job& job_;
-  int stage_, chunks_, layers_per_chunk_;
+  int stage_, chunks_;
   bool head_first_, head_stage_rank_;
   ActivationSizes sizes_;
   double static_ = 0, live_ = 0, peak_ = 0;

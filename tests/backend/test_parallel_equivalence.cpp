@@ -60,6 +60,14 @@ TEST_CASE("multi-rank: pipeline 2, interleaved, receives posted early (overlap_p
   check_equivalent("--set pipeline_parallel_degree=2 --set virtual_stages=2 --set overlap_p2p_comm=true", 2);
 }
 
+TEST_CASE("multi-rank: pipeline 2, interleaved with uneven chunks and empty ends (Llama 3's stages)",
+          "[backend][multirank]") {
+  // Model chunks [0, 2, 2, 0]: stage 0's first chunk the embedding alone, stage 1's last
+  // the (tied) head alone; and [1, 2, 1, 0].
+  check_equivalent("--set pipeline_parallel_degree=2 --set virtual_stages=2 --set stage_layers=[0,2,2,0]", 2);
+  check_equivalent("--set pipeline_parallel_degree=2 --set virtual_stages=2 --set stage_layers=[1,2,1,0]", 2);
+}
+
 TEST_CASE("multi-rank: pipeline 2 with the LM head on stage 0", "[backend][multirank]") {
   check_equivalent("--set pipeline_parallel_degree=2 --set lm_head_stage=first", 2);
 }

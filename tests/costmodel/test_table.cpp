@@ -58,11 +58,13 @@ TEST_CASE("the LLaMA-family and MoE table loads, and keeps its reported accuracy
   // As documented in the file's header (10.8% and 13.1% on 2026-11-26, after p5's NCCL
   // kernels hold 24 of 132 SMs instead of an assumed 80% slow-down, its attention runs at
   // the cuDNN kernels' measured speed, LLaMA-1 runs on InfiniBand A100 nodes and torchtitan's
-  // rows on 2024's EFA collective stack, NeMo's 70B with its hops overlapped): a bound that a worse model fails, not a target met.
+  // rows on 2024's EFA collective stack, NeMo's 70B with its hops overlapped; 10.1% and 11.7%
+  // once Llama 3's 405B runs its interleaved schedule over uneven chunks): a bound that a
+  // worse model fails, not a target met.
   // Mixtral, already predicted fast, moved from +10.9% to +18.1% with them (its known gap:
   // costs of the expert layers the model does not price).
-  CHECK(r.mape_pct <= 11.5);
-  CHECK(r.mape_tflops_pct <= 14.0);
+  CHECK(r.mape_pct <= 10.5);
+  CHECK(r.mape_tflops_pct <= 12.5);
   CHECK(r.pairs == 1);
   CHECK(r.pairs_right == 1);
   for (const auto& row : r.rows) {
@@ -70,6 +72,9 @@ TEST_CASE("the LLaMA-family and MoE table loads, and keeps its reported accuracy
     if (row.row == "mcore-mixtral-8x7b-h100x64") CHECK(std::abs(row.error_pct) <= 19.5);
     // torchtitan's FSDP rows on 2024's EFA stack: within the issue's +-10%.
     if (row.row.rfind("titan-", 0) == 0) CHECK(std::abs(row.error_pct) <= 10.0);
+    // Llama 3 405B on 8k and 16k GPUs with 8 chunks a stage, the ends empty (-9.3% and -28.0%
+    // when the uneven stages could not interleave): within the issue's +-20%.
+    if (row.row.rfind("llama3-405b-", 0) == 0) CHECK(std::abs(row.error_pct) <= 20.0);
   }
 }
 

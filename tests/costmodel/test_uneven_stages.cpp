@@ -78,7 +78,7 @@ TEST_CASE("stage_layers loads from YAML and from --set", "[uneven][scenario]") {
   CHECK(j.parallel.stage_layers == std::vector<int>{5, 7});
   CHECK(j.layers_on_stage(0) == 5);
   CHECK(j.layers_on_stage(1) == 7);
-  CHECK(j.layers_per_chunk(1) == 7);
+  CHECK(j.layers_in_chunk(1, 0) == 7);
   CHECK(j.global_layer(1, 0, 0) == 5);
   CHECK(j.global_layer(1, 0, 6) == 11);
   // --set takes the value as YAML, dotted or bare.
@@ -94,7 +94,7 @@ TEST_CASE("stage_layers loads from YAML and from --set", "[uneven][scenario]") {
   Job inter = uneven_job({}, 2, 1, 4);
   inter.parallel.virtual_stages = 2;
   require_valid(inter);
-  CHECK(inter.layers_per_chunk(1) == 2);
+  CHECK(inter.layers_in_chunk(1, 1) == 2);
   CHECK(inter.global_layer(1, 1, 1) == (1 * 2 + 1) * 2 + 1);
 }
 

@@ -22,7 +22,6 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   dp_ = job.data_parallel_degree();
   sdp_ = pc_.sharded_data_parallel_degree;
   stage_ = program_.coords.pipeline;
-  layers_per_chunk_ = job.layers_per_chunk(stage_);
   head_first_ = job.lm_head_on_first_stage();
   head_chunk_ = v_;
   eb_ = bytes_per_element(prec);
@@ -178,10 +177,11 @@ void ProgramBuilder::forward(int mb, int chunk) {
                        (runs_head(chunk) ? head_.logits_fwd : 0.0);
   const int embedding = first_model_stage(chunk) ? 1 : 0, head = runs_head(chunk) ? 1 : 0;
   const int ckpt = checkpointed(chunk);
-  if (per_layer_) {
-    for (int l = 0; l < layers_per_chunk_; ++l) {
-      if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, false);
-      const int first = l == 0 ? embedding : 0, last = l == layers_per_chunk_ - 1 ? head : 0;
+  const int n = layers(chunk);
+  if (per_layer_ && n > 0) {
+    for (int l = 0; l < n; ++l) {
+      if (sharded_) gather_layer(mb, chunk, l, n, false);
+      const int first = l == 0 ? embedding : 0, last = l == n - 1 ? head : 0;
       const bool e = moe(chunk, l);
       push(compute(OpKind::forward, mb, chunk, l, 1,
                    layer_[e].forward() + first * head_.embedding_fwd + last * head_.logits_fwd));
@@ -191,8 +191,8 @@ void ProgramBuilder::forward(int mb, int chunk) {
       if (offloading() && l < ckpt) start_after_previous(copy(OpKind::offload, mb, chunk, l));
     }
   } else {
-    const LayerMix mix = job_.chunk_mix(stage_, chunk, 0, layers_per_chunk_);
-    push(compute(OpKind::forward, mb, chunk, -1, layers_per_chunk_,
+    const LayerMix mix = job_.chunk_mix(stage_, chunk, 0, n);
+    push(compute(OpKind::forward, mb, chunk, -1, n,
                  mix.dense * layer_[0].forward() + mix.moe * layer_[1].forward() + extra));
     tensor_collectives_after({{&embedding_comm_.forward, embedding},
                               {&layer_comm_[0].forward, mix.dense},

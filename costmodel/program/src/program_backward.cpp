@@ -35,11 +35,11 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
   } else if (head_first_) {
     push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, head_chunk_));  // from stage 0's head
   }
-  const int ckpt = checkpointed(chunk);
+  const int ckpt = checkpointed(chunk), n = layers(chunk);
   if (offloading() && !per_layer_ && ckpt > 0) {
     // Reloads run activation_loading_horizon layers ahead of backward (whole chunks:
     // at least the next one), for activations whose forward has already run.
-    const int ahead = std::max(1, (pc_.activation_loading_horizon + layers_per_chunk_ - 1) / layers_per_chunk_);
+    const int ahead = std::max(1, (pc_.activation_loading_horizon + n - 1) / n);
     const int last = std::min<int>(backward_index + ahead, static_cast<int>(backward_order_.size()) - 1);
     for (int j = backward_index; j <= last; ++j) {
       const auto key = backward_order_[j];
@@ -49,11 +49,14 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
     wait(reloads_.at({mb, chunk}));
   }
   const bool buckets = sync_gradients && dp_ > 1 && !sharded_;
-  if (per_layer_ || buckets) {
+  if ((per_layer_ || buckets) && n > 0) {
     // Backward runs from the chunk's last layer to its first.
-    for (int l = layers_per_chunk_ - 1; l >= 0; --l) backward_layer(mb, chunk, l, buckets);
+    for (int l = n - 1; l >= 0; --l) backward_layer(mb, chunk, l, buckets);
   } else {
     backward_chunk(mb, chunk);
+    // A chunk without layers (the embedding or the head alone): its parameters' bucket.
+    if (buckets && n == 0) start_async(collective(pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce,
+                                                  CommGroup::data, extra_param_bytes(chunk, 0), 1, -1, chunk, 0));
   }
   if (!first_model_stage(chunk)) start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
 }
@@ -61,14 +64,14 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
 void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
   const bool e = moe(chunk, l);
   const double recompute = layer_[e].recompute(pc_.activation_checkpointing);
-  if (sharded_) gather_layer(mb, chunk, l, layers_per_chunk_, true);
+  if (sharded_) gather_layer(mb, chunk, l, layers(chunk), true);
   if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
   if (recompute > 0 && l < checkpointed(chunk)) {
     push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
     tensor_collectives_after({{&layer_comm_[e].recompute, 1}}, mb, chunk, l);
   }
   const int first = l == 0 && first_model_stage(chunk) ? 1 : 0;
-  const int last = l == layers_per_chunk_ - 1 && runs_head(chunk) ? 1 : 0;
+  const int last = l == layers(chunk) - 1 && runs_head(chunk) ? 1 : 0;
   const std::initializer_list<Part> parts = {
       {&head_comm_.backward, last}, {&layer_comm_[e].backward, 1}, {&embedding_comm_.backward, first}};
   const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, l);
@@ -81,7 +84,7 @@ void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
   const double bucket = layer_param_bytes_[e] - experts + extra_param_bytes(chunk, l);
   if (sharded_) {
     start_async(sharded_reduce(mb, chunk, l));
-    if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers_per_chunk_, true);
+    if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers(chunk), true);
   } else if (buckets) {
     // One gradient bucket per layer, reduced while the layers below run backward.
     const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
@@ -93,7 +96,7 @@ void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
 void ProgramBuilder::backward_chunk(int mb, int chunk) {
   const Checkpointing policy = pc_.activation_checkpointing;
   const int ckpt = checkpointed(chunk);
-  const LayerMix k = job_.chunk_mix(stage_, chunk, 0, ckpt), mix = job_.chunk_mix(stage_, chunk, 0, layers_per_chunk_);
+  const LayerMix k = job_.chunk_mix(stage_, chunk, 0, ckpt), mix = job_.chunk_mix(stage_, chunk, 0, layers(chunk));
   const double recompute = k.dense * layer_[0].recompute(policy) + k.moe * layer_[1].recompute(policy);
   if (recompute > 0 && ckpt > 0) {
     push(compute(OpKind::recompute, mb, chunk, -1, ckpt, recompute));
@@ -106,7 +109,7 @@ void ProgramBuilder::backward_chunk(int mb, int chunk) {
                                              {&layer_comm_[1].backward, mix.moe},
                                              {&embedding_comm_.backward, first}};
   const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, -1);
-  push(compute(OpKind::backward, mb, chunk, -1, layers_per_chunk_,
+  push(compute(OpKind::backward, mb, chunk, -1, layers(chunk),
                mix.dense * layer_[0].backward() + mix.moe * layer_[1].backward() + first * head_.embedding_bwd +
                    last * head_.logits_bwd));
   wait_all(beside);

@@ -44,6 +44,8 @@ class ProgramBuilder {
   bool runs_head(int chunk) const { return !head_first_ && last_model_stage(chunk); }
   // Layers of the chunk that are checkpointed (its first ones) and recomputed.
   int checkpointed(int chunk) const { return job_.checkpointed_layers_in_chunk(stage_, chunk); }
+  // Transformer layers of the chunk (0: the embedding or the head alone).
+  int layers(int chunk) const { return job_.layers_in_chunk(stage_, chunk); }
 
   // The schedule's steps for this stage; with the head on stage 0, stage 0's also hold
   // the head steps (place_head_steps).
@@ -164,7 +166,7 @@ class ProgramBuilder {
   // Per kind of layer (dense, with experts): its gradient bucket, of which experts'.
   double layer_param_bytes_[2] = {0, 0}, expert_param_bytes_[2] = {0, 0};
   RankParameters rank_;  // one rank's parameters (parameter_count.hpp)
-  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, ep_ = 1, stage_ = 0, layers_per_chunk_ = 0;
+  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, ep_ = 1, stage_ = 0;
   int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
   bool sharded_ = false, per_layer_ = false, head_first_ = false;
   ShardingPlan sharding_;  // sharded data parallelism only

@@ -1,6 +1,7 @@
 // The program contract's helpers (program.hpp): names of the op kinds and groups, which
 // kinds compute or communicate, who is in a communication group, and which algorithm
 // a collective uses.
+#include <algorithm>
 #include <vector>
 
 #include "partune/costmodel/placement.hpp"
@@ -139,7 +140,8 @@ BucketExtras bucket_extras(const Job& job, int stage, int chunk, int layer) {
   const bool head_first = job.lm_head_on_first_stage();
   BucketExtras out;
   out.embedding = layer == 0 && first;
-  out.head = head_first ? (layer == 0 && first) : (layer == job.layers_per_chunk(stage) - 1 && last);
+  // (A chunk without layers carries its embedding or head in bucket 0.)
+  out.head = head_first ? (layer == 0 && first) : (layer == std::max(0, job.layers_in_chunk(stage, chunk) - 1) && last);
   return out;
 }
 

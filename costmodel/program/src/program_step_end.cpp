@@ -30,7 +30,7 @@ void ProgramBuilder::finish_step() {
   while (!outstanding_.empty()) wait(outstanding_.front());
   double params = 0, experts = 0;  // experts: reduced over the expert-data group
   for (int c = 0; c < v_; ++c) {
-    const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers_per_chunk_);
+    const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers(c));
     params += (mix.dense * layer_param_bytes_[0] + mix.moe * layer_param_bytes_[1]) / eb_ + embedding_params(c) +
               head_params(c);
     experts += mix.moe * expert_param_bytes_[1] / eb_;
@@ -45,7 +45,7 @@ void ProgramBuilder::finish_step() {
   // tensor collective without a micro-batch.
   double shard_params = 0;
   for (int c = 0; c < v_; ++c) {
-    const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers_per_chunk_);
+    const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers(c));
     shard_params += mix.dense * shard_gradient_.layer + mix.moe * shard_gradient_.moe_layer +
                     (first_model_stage(c) ? shard_gradient_.embedding : 0.0) +
                     (holds_head(c) ? shard_gradient_.head : 0.0);

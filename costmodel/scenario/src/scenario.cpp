@@ -260,7 +260,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
   p.sharding_flavor = get_enum(r, "sharding_flavor", ShardingFlavor::smp);
   if (r.has("sharding")) parse_sharding(r.child("sharding"), p.sharding);
-  p.stage_layers = r.get_int_list("stage_layers", 1, limits::kMaxLayers, limits::kMaxLayers);
+  p.stage_layers = r.get_int_list("stage_layers", 0, limits::kMaxLayers, limits::kMaxLayers);
   p.lm_head_stage = get_enum(r, "lm_head_stage", LmHeadStage::last);
   p.checkpointed_layers = r.get_int("checkpointed_layers", -1, limits::kMaxLayers, -1);
 }

@@ -20,20 +20,32 @@ const char* to_string(ShardingFlavor f) { return enum_name(f); }
 const char* to_string(BackwardPrefetch b) { return enum_name(b); }
 const char* to_string(LossPrecision p) { return enum_name(p); }
 
+bool Job::chunk_layers_listed() const {
+  return parallel.virtual_stages > 1 &&
+         static_cast<int>(parallel.stage_layers.size()) ==
+             parallel.pipeline_parallel_degree * parallel.virtual_stages;
+}
+
+int Job::layers_in_chunk(int stage, int chunk) const {
+  const auto& sl = parallel.stage_layers;
+  const int pp = parallel.pipeline_parallel_degree;
+  if (chunk_layers_listed()) return sl[static_cast<std::size_t>(chunk * pp + stage)];
+  if (!sl.empty()) return sl[static_cast<std::size_t>(stage)];  // one chunk a stage
+  return model.layers / (pp * parallel.virtual_stages);
+}
+
 int Job::layers_on_stage(int stage) const {
-  if (!parallel.stage_layers.empty()) return parallel.stage_layers[stage];
-  return model.layers / parallel.pipeline_parallel_degree;
+  int layers = 0;
+  for (int c = 0; c < parallel.virtual_stages; ++c) layers += layers_in_chunk(stage, c);
+  return layers;
 }
 
 int Job::global_layer(int stage, int chunk, int layer) const {
-  if (!parallel.stage_layers.empty()) {
-    // Uneven stages have one chunk each: the layers before this stage come first.
-    int first = 0;
-    for (int s = 0; s < stage; ++s) first += parallel.stage_layers[s];
-    return first + layer;
-  }
-  const int model_stage = chunk * parallel.pipeline_parallel_degree + stage;
-  return model_stage * layers_per_chunk(stage) + layer;
+  const int pp = parallel.pipeline_parallel_degree, model_chunk = chunk * pp + stage;
+  if (parallel.stage_layers.empty()) return model_chunk * layers_in_chunk(stage, chunk) + layer;
+  int first = 0;  // the layers of the model chunks before this one
+  for (int k = 0; k < model_chunk; ++k) first += layers_in_chunk(k % pp, k / pp);
+  return first + layer;
 }
 
 int Job::checkpointed_layers_on_stage(int stage) const {
@@ -43,8 +55,9 @@ int Job::checkpointed_layers_on_stage(int stage) const {
 }
 
 int Job::checkpointed_layers_in_chunk(int stage, int chunk) const {
-  const int per_chunk = layers_per_chunk(stage);
-  return std::clamp(checkpointed_layers_on_stage(stage) - chunk * per_chunk, 0, per_chunk);
+  int before = 0;  // the stage's layers in its earlier chunks
+  for (int c = 0; c < chunk; ++c) before += layers_in_chunk(stage, c);
+  return std::clamp(checkpointed_layers_on_stage(stage) - before, 0, layers_in_chunk(stage, chunk));
 }
 
 double Job::checkpointed_fraction() const {
@@ -68,10 +81,8 @@ LayerMix Job::chunk_mix(int stage, int chunk, int first, int count) const {
 
 LayerMix Job::stage_mix(int stage) const {
   LayerMix out;
-  const int per_chunk = parallel.stage_layers.empty() ? layers_per_chunk(stage) : layers_on_stage(stage);
-  const int chunks = parallel.stage_layers.empty() ? parallel.virtual_stages : 1;
-  for (int c = 0; c < chunks; ++c) {
-    const LayerMix m = chunk_mix(stage, c, 0, per_chunk);
+  for (int c = 0; c < parallel.virtual_stages; ++c) {
+    const LayerMix m = chunk_mix(stage, c, 0, layers_in_chunk(stage, c));
     out.dense += m.dense;
     out.moe += m.moe;
   }
@@ -80,7 +91,6 @@ LayerMix Job::stage_mix(int stage) const {
 
 LayerMix Job::checkpointed_mix(int stage) const {
   LayerMix out;
-  if (!parallel.stage_layers.empty()) return chunk_mix(stage, 0, 0, checkpointed_layers_on_stage(stage));
   for (int c = 0; c < parallel.virtual_stages; ++c) {
     const LayerMix m = chunk_mix(stage, c, 0, checkpointed_layers_in_chunk(stage, c));
     out.dense += m.dense;
@@ -199,6 +209,39 @@ JobViolation check_batch(const Job& job) {
   return {};
 }
 
+// Uneven stages: one entry per stage (virtual_stages 1) or per model chunk (pp x
+// virtual_stages), each >= 1 but the model's first and last chunk under interleaving
+// (the embedding alone, the head alone, as Llama 3 ran), adding up to the model's layers.
+JobViolation check_stage_layers(const Job& job) {
+  const auto& pc = job.parallel;
+  const auto& sl = pc.stage_layers;
+  const int pp = pc.pipeline_parallel_degree, v = pc.virtual_stages, n = static_cast<int>(sl.size());
+  if (v == 1 && n != pp)
+    return bad("parallel.stage_layers", fmt::format("has {} entries; pipeline_parallel_degree is {}", n, pp));
+  if (v > 1 && n != pp * v)
+    return bad("parallel.stage_layers",
+               fmt::format("has {} entries; with virtual stages it lists every model chunk: "
+                           "pipeline_parallel_degree x virtual_stages = {}",
+                           n, pp * v));
+  long sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool end = v > 1 && (i == 0 || i == n - 1);
+    if (sl[i] < (end ? 0 : 1))
+      return bad("parallel.stage_layers",
+                 fmt::format("{} {} has {} layers; {}", v > 1 ? "chunk" : "stage", i, sl[i],
+                             v > 1 ? "only the first and last chunk may hold none" : "every stage needs >= 1"));
+    sum += sl[i];
+  }
+  if (sum != job.model.layers)
+    return bad("parallel.stage_layers", fmt::format("they hold {} layers; the model has {}", sum, job.model.layers));
+  const bool empty_end = v > 1 && (sl.front() == 0 || sl.back() == 0);
+  if (empty_end && pc.sharded_data_parallel_degree > 1)
+    return bad("parallel.stage_layers", "a chunk without layers needs sharded_data_parallel_degree 1");
+  if (empty_end && (pc.offload_activations || pc.offload_parameters))
+    return bad("parallel.stage_layers", "a chunk without layers cannot offload");
+  return {};
+}
+
 // The pipeline: virtual stages, the layers' split over the stages, and where the LM head is.
 JobViolation check_pipeline(const Job& job) {
   const auto& m = job.model;
@@ -210,23 +253,7 @@ JobViolation check_pipeline(const Job& job) {
   if (pc.virtual_stages > 1 && pp == 1)
     return bad("parallel.virtual_stages", "virtual stages need pipeline_parallel_degree > 1");
   if (!pc.stage_layers.empty()) {
-    // Uneven stages: one entry per stage, each >= 1, adding up to the model's layers.
-    const auto& sl = pc.stage_layers;
-    if (static_cast<int>(sl.size()) != pp)
-      return bad("parallel.stage_layers", fmt::format("has {} entries; pipeline_parallel_degree is {}",
-                                                      sl.size(), pp));
-    long sum = 0;
-    for (std::size_t i = 0; i < sl.size(); ++i) {
-      if (sl[i] < 1)
-        return bad("parallel.stage_layers", fmt::format("stage {} has {} layers; every stage needs >= 1", i, sl[i]));
-      sum += sl[i];
-    }
-    if (sum != m.layers)
-      return bad("parallel.stage_layers",
-                 fmt::format("the stages hold {} layers; the model has {}", sum, m.layers));
-    if (pc.virtual_stages != 1)
-      return bad("parallel.stage_layers",
-                 fmt::format("uneven stages need virtual_stages 1 (got {})", pc.virtual_stages));
+    if (JobViolation v = check_stage_layers(job)) return v;
   } else if (m.layers % (pp * pc.virtual_stages) != 0) {
     return bad("parallel.pipeline_parallel_degree",
                fmt::format("the model's {} layers do not split into {} stages x {} virtual stages",

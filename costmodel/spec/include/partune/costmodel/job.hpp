@@ -100,8 +100,12 @@ struct ParallelConfig {
   ShardingFlavor sharding_flavor = ShardingFlavor::smp;
   ShardingConfig sharding;
   CollectiveAlgorithm data_parallel_collective = CollectiveAlgorithm::ring;
-  // Transformer layers of each pipeline stage (size pipeline_parallel_degree, sum =
-  // model.layers, virtual_stages 1). Empty: layers / pp on every stage.
+  // Uneven stages: the transformer layers of each pipeline stage (pipeline_parallel_degree
+  // entries, virtual_stages 1), or with virtual stages of each model chunk in model order
+  // (pipeline_parallel_degree x virtual_stages entries; model chunk k runs on stage k mod
+  // pp as its chunk k / pp). They add up to model.layers; every entry >= 1 except the
+  // model's first and last chunk, which may hold 0 (the embedding alone, the head alone:
+  // Llama 3's stages). Empty: layers / (pp x virtual_stages) in every chunk.
   std::vector<int> stage_layers;
   LmHeadStage lm_head_stage = LmHeadStage::last;
   // Under selective or full checkpointing, how many layers of each stage (its first
@@ -140,12 +144,14 @@ struct Job {
   // else 1. Memory, the programs' optimizer step and the estimator all use it.
   double optimizer_shard_fraction() const;
 
-  // --- Layers per pipeline stage (parallel.stage_layers, or layers / pp).
-  int layers_on_stage(int stage) const;
-  // Layers of each of the stage's chunks: layers_on_stage / virtual_stages.
-  int layers_per_chunk(int stage) const { return layers_on_stage(stage) / parallel.virtual_stages; }
+  // --- Layers per pipeline stage and chunk (parallel.stage_layers, or even).
+  // Chunk c of stage s is model chunk c * pp + s (Megatron interleaving).
+  int layers_in_chunk(int stage, int chunk) const;
+  int layers_on_stage(int stage) const;  // over its chunks
+  // True when stage_layers lists the model's chunks (pp x virtual_stages entries).
+  bool chunk_layers_listed() const;
   // The model's layer index of layer `layer` (0-based inside the chunk) of `chunk` on
-  // `stage`: chunk c of stage s is model stage c * pp + s (Megatron interleaving).
+  // `stage`: the layers of the model chunks before it come first.
   int global_layer(int stage, int chunk, int layer) const;
 
   // --- Partial activation checkpointing (parallel.checkpointed_layers).
