@@ -40,6 +40,9 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_flag("--estimator-only", opt->request.estimator_only, "rank with the estimator alone");
   cmd->add_option("--memory-weight", opt->request.options.memory_weight,
                   "automated partitioning: 0 balances stage time only, 1 stage memory only")->check(number_in(0, 1));
+  cmd->add_option("--memory-headroom", opt->request.options.memory_headroom,
+                  "share of HBM every candidate must leave free (default 0.1; 0 accepts a peak at the HBM)")
+      ->check(number_in(0, 0.9));
   cmd->add_flag("--no-partition", opt->request.uniform_stages, "keep uniform stages (no automated partitioning)");
   cmd->add_flag("--simulate-contrasts", opt->request.options.simulate_contrasts,
                 "also simulate the best tensor-across-nodes and pipeline-across-nodes candidates");

@@ -162,9 +162,12 @@ py::object simulate_py(const py::object& job, const std::vector<std::string>& ov
 
 // With the simulator, in the partune binary's process (as simulate).
 py::object search_py(const py::object& job, const std::vector<std::string>& overrides, bool estimator_only,
-                     int top_k, double tokens, double price_per_node_hour) {
+                     int top_k, double tokens, double price_per_node_hour, double memory_headroom) {
+  if (!(memory_headroom >= 0 && memory_headroom <= 0.9))
+    throw py::value_error(fmt::format("memory_headroom: {} is not in [0, 0.9]", memory_headroom));
   if (!estimator_only) {
-    std::vector<std::string> extra{"--top-k", std::to_string(top_k)};
+    std::vector<std::string> extra{"--top-k", std::to_string(top_k), "--memory-headroom",
+                                   fmt::format("{}", memory_headroom)};
     if (tokens > 0) extra.insert(extra.end(), {"--tokens", fmt::format("{}", tokens)});
     if (price_per_node_hour > 0) extra.insert(extra.end(), {"--price-per-node-hour", fmt::format("{}", price_per_node_hour)});
     return to_python(run_on_job(job, "search", extra, overrides));
@@ -173,6 +176,7 @@ py::object search_py(const py::object& job, const std::vector<std::string>& over
   search::SearchRequest request;
   request.estimator_only = true;
   request.options.top_k = top_k;
+  request.options.memory_headroom = memory_headroom;
   const search::SearchReport r = search::run_search(base, job_source(job).origin, request);
   if (r.ranked.empty()) throw py::value_error(base.name + ": no configuration fits");
   return to_python(report::search_json(base, r, report::search_budget(tokens, price_per_node_hour)));
@@ -248,7 +252,9 @@ PYBIND11_MODULE(partune, m) {
         "its events).");
   m.def("search", &search_py, py::arg("job"), py::arg("overrides") = Overrides{}, py::arg("estimator_only") = false,
         py::arg("top_k") = 32, py::arg("tokens") = 0.0, py::arg("price_per_node_hour") = 0.0,
-        "The fastest configuration that fits: the keys of `partune search --json`.");
+        py::arg("memory_headroom") = 0.1,
+        "The fastest configuration that fits with memory_headroom of the HBM free: the keys of `partune search "
+        "--json`.");
   m.def("reproduce", &reproduce_py, py::arg("tables") = std::vector<std::string>{}, py::arg("simulator") = false,
         "Published tables against the predictions: the keys of `partune reproduce --json`.");
   m.def("sweep", &sweep_py, py::arg("job"), py::arg("vary"), py::arg("overrides") = Overrides{},

@@ -86,9 +86,9 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
   std::string s = fmt::format("search: {} on {} x {} ({} GPUs), global batch {}\n", base.model.name, base.cluster.nodes,
                               base.cluster.instance.name, base.world_size(), base.training.global_batch);
   s += fmt::format("  enumerated {}, invalid {}, duplicate placements {}, estimated {} ({:.2f} s), pruned: {} do not "
-                   "fit, {} dominated; re-partitioned {}; simulated {} ({:.2f} s)\n\n",
+                   "fit in {:.0f}% of the HBM, {} dominated; re-partitioned {}; simulated {} ({:.2f} s)\n\n",
                    r.enumerated, r.invalid, r.duplicates, r.estimated, r.estimate_seconds, r.pruned_memory,
-                   r.pruned_dominated, r.partitioned, r.simulated, r.simulate_seconds);
+                   100.0 * (1.0 - r.memory_headroom), r.pruned_dominated, r.partitioned, r.simulated, r.simulate_seconds);
   const std::vector<search::TwinGroup> groups = search::group_twins(r.ranked);
   s += candidate_table(r, groups, rows);
   const search::Candidate& best = r.ranked.front();
@@ -144,6 +144,7 @@ nlohmann::json search_json(const Job& base, const search::SearchReport& r, const
                       {"duplicate_placements", r.duplicates},
                       {"estimated", r.estimated},
                       {"pruned_memory", r.pruned_memory},
+                      {"memory_headroom", r.memory_headroom},
                       {"pruned_dominated", r.pruned_dominated},
                       {"simulated", r.simulated},
                       {"partitioned", r.partitioned},

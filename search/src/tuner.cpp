@@ -40,7 +40,7 @@ void repartition(Candidate& c, double memory_weight, SearchReport& report) {
                                                                                           : LmHeadStage::last;
     if (check_job(alt)) return;
     const Estimate e = estimate(alt);
-    if (e.fits && e.step_time < c.estimate.step_time) {
+    if (e.fits && e.memory.total() <= report.memory_limit && e.step_time < c.estimate.step_time) {
       c.job = std::move(alt);
       c.estimate = e;
       ++report.partitioned;
@@ -130,9 +130,17 @@ void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptio
     }
     c.simulated = true;
     c.simulation = outcomes[i].result.metrics;
+    double peak = 0;  // the simulated timeline's, over the simulated ranks
+    for (const sim::RankResult& r : outcomes[i].result.ranks) peak = std::max(peak, r.peak_memory);
     if (!c.simulation.fits) {
       c.rejection = fmt::format("does not fit by the simulator: {} (the estimator's peak: {:.2f} GiB)",
                                 c.simulation.not_fit_reason, c.estimate.memory.total() / units::GiB);
+      ++report.simulated_too_large;
+    } else if (peak > report.memory_limit) {
+      c.rejection = fmt::format("the simulator's peak {:.2f} GiB leaves less than the {:.0f}% headroom of {:.1f} GiB "
+                                "(memory_headroom)",
+                                peak / units::GiB, 100.0 * report.memory_headroom,
+                                c.simulation.memory_capacity / units::GiB);
       ++report.simulated_too_large;
     }
   }
@@ -191,6 +199,8 @@ void describe_candidates(SearchReport& report) {
 
 SearchReport run_search(const Job& base, const SearchSpace& space, const SearchOptions& options) {
   SearchReport report;
+  report.memory_headroom = options.memory_headroom;
+  report.memory_limit = (1.0 - options.memory_headroom) * base.cluster.instance.gpu.hbm_bytes;
   auto progress = [&](long done, long total, const char* what) {
     if (options.progress) options.progress(done, total, what);
   };
@@ -203,7 +213,7 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
     apply(p, scratch);
     const Estimate e = estimate(scratch);
     ++report.estimated;
-    if (!e.fits) {
+    if (!e.fits || e.memory.total() > report.memory_limit) {
       Pruned pr;
       pr.point = p;
       pr.stage = Pruned::Stage::memory;
@@ -252,7 +262,13 @@ std::vector<std::string> explain(const SearchReport& report, const Job& base, co
     if (lines.size() >= limit) continue;
     if (pr.stage == Pruned::Stage::memory) {
       const Estimate e = estimate(job);
-      lines.push_back(fmt::format("{}: does not fit: {}", describe(job), e.not_fit_reason));
+      if (!e.fits)
+        lines.push_back(fmt::format("{}: does not fit: {}", describe(job), e.not_fit_reason));
+      else
+        lines.push_back(fmt::format("{}: leaves {:.2f} GiB of {:.1f} GiB free, less than the {:.0f}% headroom "
+                                    "(memory_headroom)",
+                                    describe(job), (e.memory_capacity - e.memory.total()) / units::GiB,
+                                    e.memory_capacity / units::GiB, 100.0 * report.memory_headroom));
     } else {
       lines.push_back(fmt::format("{}: dominated: {:.3f} s and {:.1f} GiB, while another candidate takes {:.3f} s "
                                   "with {:.1f} GiB",

@@ -44,6 +44,7 @@ SearchOptions simulating(int top_k) {
   o.top_k = top_k;
   o.workers = 2;
   o.auto_partition = false;
+  o.memory_headroom = 0;  // the HBM verdicts alone (the headroom's own case is below)
   return o;
 }
 
@@ -211,4 +212,16 @@ TEST_CASE("the winner fits by the simulator's own memory verdict", "[search][rob
   CHECK(r.ranked[0].simulated);
   CHECK(r.ranked[0].simulation.fits);
   CHECK(r.simulated == 2);
+
+  // With a 10% headroom and 90% of the HBM between the peaks, the simulator's peak leaves
+  // less than the headroom: the same candidate is ruled out, saying so.
+  base.cluster.instance.gpu.hbm_bytes = hbm / 0.9;
+  o.memory_headroom = 0.10;
+  const SearchReport h = run_search(base, space, o);
+  REQUIRE(h.rejected.size() == 1);
+  CHECK(h.rejected[0].job.parallel.checkpointed_layers == 6);
+  CHECK(h.rejected[0].simulation.fits);  // it fits the HBM, not the headroom
+  CHECK_THAT(h.rejected[0].rejection, Catch::Contains("10% headroom"));
+  REQUIRE(h.ranked.size() == 1);
+  CHECK(h.ranked[0].job.parallel.checkpointed_layers == -1);
 }

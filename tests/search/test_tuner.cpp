@@ -164,6 +164,7 @@ TEST_CASE("two tiers: the simulated top K finds the best of simulating every fit
     // The exhaustive side simulates the enumerated points as they are; re-partitioning
     // would add points it does not have.
     options.auto_partition = false;
+    options.memory_headroom = 0;  // "fits" as the exhaustive side counts it
     const SearchReport report = run_search(base, space, options);
     REQUIRE(!report.ranked.empty());
     const Candidate& best = report.ranked.front();
@@ -215,6 +216,7 @@ TEST_CASE("pruning matches a pair-by-pair brute force; the winner is the fastest
       options.simulate = false;
       options.dominance_margin = margin;
       options.auto_partition = false;  // the enumerated points as they are
+      options.memory_headroom = 0;     // pruned for memory = does not fit (test_memory_headroom.cpp has the rest)
       const SearchReport r = run_search(base, space, options);
       std::set<PointKey> pruned_memory, pruned_dominated;
       for (const Pruned& pr : r.pruned)
@@ -258,6 +260,7 @@ TEST_CASE("explain() says why a pruned candidate was dropped", "[search][tuner]"
   SearchOptions options;
   options.simulate = false;
   options.top_k = 2;
+  options.memory_headroom = 0;  // dropped = does not fit
   const SearchReport r = run_search(base, space, options);
   REQUIRE(r.pruned_memory > 0);
 
@@ -286,7 +289,8 @@ TEST_CASE("explain() says why a pruned candidate was dropped", "[search][tuner]"
   const std::vector<std::string> none = explain(r, base, {"flash_attention=true"}, 3);
   CHECK(none.size() <= 4);  // three lines and "... and N more"
   for (std::size_t i = 0; i < std::min<std::size_t>(3, none.size()); ++i)
-    CHECK((none[i].find("does not fit") != std::string::npos || none[i].find("dominated") != std::string::npos));
+    CHECK((none[i].find("does not fit") != std::string::npos || none[i].find("dominated") != std::string::npos ||
+           none[i].find("headroom") != std::string::npos));
 
   // Nothing in the space matches: a helpful message rather than silence.
   const std::vector<std::string> nothing = explain(r, base, {"tensor_parallel_degree=4"});

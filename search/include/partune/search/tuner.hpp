@@ -49,6 +49,10 @@ struct SearchOptions {
   // (otherwise they carry the estimator's numbers).
   bool simulate_contrasts = false;
   double memory_weight = 0.5;     // 0 balances time only, 1 memory only
+  // Share of the GPU's HBM a configuration must leave free, by the estimator's peak and by
+  // the simulator's: what the model does not see (the allocator's fragmentation, a longer
+  // batch, a library's workspace) needs room on a real launch. 0 accepts a peak at the HBM.
+  double memory_headroom = 0.10;
   // For tests only: runs in each simulation's child process before it simulates (see
   // sim::SimOptions::in_child), so a test can make a candidate's simulation fail.
   std::function<void(const Job&)> in_simulation_child;
@@ -80,6 +84,8 @@ struct SearchReport {
   long estimated = 0, simulated = 0;  // simulated: ranked candidates sent to the simulator
   long simulation_failures = 0, simulated_too_large = 0;
   long partitioned = 0;            // candidates whose stages the partitioner re-split
+  double memory_limit = 0;         // bytes a candidate may peak at: HBM less the headroom
+  double memory_headroom = 0;      // SearchOptions::memory_headroom, for the reports
   double enumerate_seconds = 0, estimate_seconds = 0, simulate_seconds = 0;
 };
 
