@@ -117,7 +117,9 @@ void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async, CommGr
     if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
     grads.push_back(prm.grad().reshape(-1));
   }
+  // grad_reduce_in_fp32: the bucket travels and is summed in fp32 (a no-op in fp32 runs).
   std::vector<torch::Tensor> flat{torch::cat(grads)};
+  if (job.parallel.grad_reduce_in_fp32) flat[0] = flat[0].to(torch::kFloat);
   auto work = group(kind).group->allreduce(flat, sum());
   start(index, work, [params, flat, n = dp]() mutable {
     torch::NoGradGuard no_grad;
@@ -203,7 +205,8 @@ std::vector<std::pair<std::int64_t, std::int64_t>> pieces(std::int64_t length, i
 // keeping this rank's row, under the instruction's name; `calls` all-reduces of column
 // pieces. A process group runs its work in order, so the last call's completion is all.
 void Impl::reduce_scatter(int index, ParameterShards& s, const Communicator& g, bool async, int calls) {
-  const torch::Tensor packed = s.pack_gradients();
+  const torch::Tensor packed =
+      job.parallel.grad_reduce_in_fp32 ? s.pack_gradients().to(torch::kFloat) : s.pack_gradients();
   for (const torch::Tensor& prm : s.params()) const_cast<torch::Tensor&>(prm).mutable_grad() = torch::Tensor();
   auto parts = std::make_shared<std::vector<torch::Tensor>>();
   std::vector<c10::intrusive_ptr<c10d::Work>> works;

@@ -159,7 +159,7 @@ std::vector<PartitionItem> model_items(const Job& job) {
   // parameter with mixed-precision Adam), sharded as the job shards them, plus stored
   // activations.
   const double state_bytes =
-      parameter_bytes(job.training.precision, job.training.optimizer).total() / pc.sharded_data_parallel_degree;
+      parameter_bytes(job).total() / pc.sharded_data_parallel_degree;
   const double activations = stored_layer_bytes(job, b);
   std::vector<PartitionItem> items;
   items.push_back({"embedding", ht.embedding_fwd + ht.embedding_bwd, rank.embedding * state_bytes, false, -1});

@@ -59,12 +59,12 @@ TEST_CASE("the LLaMA-family and MoE table loads, and keeps its reported accuracy
   // kernels hold 24 of 132 SMs instead of an assumed 80% slow-down, its attention runs at
   // the cuDNN kernels' measured speed, LLaMA-1 runs on InfiniBand A100 nodes and torchtitan's
   // rows on 2024's EFA collective stack, NeMo's 70B with its hops overlapped; 10.1% and 11.7%
-  // once Llama 3's 405B runs its interleaved schedule over uneven chunks): a bound that a
-  // worse model fails, not a target met.
+  // once Llama 3's 405B runs its interleaved schedule over uneven chunks; 9.7% and 10.9% with
+  // the gradients reduced in fp32 where the sources' stacks do): the issue's 10% bound.
   // Mixtral, already predicted fast, moved from +10.9% to +18.1% with them (its known gap:
   // costs of the expert layers the model does not price).
-  CHECK(r.mape_pct <= 10.5);
-  CHECK(r.mape_tflops_pct <= 12.5);
+  CHECK(r.mape_pct <= 10.0);
+  CHECK(r.mape_tflops_pct <= 11.5);
   CHECK(r.pairs == 1);
   CHECK(r.pairs_right == 1);
   for (const auto& row : r.rows) {

@@ -45,7 +45,7 @@ struct Context {
   const Job& job;
   const ParallelConfig& pc;
   const InstanceType& inst;
-  double oversub, eb;
+  double oversub, eb, gb;  // bytes of an element: of the training precision, of a gradient
   int pp, tp, sdp, dp;
   Placement placement;
   GroupSpan dp_span, sdp_span;
@@ -62,6 +62,7 @@ struct Context {
         inst(j.cluster.instance),
         oversub(j.cluster.oversubscription),
         eb(bytes_per_element(j.training.precision)),
+        gb(j.gradient_bytes_per_element()),
         pp(pc.pipeline_parallel_degree),
         tp(pc.tensor_parallel_degree),
         sdp(pc.sharded_data_parallel_degree),
@@ -135,7 +136,7 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   const double ag = plan.gather_calls() *
                     c.cost(CollectiveKind::all_gather, ag_algo, plan.gather_elements() * c.eb, c.sdp_span);
   const double rs = plan.reduce_calls *
-                    c.cost(CollectiveKind::reduce_scatter, rs_algo, plan.reduce_elements * c.eb, c.sdp_span);
+                    c.cost(CollectiveKind::reduce_scatter, rs_algo, plan.reduce_elements * c.gb, c.sdp_span);
   const double ag_ov = c.overlap(CommGroup::sharded, OpKind::all_gather);
   const double rs_ov = c.overlap(CommGroup::sharded, OpKind::reduce_scatter);
   out.total = layers * (2 * ag + rs);
@@ -153,13 +154,13 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   // the head with the last, or both with the first when the head is on stage 0, which
   // also gathers them once more for the head's own forward and backward.
   const bool head_first = c.job.lm_head_on_first_stage();
-  const double embedding = c.rank.embedding * c.eb, head = c.rank.head * c.eb;
-  auto unit = [&](double bytes) {
-    return 2 * c.cost(CollectiveKind::all_gather, ag_algo, bytes, c.sdp_span) +
-           c.cost(CollectiveKind::reduce_scatter, rs_algo, bytes, c.sdp_span);
+  const double embedding = c.rank.embedding, head = c.rank.head;  // parameters
+  auto unit = [&](double params) {
+    return 2 * c.cost(CollectiveKind::all_gather, ag_algo, params * c.eb, c.sdp_span) +
+           c.cost(CollectiveKind::reduce_scatter, rs_algo, params * c.gb, c.sdp_span);
   };
   const double head_comm = head_first ? unit(embedding + head) + c.cost(CollectiveKind::all_gather, ag_algo,
-                                                                        embedding + head, c.sdp_span)
+                                                                        (embedding + head) * c.eb, c.sdp_span)
                                       : unit(embedding) + unit(head);
   const HeadTime& ht = c.stages.head_time();
   out.total += head_comm;
@@ -311,11 +312,12 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
     const bool split = c.job.model.is_moe() && c.pc.expert_parallel_degree > 1;
     auto experts = [&](int s) { return split ? stage_expert_parameter_count(c.job, c.rank, s) : 0.0; };
     auto expert_cost = [&](CollectiveKind k, double params, const GroupSpan& span) {
-      return params > 0 && c.edp > 1 ? c.cost(k, algo, params * c.eb, span) : 0.0;
+      const double bytes = params * (k == CollectiveKind::all_gather ? c.eb : c.gb);  // weights or gradients
+      return params > 0 && c.edp > 1 ? c.cost(k, algo, bytes, span) : 0.0;
     };
     auto comm = [&](int s) {
       const double e = experts(s);
-      return c.cost(kind, algo, (stage_parameter_count(c.job, c.rank, s) - e) * c.eb, drain) + expert_cost(kind, e, c.edp_span);
+      return c.cost(kind, algo, (stage_parameter_count(c.job, c.rank, s) - e) * c.gb, drain) + expert_cost(kind, e, c.edp_span);
     };
     const int largest = largest_stage(c);
     const double e = experts(largest), shared = stage_params - e;
@@ -323,7 +325,7 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
                                                        expert_cost(CollectiveKind::all_gather, e, c.edp_span)
                                                  : 0.0;
     const Drain d = drain_exposed(c, overlap, comm);
-    out.total = std::max(c.cost(kind, algo, shared * c.eb, c.dp_span) + expert_cost(kind, e, c.edp_span),
+    out.total = std::max(c.cost(kind, algo, shared * c.gb, c.dp_span) + expert_cost(kind, e, c.edp_span),
                          d.largest_comm) +
                 ag;
     out.exposed = d.own + ag;
@@ -333,7 +335,7 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
     GroupSpan replicas{c.dp / c.sdp, std::max(1, c.dp_span.nodes / std::max(1, c.sdp_span.nodes)), 1};
     replicas.per_node = std::max(1, replicas.size / replicas.nodes);
     out.total = c.cost(CollectiveKind::all_reduce, collective_algorithm(c.pc, CommGroup::replica, OpKind::all_reduce),
-                       stage_params / c.sdp * c.eb, replicas);
+                       stage_params / c.sdp * c.gb, replicas);
     out.exposed = out.total;
   }
   return out;
@@ -353,12 +355,12 @@ double step_end_sums(const Context& c, int stage) {
                        (stage == 0 ? c.stages.embedding().shard_gradient_params() : 0.0) +
                        (stage == c.job.lm_head_stage() ? c.stages.head().shard_gradient_params() : 0.0);
   if (shard > 0)
-    sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, shard * c.eb * owned,
+    sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, shard * c.gb * owned,
                   c.stages.tensor_span(stage));
   if (c.job.model.tied_embeddings && c.pp > 1 && !head_first) {
     const GroupSpan ends = group_span(c.placement, Axis::pipeline, c.inst.gpus_per_node);
     const GroupSpan pair{2, ends.nodes > 1 ? 2 : 1, ends.nodes > 1 ? 1 : 2};
-    const double bytes = c.rank.head_projection * c.eb * owned;  // the token table's shard
+    const double bytes = c.rank.head_projection * c.gb * owned;  // the token table's gradient shard
     sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, bytes, pair);
   }
   return sum;
@@ -386,8 +388,8 @@ double state_copies(const Context& c, const Slots& slots, double stage_params) {
   if (!c.pc.offload_optimizer) return 0.0;
   const int sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, std::max(1, c.inst.gpus_per_pcie_switch));
   const double rate = c.inst.pcie_bw / sharers;
-  const double shard = local_params(c, stage_params) * c.eb;
-  double bytes = shard * (c.pc.offload_parameters ? 1.0 : 2.0);
+  const double shard = local_params(c, stage_params);  // its gradient down, its weights back up
+  double bytes = shard * c.gb + (c.pc.offload_parameters ? 0.0 : shard * c.eb);
   if (c.pc.offload_parameters) {
     const ShardingPlan plan = sharding_plan(c.job, c.stages.layer());
     const double extras = stage_params - c.job.layers_on_stage(slots.critical) * c.rank.dense_layer;

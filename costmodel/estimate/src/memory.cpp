@@ -51,7 +51,7 @@ namespace {
 double model_states(const Job& job, const RankParameters& rank, int stage, MemoryBreakdown& mb) {
   const ParallelConfig& pc = job.parallel;
   const int sdp = pc.sharded_data_parallel_degree, dp = job.data_parallel_degree();
-  const ParameterBytes sb = parameter_bytes(job.training.precision, job.training.optimizer);
+  const ParameterBytes sb = parameter_bytes(job);
   const double params = stage_parameter_count(job, rank, stage);
   mb.parameters = params * sb.weights / sdp;
   mb.gradients = params * sb.gradients / sdp;
@@ -90,7 +90,7 @@ double model_states(const Job& job, const RankParameters& rank, int stage, Memor
 // Sharded data parallelism's gathered parameters and reduce buckets of `stage` into `mb`.
 void sharded_buffers(const Job& job, const RankParameters& rank, int stage, const LayerPlan& plan,
                      MemoryBreakdown& mb) {
-  const ParameterBytes sb = parameter_bytes(job.training.precision, job.training.optimizer);
+  const ParameterBytes sb = parameter_bytes(job);
   // The units in use and those gathered ahead (sharding.hpp), and the parameters below
   // the persistence threshold, whole on every rank.
   const ShardingPlan sharding = sharding_plan(job, plan);

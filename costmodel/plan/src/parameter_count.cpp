@@ -83,6 +83,12 @@ double stage_expert_parameter_count(const Job& job, int stage) {
   return stage_expert_parameter_count(job, rank_parameters(job), stage);
 }
 
+ParameterBytes parameter_bytes(const Job& job) {
+  ParameterBytes b = parameter_bytes(job.training.precision, job.training.optimizer);
+  b.gradients = job.gradient_bytes_per_element();
+  return b;
+}
+
 ParameterBytes parameter_bytes(Precision precision, Optimizer optimizer) {
   const double moments = optimizer == Optimizer::adam ? 8.0 : 4.0;
   if (mixed_precision(precision)) return {2.0, 2.0, 4.0 + moments};

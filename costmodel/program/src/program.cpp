@@ -25,6 +25,7 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   head_first_ = job.lm_head_on_first_stage();
   head_chunk_ = v_;
   eb_ = bytes_per_element(prec);
+  gb_ = job.gradient_bytes_per_element();
   layer_[0] = costs_.layer_time(false);
   layer_[1] = costs_.layer_time(true);
   head_ = costs_.head_time();
@@ -36,8 +37,8 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
     const LayerPlan& l = costs_.layer(moe);
     layer_comm_[moe] = {tensor_collectives(l, PlanPass::forward), tensor_collectives(l, PlanPass::backward),
                         tensor_collectives(l, PlanPass::recompute, policy)};
-    layer_param_bytes_[moe] = l.params() * eb_;  // a layer with experts: the rank's experts
-    expert_param_bytes_[moe] = l.expert_params() * eb_;
+    layer_param_bytes_[moe] = l.params() * gb_;  // a layer with experts: the rank's experts
+    expert_param_bytes_[moe] = l.expert_params() * gb_;
   }
   rank_ = rank_parameters(layer, costs_.layer(true), embedding, head);
   ep_ = m.is_moe() ? pc_.expert_parallel_degree : 1;

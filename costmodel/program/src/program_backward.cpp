@@ -56,7 +56,7 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
     backward_chunk(mb, chunk);
     // A chunk without layers (the embedding or the head alone): its parameters' bucket.
     if (buckets && n == 0) start_async(collective(pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce,
-                                                  CommGroup::data, extra_param_bytes(chunk, 0), 1, -1, chunk, 0));
+                                                  CommGroup::data, extra_gradient_bytes(chunk, 0), 1, -1, chunk, 0));
   }
   if (!first_model_stage(chunk)) start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
 }
@@ -81,7 +81,7 @@ void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
   tensor_collectives_after(parts, mb, chunk, l);
   // A layer with experts reduces its experts' gradients over the expert-data group.
   const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
-  const double bucket = layer_param_bytes_[e] - experts + extra_param_bytes(chunk, l);
+  const double bucket = layer_param_bytes_[e] - experts + extra_gradient_bytes(chunk, l);
   if (sharded_) {
     start_async(sharded_reduce(mb, chunk, l));
     if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers(chunk), true);

@@ -142,8 +142,10 @@ class ProgramBuilder {
   // head on the first stage uses the embedding itself).
   double embedding_params(int chunk) const { return first_model_stage(chunk) ? rank_.embedding : 0.0; }
   double head_params(int chunk) const;
-  // They travel with the gradient bucket of the layer next to them (bucket_extras).
-  double extra_param_bytes(int chunk, int layer) const;
+  // They travel with the gradient bucket of the layer next to them (bucket_extras):
+  // how many, and their gradient's bytes.
+  double extra_params(int chunk, int layer) const;
+  double extra_gradient_bytes(int chunk, int layer) const { return extra_params(chunk, layer) * gb_; }
 
   // This rank holds one of the two copies of a tied embedding: pipeline > 1 with the head
   // on the last stage, and this is the first or the last stage.
@@ -162,7 +164,8 @@ class ProgramBuilder {
   Placement placement_;
   ProgramOptions options_;
   RankProgram program_;
-  double b_ = 0, eb_ = 0, activation_bytes_ = 0, stored_layer_bytes_ = 0;
+  // eb_: an element of the training precision; gb_: of a gradient (grad_reduce_in_fp32).
+  double b_ = 0, eb_ = 0, gb_ = 0, activation_bytes_ = 0, stored_layer_bytes_ = 0;
   // Per kind of layer (dense, with experts): its gradient bucket, of which experts'.
   double layer_param_bytes_[2] = {0, 0}, expert_param_bytes_[2] = {0, 0};
   RankParameters rank_;  // one rank's parameters (parameter_count.hpp)

@@ -75,7 +75,7 @@ Instruction ProgramBuilder::copy_of(OpKind kind, double bytes) {
 }
 
 Instruction ProgramBuilder::sharded_gather(int mb, int chunk, int layer) const {
-  const double extra = extra_param_bytes(chunk, layer);
+  const double extra = extra_params(chunk, layer) * eb_;
   const int calls = sharding_.gather_calls() + (extra > 0 ? 1 : 0);
   const double bytes = sharding_.gathered * eb_ + extra;
   // No call at all when every parameter persists (a small layer under SMP's 1e6).
@@ -84,9 +84,9 @@ Instruction ProgramBuilder::sharded_gather(int mb, int chunk, int layer) const {
 }
 
 Instruction ProgramBuilder::sharded_reduce(int mb, int chunk, int layer) const {
-  const double extra = extra_param_bytes(chunk, layer);
+  const double extra = extra_gradient_bytes(chunk, layer);
   const int calls = sharding_.reduce_calls + (extra > 0 ? 1 : 0);
-  const double bytes = sharding_.reduce_calls * sharding_.reduce_elements * eb_ + extra;
+  const double bytes = sharding_.reduce_calls * sharding_.reduce_elements * gb_ + extra;
   return collective(OpKind::reduce_scatter, CommGroup::sharded, bytes / calls, calls, mb, chunk, layer);
 }
 

@@ -11,9 +11,9 @@ double ProgramBuilder::head_params(int chunk) const {
   return rank_.head + (p_ > 1 && job_.model.tied_embeddings ? rank_.head_projection : 0.0);
 }
 
-double ProgramBuilder::extra_param_bytes(int chunk, int layer) const {
+double ProgramBuilder::extra_params(int chunk, int layer) const {
   const BucketExtras extras = bucket_extras(job_, stage_, chunk, layer);
-  return ((extras.embedding ? embedding_params(chunk) : 0.0) + (extras.head ? head_params(chunk) : 0.0)) * eb_;
+  return (extras.embedding ? embedding_params(chunk) : 0.0) + (extras.head ? head_params(chunk) : 0.0);
 }
 
 bool ProgramBuilder::tied_copies() const {
@@ -31,13 +31,13 @@ void ProgramBuilder::finish_step() {
   double params = 0, experts = 0;  // experts: reduced over the expert-data group
   for (int c = 0; c < v_; ++c) {
     const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers(c));
-    params += (mix.dense * layer_param_bytes_[0] + mix.moe * layer_param_bytes_[1]) / eb_ + embedding_params(c) +
+    params += (mix.dense * layer_param_bytes_[0] + mix.moe * layer_param_bytes_[1]) / gb_ + embedding_params(c) +
               head_params(c);
-    experts += mix.moe * expert_param_bytes_[1] / eb_;
+    experts += mix.moe * expert_param_bytes_[1] / gb_;
   }
   // (= stage_parameter_count(job, stage): the memory model's count.)
   if (sharded_ && dp_ > sdp_) {
-    push(collective(OpKind::all_reduce, CommGroup::replica, params / sdp_ * eb_, 1, -1, 0, -1));
+    push(collective(OpKind::all_reduce, CommGroup::replica, params / sdp_ * gb_, 1, -1, 0, -1));
   }
   // Sequence parallelism: the replicated parameters used on sequence shards (the plans'
   // shard_gradient_params) hold their shard's gradient, summed over the tensor group
@@ -51,11 +51,11 @@ void ProgramBuilder::finish_step() {
                     (holds_head(c) ? shard_gradient_.head : 0.0);
   }
   if (shard_params > 0)
-    push(collective(OpKind::all_reduce, CommGroup::tensor, shard_params * eb_ * owned_fraction(), 1, -1, 0, -1));
+    push(collective(OpKind::all_reduce, CommGroup::tensor, shard_params * gb_ * owned_fraction(), 1, -1, 0, -1));
   if (tied_copies()) {
     // The tied embedding lives on both pipeline ends (embedding_params / head_params);
     // their gradients are summed before either updates, so the copies stay equal.
-    const double bytes = rank_.head_projection * eb_ * owned_fraction();  // the token table's shard
+    const double bytes = rank_.head_projection * gb_ * owned_fraction();  // the token table's gradient shard
     push(collective(OpKind::all_reduce, CommGroup::embedding, bytes, 1, -1, 0, -1));
   }
   const double local =
@@ -64,7 +64,7 @@ void ProgramBuilder::finish_step() {
   if (pc_.offload_optimizer) {
     // ZeRO-Offload: the gradient shard goes to the host, the host steps, and the updated
     // 16-bit shard comes back (it stays there with offload_parameters: gathered from it).
-    push(copy_of(OpKind::offload_gradients, local * eb_));
+    push(copy_of(OpKind::offload_gradients, local * gb_));
     push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
                  host_optimizer_time(job_.cluster.instance, t.optimizer, t.precision, local)));
     if (!pc_.offload_parameters) push(copy_of(OpKind::reload_parameters, local * eb_));

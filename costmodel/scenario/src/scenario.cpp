@@ -231,7 +231,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "virtual_stages", "placement_strategy", "activation_checkpointing",
                 "offload_activations", "activation_loading_horizon", "shard_optimizer_state",
                 "offload_optimizer", "offload_parameters",
-                "flash_attention", "sequence_parallel", "overlap_p2p_comm", "sharded_collective", "data_parallel_collective",
+                "flash_attention", "sequence_parallel", "overlap_p2p_comm", "grad_reduce_in_fp32", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
                 "lm_head_stage", "checkpointed_layers", "expert_parallel_degree"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1, limits::kMaxLayers, 1);
@@ -256,6 +256,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.flash_attention = r.get_bool("flash_attention", false);
   p.sequence_parallel = r.get_bool("sequence_parallel", false);
   p.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
+  p.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", false);
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);
   p.data_parallel_collective = parse_algorithm(r, "data_parallel_collective", CollectiveAlgorithm::ring);
   p.sharding_flavor = get_enum(r, "sharding_flavor", ShardingFlavor::smp);

@@ -152,6 +152,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   p["flash_attention"] = pc.flash_attention;
   if (pc.sequence_parallel) p["sequence_parallel"] = true;
   if (pc.overlap_p2p_comm) p["overlap_p2p_comm"] = true;
+  if (pc.grad_reduce_in_fp32) p["grad_reduce_in_fp32"] = true;
   p["sharded_collective"] = enum_name(pc.sharded_collective);
   p["data_parallel_collective"] = enum_name(pc.data_parallel_collective);
   if (pc.sharding_flavor != ShardingFlavor::smp) p["sharding_flavor"] = enum_name(pc.sharding_flavor);

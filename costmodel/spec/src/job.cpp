@@ -108,6 +108,10 @@ double Job::expert_optimizer_shard_fraction() const {
   return optimizer_shard_fraction();
 }
 
+double Job::gradient_bytes_per_element() const {
+  return parallel.grad_reduce_in_fp32 ? 4.0 : bytes_per_element(training.precision);
+}
+
 int Job::data_parallel_degree() const {
   const int mp = parallel.pipeline_parallel_degree * parallel.tensor_parallel_degree;
   return mp > 0 ? world_size() / mp : 0;

@@ -61,5 +61,8 @@ struct ParameterBytes {
   double total() const { return weights + gradients + optimizer; }
 };
 ParameterBytes parameter_bytes(Precision precision, Optimizer optimizer);
+// The job's: its precision and optimizer, with fp32 gradients under grad_reduce_in_fp32
+// (Megatron's 18 bytes a parameter for mixed Adam).
+ParameterBytes parameter_bytes(const Job& job);
 
 }  // namespace partune

@@ -96,6 +96,11 @@ struct ParallelConfig {
   // ahead of it, so the activation (or gradient) travels while that compute runs instead
   // of after it. Megatron-core's and NeMo's default: off.
   bool overlap_p2p_comm = false;
+  // Megatron-core's grad_reduce_in_fp32: gradients are accumulated in an fp32 buffer and
+  // reduced (all-reduce, reduce-scatter, the step-end sums) in fp32, twice a 16-bit
+  // gradient's bytes. Megatron-LM turns it on for bf16, torchtitan's FSDP reduces in fp32
+  // by default; Megatron-core's own default and partune's: off.
+  bool grad_reduce_in_fp32 = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   ShardingFlavor sharding_flavor = ShardingFlavor::smp;
   ShardingConfig sharding;
@@ -135,6 +140,9 @@ struct Job {
   std::vector<std::string> sweep_axes;
 
   int world_size() const { return cluster.gpu_count(); }
+  // Bytes of a gradient element as it is kept and reduced: 4 under grad_reduce_in_fp32,
+  // else the training precision's.
+  double gradient_bytes_per_element() const;
   // Data-parallel degree derived from the others: world / (pp * tp). Sharded data
   // parallelism splits each data-parallel group into groups of this size.
   int data_parallel_degree() const;
