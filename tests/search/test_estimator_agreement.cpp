@@ -208,3 +208,26 @@ TEST_CASE("estimator within -20%/+25% of the simulator with tensor groups stradd
   space.tensor_degrees = {3, 6};
   check_agreement(sample(base, space, 100, 6), "175B on 6 p4d, tensor 3 and 6");
 }
+
+TEST_CASE("estimator within -20%/+25% of the simulator with issue 29's stack settings on H100",
+          "[agreement]") {
+  // LLaMA-3 70B on 16 p5 nodes: each sampled configuration also takes the job-level
+  // settings issue 29 added, drawn by the same generator — pipeline receives posted early
+  // (overlap_p2p_comm), gradients reduced in fp32 (grad_reduce_in_fp32) — on the 2024
+  // collective profile of an H100 node (its NCCL kernels' SMs).
+  const Job base = load_job(path("scenarios/jobs/llama-3-70b-p5-16.yaml"));
+  std::vector<Job> jobs = sample(base, search::SearchSpace{}, 50, 70);
+  SplitMix rng{29};
+  int early = 0, fp32 = 0;
+  for (Job& job : jobs) {
+    const std::uint64_t draw = rng.next();
+    job.parallel.overlap_p2p_comm = job.parallel.pipeline_parallel_degree > 1 && (draw & 1) != 0;
+    job.parallel.grad_reduce_in_fp32 = (draw & 2) != 0;
+    early += job.parallel.overlap_p2p_comm ? 1 : 0;
+    fp32 += job.parallel.grad_reduce_in_fp32 ? 1 : 0;
+    REQUIRE(check_job(job).reason.empty());
+  }
+  CHECK(early >= 10);  // both settings are really exercised
+  CHECK(fp32 >= 15);
+  check_agreement(jobs, "LLaMA-3 70B on 16 p5, overlap_p2p_comm and grad_reduce_in_fp32 drawn");
+}
