@@ -60,10 +60,12 @@ TEST_CASE("the LLaMA-family and MoE table loads, and keeps its reported accuracy
   // the cuDNN kernels' measured speed, LLaMA-1 runs on InfiniBand A100 nodes and torchtitan's
   // rows on 2024's EFA collective stack, NeMo's 70B with its hops overlapped; 10.1% and 11.7%
   // once Llama 3's 405B runs its interleaved schedule over uneven chunks; 9.7% and 10.9% with
-  // the gradients reduced in fp32 where the sources' stacks do): the issue's 10% bound.
+  // the gradients reduced in fp32 where the sources' stacks do; 8.6% and 10.9% once the
+  // InfiniBand A100 node prices NCCL's SMs instead of an assumed overlap): a bound that a
+  // worse model fails, below the issue's 10%.
   // Mixtral, already predicted fast, moved from +10.9% to +18.1% with them (its known gap:
   // costs of the expert layers the model does not price).
-  CHECK(r.mape_pct <= 10.0);
+  CHECK(r.mape_pct <= 9.0);
   CHECK(r.mape_tflops_pct <= 11.5);
   CHECK(r.pairs == 1);
   CHECK(r.pairs_right == 1);
@@ -75,6 +77,7 @@ TEST_CASE("the LLaMA-family and MoE table loads, and keeps its reported accuracy
     // Llama 3 405B on 8k and 16k GPUs with 8 chunks a stage, the ends empty (-9.3% and -28.0%
     // when the uneven stages could not interleave): within the issue's +-20%.
     if (row.row.rfind("llama3-405b-", 0) == 0) CHECK(std::abs(row.error_pct) <= 20.0);
+    CHECK(std::abs(row.error_pct) <= 20.0);  // the issue's per-row bound, every row
   }
 }
 
