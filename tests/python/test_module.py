@@ -2,7 +2,8 @@
 PYTHONPATH=build/python: a job from a dict is estimated exactly as `partune estimate
 --json` estimates its file; bad input raises ValueError naming the key; a sweep's points
 are the estimates of their jobs, keep their values' types and all have the same keys (a
-point that does not fit or is invalid: a reason, no time or cost)."""
+point that does not fit or is invalid: a reason, no time or cost); a search keeps its
+memory headroom."""
 import json
 import os
 import subprocess
@@ -101,6 +102,25 @@ def test_sweep_chooses_open_microbatches():
     sweep = partune.sweep(DICT_JOB, {"nodes": [1, 2]})
     assert sweep["microbatch_policy"]["adapted"] is True
     assert [(p["microbatches"], p["microbatch_size"]) for p in sweep["points"]] == [(2, 8), (1, 8)]
+
+
+def test_search_keeps_the_memory_headroom():
+    # GPT-NeoX 20B on 16 p4d (A100-40GB), estimator only: every ranked candidate peaks
+    # below 90% of the HBM with the default headroom; 0 admits fuller ones; a headroom
+    # outside [0, 0.9] is refused by name.
+    def peaks(result):
+        return [c["peak_memory_bytes"] for c in result["ranked"]]
+    kept = partune.search(JOB, estimator_only=True, top_k=4)
+    assert kept["memory_headroom"] == 0.1
+    assert max(peaks(kept)) <= 0.9 * 40 * 2**30, peaks(kept)
+    tight = partune.search(JOB, estimator_only=True, top_k=4, memory_headroom=0.0)
+    assert tight["pruned_memory"] < kept["pruned_memory"]
+    try:
+        partune.search(JOB, estimator_only=True, memory_headroom=0.95)
+    except ValueError as e:
+        assert "memory_headroom" in str(e), str(e)
+    else:
+        raise AssertionError("a headroom of 0.95 was accepted")
 
 
 if __name__ == "__main__":
