@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
+#include "partune/costmodel/error.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/scenario.hpp"
 
@@ -43,6 +45,17 @@ inline void require_valid(const Job& j) {
   const JobViolation v = check_job(j);
   INFO("check_job: " << v.key << ": " << v.reason);
   REQUIRE_FALSE(v);
+}
+
+// The key a job text is refused at (ScenarioError::key), or "(no error)".
+inline std::string scenario_error_key(const std::string& text, const std::string& file,
+                                      const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_job(text, file, overrides);
+  } catch (const ScenarioError& e) {
+    return e.key();
+  }
+  return "(no error)";
 }
 
 }  // namespace partune::testing

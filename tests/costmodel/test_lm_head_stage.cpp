@@ -2,10 +2,7 @@
 // checks, memory, the schedule (the head as one more stage), the estimator and the
 // programs (who sends what to whom, where the head steps sit, what each stage computes).
 //
-// Hand numbers for GPT-2 small (h 768, s 1024, vocab 50257), b 1, t 1:
-//   layer parameters 7,087,872; embedding 39,383,808; head (tied: the final norm) 1,536;
-//   the last stage's copy of the tied embedding (head on the last stage only) 38,597,376;
-//   logits of one micro-batch 6 b s V = 308,779,008 bytes.
+// Hand numbers for GPT-2 small (b 1, t 1): gpt2_small_hand.hpp.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -13,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gpt2_small_hand.hpp"
 #include "job_fixtures.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/estimator.hpp"
@@ -24,16 +22,12 @@
 #include "partune/costmodel/scenario.hpp"
 
 using namespace partune;
+using namespace partune::testing::gpt2_small;
 using partune::testing::p4d_job;
 using partune::testing::require_valid;
 
 namespace {
 
-constexpr double kLayerParams = 7087872.0;
-constexpr double kEmbeddingParams = 39383808.0;
-constexpr double kHeadParams = 1536.0;
-constexpr double kTiedCopy = 38597376.0;
-constexpr double kLogits = 308779008.0;
 
 // GPT-2 small (12 layers) on one p4d node, tp 1, b 1: dp = 8 / pp.
 Job head_job(int pp, int micro, LmHeadStage where, std::vector<int> stage_layers = {}) {
@@ -55,12 +49,7 @@ std::string yaml(const std::string& parallel_extra, const std::string& model = "
 }
 
 std::string error_key(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  try {
-    parse_job(text, "head.yaml", overrides);
-  } catch (const ScenarioError& e) {
-    return e.key();
-  }
-  return "(no error)";
+  return partune::testing::scenario_error_key(text, "head.yaml", overrides);
 }
 
 int index_of(const RankProgram& prog, OpKind kind, int mb, int chunk) {

@@ -3,12 +3,8 @@
 // against hand numbers. Llama 3 ran 126 layers on 16 stages this way: every chunk one
 // layer but the first (the embedding alone) and the last (the head alone).
 //
-// Hand numbers for GPT-2 small (h 768, f 3072, s 1024, a 12, vocab 50257) cut to 8 layers,
-// pp 2 x virtual_stages 2 (model chunk k on stage k mod 2 as its chunk k / 2):
-//   layer parameters   12 h^2 + 13 h      = 7,087,872
-//   embedding          vocab h + s h      = 39,383,808
-//   head (tied)        final norm 2 h     = 1,536
-//   tied copy on the last stage (pp > 1)  = vocab h = 38,597,376
+// GPT-2 small cut to 8 layers, pp 2 x virtual_stages 2 (model chunk k on stage k mod 2 as
+// its chunk k / 2); its hand numbers are in gpt2_small_hand.hpp.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -16,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gpt2_small_hand.hpp"
 #include "job_fixtures.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/op_cost.hpp"
@@ -25,15 +22,12 @@
 #include "partune/costmodel/scenario.hpp"
 
 using namespace partune;
+using namespace partune::testing::gpt2_small;
 using partune::testing::p4d_job;
 using partune::testing::require_valid;
 
 namespace {
 
-constexpr double kLayerParams = 7087872.0;
-constexpr double kEmbeddingParams = 39383808.0;
-constexpr double kHeadParams = 1536.0;
-constexpr double kTiedCopy = 38597376.0;
 
 // GPT-2 small with 8 layers on one p4d node: pp 2 x v 2 -> dp 4, 4 micro-batches of 1.
 Job chunk_job(std::vector<int> chunk_layers) {
@@ -59,14 +53,7 @@ std::string yaml(const std::string& parallel_extra) {
          parallel_extra;
 }
 
-std::string error_key(const std::string& text) {
-  try {
-    parse_job(text, "chunks.yaml");
-  } catch (const ScenarioError& e) {
-    return e.key();
-  }
-  return "(no error)";
-}
+std::string error_key(const std::string& text) { return partune::testing::scenario_error_key(text, "chunks.yaml"); }
 
 }  // namespace
 

@@ -2,14 +2,7 @@
 // the estimator's per-stage slots and the programs' layers per stage, against hand
 // numbers.
 //
-// Hand numbers for GPT-2 small (h 768, f 3072, s 1024, a 12, vocab 50257) cut to 8 layers:
-//   layer parameters   12 h^2 + 13 h      = 7,087,872
-//   embedding          vocab h + s h      = 39,383,808
-//   head (tied)        final norm 2 h     = 1,536
-//   tied copy on the last stage (pp > 1)  = vocab h = 38,597,376
-//   activations per layer, b 1, t 1, no checkpointing (Korthikanti):
-//     s b h (34 + 5 a s / h) = 1024 x 768 x (34 + 80) = 89,653,248 bytes
-//   logits of one micro-batch, b 1, t 1: 6 b s V = 308,779,008 bytes
+// Hand numbers for GPT-2 small (cut to 8 layers here): gpt2_small_hand.hpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpt2_small_hand.hpp"
 #include "job_fixtures.hpp"
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/error.hpp"
@@ -29,17 +23,12 @@
 #include "partune/costmodel/scenario.hpp"
 
 using namespace partune;
+using namespace partune::testing::gpt2_small;
 using partune::testing::p4d_job;
 using partune::testing::require_valid;
 
 namespace {
 
-constexpr double kLayerParams = 7087872.0;
-constexpr double kEmbeddingParams = 39383808.0;
-constexpr double kHeadParams = 1536.0;
-constexpr double kTiedCopy = 38597376.0;
-constexpr double kLayerActivations = 89653248.0;  // b 1, t 1, no checkpointing
-constexpr double kLogits = 308779008.0;           // b 1, t 1
 
 // GPT-2 small with 8 layers on one p4d node: pp 2 x tp 1 -> dp 4, 4 micro-batches of 1.
 Job uneven_job(std::vector<int> stage_layers, int pp = 2, int tp = 1, int micro = 4) {
@@ -63,12 +52,7 @@ std::string yaml(const std::string& parallel_extra) {
 }
 
 std::string error_key(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  try {
-    parse_job(text, "uneven.yaml", overrides);
-  } catch (const ScenarioError& e) {
-    return e.key();
-  }
-  return "(no error)";
+  return partune::testing::scenario_error_key(text, "uneven.yaml", overrides);
 }
 
 }  // namespace

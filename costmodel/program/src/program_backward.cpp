@@ -55,8 +55,7 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
   } else {
     backward_chunk(mb, chunk);
     // A chunk without layers (the embedding or the head alone): its parameters' bucket.
-    if (buckets && n == 0) start_async(collective(pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce,
-                                                  CommGroup::data, extra_gradient_bytes(chunk, 0), 1, -1, chunk, 0));
+    if (buckets && n == 0) start_async(gradient_bucket(CommGroup::data, extra_gradient_bytes(chunk, 0), chunk, 0));
   }
   if (!first_model_stage(chunk)) start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
 }
@@ -87,9 +86,8 @@ void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
     if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers(chunk), true);
   } else if (buckets) {
     // One gradient bucket per layer, reduced while the layers below run backward.
-    const OpKind k = pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce;
-    start_async(collective(k, CommGroup::data, bucket, 1, -1, chunk, l));
-    if (experts > 0 && dp_ > ep_) start_async(collective(k, CommGroup::expert_data, experts, 1, -1, chunk, l));
+    start_async(gradient_bucket(CommGroup::data, bucket, chunk, l));
+    if (experts > 0 && dp_ > ep_) start_async(gradient_bucket(CommGroup::expert_data, experts, chunk, l));
   }
 }
 

@@ -132,6 +132,12 @@ class ProgramBuilder {
   // (offload), its recompute if checkpointed (the chunk's first `ckpt` layers), the
   // kernels with the plan's tensor collectives around them, then its gradient bucket.
   void backward_layer(int mb, int chunk, int l, bool buckets);
+  // A gradient bucket over `group` (data, or expert_data for experts): reduce-scattered
+  // under optimizer-state sharding, else all-reduced; tagged (chunk, layer).
+  Instruction gradient_bucket(CommGroup group, double bytes, int chunk, int layer) const {
+    return collective(pc_.shard_optimizer_state ? OpKind::reduce_scatter : OpKind::all_reduce, group, bytes, 1, -1,
+                      chunk, layer);
+  }
 
   // A whole chunk's backward as one instruction (chunk granularity): the recompute of its
   // checkpointed layers first, as one instruction too.
