@@ -113,6 +113,11 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
                     m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden;
   if (!same) m.name += "-scaled";
   apply_config(c, m);
+  // The backend shards every parameter tensor and gathers each layer (no tensor stays
+  // whole: backend/src/executor_collectives.cpp), so the program it runs has SMP's and
+  // ZeRO-3's persistence threshold at 0.
+  if (j.parallel.sharded_data_parallel_degree > 1 && j.parallel.sharding_flavor != ShardingFlavor::fsdp)
+    j.parallel.sharding.param_persistence_threshold = 0;
   return j;
 }
 

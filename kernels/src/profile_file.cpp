@@ -41,11 +41,11 @@ double score_key(double v) { return std::clamp(v, 1e-4, 2.0); }
 namespace {
 
 // A collective's fixed cost: what the small all-reduces / all-gathers take per call beyond
-// the per-step latency the links already count (2 steps for a 2-rank ring all-reduce, 1
+// the per-step latency the links already count (a send/recv's) (2 steps for a 2-rank ring all-reduce, 1
 // for an all-gather), from the small-size fits. Seconds.
 double launch_latency(const Calibration& c, const char* kind, double steps) {
   try {
-    return std::max(0.0, steps * (c.transfer(kind, "small").latency - c.transfer("all").latency));
+    return std::max(0.0, steps * (c.transfer(kind, "small").latency - c.transfer("send_recv").latency));
   } catch (const std::exception&) {
     return 0.0;
   }
@@ -126,14 +126,13 @@ void add_device_comments(const Calibration& c, std::map<std::string, std::string
 
 // Where each link, host and collective value comes from.
 void add_link_comments(const Calibration& c, std::map<std::string, std::string>& k) {
-  const auto& joint = c.transfer("all");
   const auto& p2p = c.transfer("send_recv");
   k["intra_node.fabric"] = "Gloo's tcp transport over 127.0.0.1, what `partune run --nproc N` uses";
   k["intra_node.bw_GBps"] = fmt::format(
-      "fitted: every Gloo measurement (all_reduce, all_gather, send/recv ping-pong; 2\n"
-      "processes; {} .. {}) under the estimator's two-rank formulas; {}",
-      bytes_text(joint.min_bytes), bytes_text(joint.max_bytes), residual_text(joint.residual));
-  k["intra_node.latency_us"] = "fitted with bw_GBps";
+      "fitted: Gloo send/recv ping-pong, 2 processes, {} .. {}, t = latency + bytes / bw; {}\n"
+      "(each collective algorithm below reaches its intra_efficiency of it)",
+      bytes_text(p2p.min_bytes), bytes_text(p2p.max_bytes), residual_text(p2p.residual));
+  k["intra_node.latency_us"] = "fitted with bw_GBps (one way)";
   k["intra_node.efficiency"] = "bw_GBps is already a measured rate";
   k["network.nics_per_node"] = "loopback: one \"NIC\"";
   k["network.nic_bw_Gbps"] = fmt::format("fitted: Gloo send/recv ping-pong, {} .. {}, t = latency + bytes / bw; {}",
@@ -157,6 +156,11 @@ void add_link_comments(const Calibration& c, std::map<std::string, std::string>&
       "layer_norm, softmax), one call each, alone vs on all {} cores at once",
       c.max_threads);
   k["collectives.ring.net_efficiency"] = "fitted: Gloo all_reduce bandwidth (ring formula) / send/recv bandwidth";
+  k["collectives.ring.intra_efficiency"] = "the same ratio: the ranks share this one host's loopback";
+  k["collectives.ring.reduce_scatter_as_all_reduce"] =
+      "Gloo in LibTorch 1.13 has no reduce-scatter: the backend all-reduces and keeps its part\n"
+      "(backend/src/executor_collectives.cpp, tensor_parallel.cpp)";
+  k["collectives.all_to_all.intra_efficiency"] = "the same ratio, on this host's loopback";
   k["collectives.ring.launch_us"] = "fitted: small (<= 64 KiB) all_reduce latency, 2 steps, beyond the link latency\n"
                                     "(ProcessGroupGloo hands each collective to a worker thread)";
   k["collectives.ring.compute_overlap"] = "[local-cpu] one core per rank: communication and compute take turns";
@@ -193,10 +197,9 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   g.reserved_bytes = 0.5 * GiB;
   g.gemm = {fraction(c.gemm_fit.max_efficiency), 1, 1, c.gemm_fit.k_half};
   g.attention = {fraction(c.flash_fit.flash_efficiency), score_key(c.attention_fit.score_bmm_efficiency), 24, 48, true};
-  const auto& joint = c.transfer("all");
   const auto& p2p = c.transfer("send_recv");
   it.intra_node_fabric = "loopback";
-  it.intra_node = {joint.bandwidth, positive(joint.latency, 1e-8), 1.0};
+  it.intra_node = {p2p.bandwidth, positive(p2p.latency, 1e-8), 1.0};
   it.nics_per_node = 1;
   it.nic = {p2p.bandwidth, positive(p2p.latency, 1e-8), 1.0};
   it.pcie_bw = c.copy_bandwidth_all;
@@ -206,10 +209,12 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   it.host_memory_bw = 2.0 * c.copy_bandwidth_all;  // a copy reads and writes each byte
   if (!c.all_busy.empty()) it.host_all_busy_speed = fraction(c.all_busy_speed);
   // Gloo on CPU: the rank's own core does the copies and the syscalls (no overlap); it has
-  // no tree all-reduce (as ring).
-  it.ring = {fraction(c.ring_efficiency), 0.0, launch_latency(c, "all_reduce", 2)};
+  // no tree all-reduce (as ring) and no reduce-scatter (the backend all-reduces). The
+  // links are the send/recv rate; each algorithm reaches its measured share of it.
+  const double ring = fraction(c.ring_efficiency), gather = fraction(c.gather_efficiency);
+  it.ring = {ring, 0.0, launch_latency(c, "all_reduce", 2), ring, true};
   it.tree = it.ring;
-  it.all_to_all = {fraction(c.gather_efficiency), 0.0, launch_latency(c, "all_gather", 1)};
+  it.all_to_all = {gather, 0.0, launch_latency(c, "all_gather", 1), gather, true};
   return it;
 }
 
@@ -235,9 +240,10 @@ void write_fits(std::ostringstream& y, const Calibration& c) {
                    residual_map(c.flash_fit.residual));
   y << "    transfers:                    # t = steps x latency + factor x bytes / bandwidth; ranges: small <= 64 KiB, large >= 1 MiB\n";
   for (const auto& f : c.transfer_fits)
-    y << fmt::format("      - {{kind: {}, range: {}, latency_us: {:.3f}, bandwidth_GBps: {:.4f}, min_bytes: {:.0f}, max_bytes: {:.0f}, {}}}\n",
-                     f.kind, f.range, f.fit.latency * 1e6, f.fit.bandwidth / 1e9, f.fit.min_bytes, f.fit.max_bytes,
-                     residual_map(f.fit.residual));
+    y << fmt::format("      - {{kind: {}, range: {}, latency_us: {:.3f}, bandwidth_GBps: {}, min_bytes: {:.0f}, max_bytes: {:.0f}, {}}}\n",
+                     f.kind, f.range, f.fit.latency * 1e6,
+                     f.fit.bandwidth > 0 ? fmt::format("{:.4f}", f.fit.bandwidth / 1e9) : "null",  // latency only
+                     f.fit.min_bytes, f.fit.max_bytes, residual_map(f.fit.residual));
 }
 
 // Provenance and fits: the start of the `calibration:` mapping (the loader accepts it and

@@ -125,6 +125,24 @@ TEST_CASE("alpha-beta fit refuses data without a bandwidth", "[calibration]") {
   CHECK_THROWS_AS(fit_alpha_beta({{8, 0.0}, {64, 1e-5}}), std::invalid_argument);
 }
 
+TEST_CASE("a range whose times do not grow with the size keeps its latency", "[calibration]") {
+  // Gloo's small all-gathers on the local VM: 0.7-1.0 ms whatever the size (8 B .. 32 KiB).
+  // The least-squares relative-error latency of t = alpha is sum(1/t) / sum(1/t^2).
+  const std::vector<TransferSample> flat{{8, 1.0e-3}, {512, 0.8e-3}, {32768, 0.8e-3}};
+  CHECK_THROWS_AS(fit_alpha_beta(flat), std::invalid_argument);
+  const AlphaBetaFit f = fit_latency_only(flat);
+  const double sx = 1 / 1.0e-3 + 2 / 0.8e-3, sxx = 1 / 1.0e-6 + 2 / 0.64e-6;
+  CHECK(f.latency == Approx(sx / sxx).epsilon(1e-12));
+  CHECK(f.latency > 0.8e-3);
+  CHECK(f.latency < 1.0e-3);
+  CHECK(f.bandwidth == 0);  // not a term of this fit
+  CHECK(f.min_bytes == 8);
+  CHECK(f.max_bytes == 32768);
+  // Two latency steps (a two-rank all-reduce): half the time a step.
+  CHECK(fit_latency_only({{8, 1e-3, 2, 1}}).latency == Approx(0.5e-3));
+  CHECK_THROWS_AS(fit_latency_only({}), std::invalid_argument);
+}
+
 TEST_CASE("score bmm fit inverts the estimator's head-dim scaling", "[calibration]") {
   const double peak = 172e9, key = 0.18, overhead = 2e-6;
   std::vector<BmmSample> s;

@@ -169,6 +169,24 @@ AlphaBetaFit fit_alpha_beta(const std::vector<TransferSample>& samples) {
   return f;
 }
 
+AlphaBetaFit fit_latency_only(const std::vector<TransferSample>& samples) {
+  require_timed(samples, 1, "latency fit");
+  // (steps / t) alpha = 1 for every sample: alpha = sum(x) / sum(x^2), x = steps / t.
+  double sx = 0, sxx = 0;
+  AlphaBetaFit f;
+  f.min_bytes = f.max_bytes = samples.front().bytes;
+  for (const auto& s : samples) {
+    const double x = s.latency_steps / s.seconds;
+    sx += x;
+    sxx += x * x;
+    f.min_bytes = std::min(f.min_bytes, s.bytes);
+    f.max_bytes = std::max(f.max_bytes, s.bytes);
+  }
+  f.latency = sx / sxx;
+  f.residual = residual_of(samples, [&](const TransferSample& s) { return s.latency_steps * f.latency; });
+  return f;
+}
+
 std::vector<TransferSample> in_size_range(const std::vector<TransferSample>& samples, double min_bytes,
                                           double max_bytes) {
   std::vector<TransferSample> out;

@@ -116,6 +116,7 @@ CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo
   }
   if (kind == CollectiveKind::all_to_all) {  // the same pattern whatever the algorithm
     p.net_efficiency = inst.ring.net_efficiency;
+    p.intra_efficiency = inst.ring.intra_efficiency;
     p.launch_latency = inst.ring.launch_latency;
     exchange(bytes, span, inst, p);
     return p;
@@ -124,7 +125,10 @@ CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo
     algo = CollectiveAlgorithm::ring;
   const CollectiveProfile& profile = collective_profile(inst, algo);
   p.net_efficiency = profile.net_efficiency;
+  p.intra_efficiency = profile.intra_efficiency;
   p.launch_latency = profile.launch_latency;
+  // A stack without reduce-scatter moves an all-reduce's bytes (and keeps its part).
+  if (kind == CollectiveKind::reduce_scatter && profile.reduce_scatter_as_all_reduce) kind = CollectiveKind::all_reduce;
   switch (algo) {
     case CollectiveAlgorithm::ring: ring(kind, bytes, span, inst, p); break;
     case CollectiveAlgorithm::tree: tree(span, bytes, inst, p); break;
@@ -139,7 +143,7 @@ CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, do
   const CollectivePhases p = collective_phases(kind, algo, bytes, span, inst);
   // A member's links when the whole node communicates: its own NVSwitch port, and its
   // share of the node's NICs (and of the uplink, when the fabric is over-subscribed).
-  const double intra_bw = group_intra_bw(inst);
+  const double intra_bw = group_intra_bw(inst) * p.intra_efficiency;
   // A member alone among the GPUs on its NIC with this collective has the NIC's share
   // of them all.
   const double alone = span.nic_sharers > 0 ? static_cast<double>(inst.gpus_per_nic()) / span.nic_sharers : 1.0;
@@ -161,7 +165,7 @@ CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm al
   CollectiveTraffic t;
   for (int i = 0; i < p.phase_count; ++i) {
     const CollectivePhase& ph = p.phases[i];
-    t.phases[i] = {ph.intra_bytes, ph.net_bytes / p.net_efficiency, ph.latency};
+    t.phases[i] = {ph.intra_bytes / p.intra_efficiency, ph.net_bytes / p.net_efficiency, ph.latency};
     t.latency += ph.latency;
   }
   t.phase_count = p.phase_count;

@@ -21,10 +21,13 @@ namespace {
 // (many-wave GEMMs; a one-wave GEMM can lose up to a whole second wave). Stated instead of
 // compute_overlap, never with it.
 CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProfile& fallback, double sm_count) {
-  r.allow_only({"net_efficiency", "compute_overlap", "ctas", "launch_us", "source"});
+  r.allow_only({"net_efficiency", "intra_efficiency", "reduce_scatter_as_all_reduce", "compute_overlap", "ctas",
+                "launch_us", "source"});
   CollectiveProfile c = fallback;
   c.launch_latency = r.get_non_negative("launch_us", c.launch_latency / units::us) * units::us;
   c.net_efficiency = r.get_fraction("net_efficiency", c.net_efficiency);
+  c.intra_efficiency = r.get_fraction("intra_efficiency", c.intra_efficiency);
+  c.reduce_scatter_as_all_reduce = r.get_bool("reduce_scatter_as_all_reduce", c.reduce_scatter_as_all_reduce);
   if (r.has("ctas")) {
     if (r.has("compute_overlap")) r.fail("ctas", "give ctas or compute_overlap, not both (ctas sets compute_overlap)");
     if (sm_count <= 0) r.fail("ctas", "needs gpu.gemm.sm_count (the SMs the blocks are a share of)");

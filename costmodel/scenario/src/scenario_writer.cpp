@@ -16,6 +16,8 @@ namespace {
 YAML::Node collective_node(const CollectiveProfile& c) {
   YAML::Node x;
   x["net_efficiency"] = c.net_efficiency;
+  if (c.intra_efficiency != 1.0) x["intra_efficiency"] = c.intra_efficiency;
+  if (c.reduce_scatter_as_all_reduce) x["reduce_scatter_as_all_reduce"] = true;
   x["compute_overlap"] = c.compute_overlap;
   if (c.launch_latency > 0) x["launch_us"] = c.launch_latency / units::us;
   return x;
@@ -181,7 +183,19 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   root["name"] = job.name;
   root["model"] = model_node(job.model);
   const auto presets = list_presets("clusters");
-  const bool preset = std::find(presets.begin(), presets.end(), job.cluster.instance.name) != presets.end();
+  // By name only when it is the preset as shipped: an overridden one (`{base: local-cpu,
+  // intra_node: ...}`) is written whole. With a named collective stack its profiles are
+  // that stack's, which the name gives back, so only the rest is compared.
+  bool preset = std::find(presets.begin(), presets.end(), job.cluster.instance.name) != presets.end();
+  if (preset) {
+    const InstanceType shipped = load_instance_type(job.cluster.instance.name);
+    InstanceType ours = job.cluster.instance;
+    if (!ours.collective_stack.empty()) {
+      ours.ring = shipped.ring, ours.tree = shipped.tree, ours.all_to_all = shipped.all_to_all;
+      ours.collective_stack = shipped.collective_stack;
+    }
+    preset = YAML::Dump(instance_type_node(ours)) == YAML::Dump(instance_type_node(shipped));
+  }
   if (preset) root["cluster"]["instance_type"] = job.cluster.instance.name;
   else root["cluster"]["instance_type"] = instance_type_node(job.cluster.instance);
   // A preset by name with another of its collective stacks (an inline instance type

@@ -75,6 +75,8 @@ BackendModelConfig scaled_model(const Job& job, const ScaleOptions& scale);
 // The job with its model replaced by `config` (same name suffixed "-scaled" when any size
 // changed), so that build_program and the batch arithmetic see the sizes that run. The
 // block's variants are the config's, so the cost model predicts the block that runs.
+// Its sharding keeps no tensor whole (param_persistence_threshold 0): the backend gathers
+// every sharded layer, as the program it runs then says.
 Job scaled_job(const Job& job, const BackendModelConfig& config);
 
 // "2 layers, hidden 64, 4 heads (head dim 16), ffn 256, vocab 256, seq 32, tied embeddings,

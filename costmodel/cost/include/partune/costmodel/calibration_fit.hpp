@@ -94,6 +94,10 @@ struct AlphaBetaFit {
 // Throws std::invalid_argument with fewer than 2 samples or when the times do not grow
 // with the size at all (no bandwidth to fit).
 AlphaBetaFit fit_alpha_beta(const std::vector<TransferSample>& samples);
+// The latency alone, for a range whose times do not grow with the size (small messages
+// that only pay the call's fixed cost): t = latency_steps * latency, least squares on the
+// relative error; bandwidth 0 = not a term of this fit. Throws with no timed sample.
+AlphaBetaFit fit_latency_only(const std::vector<TransferSample>& samples);
 // The samples with min_bytes <= bytes <= max_bytes.
 std::vector<TransferSample> in_size_range(const std::vector<TransferSample>& samples, double min_bytes,
                                           double max_bytes);

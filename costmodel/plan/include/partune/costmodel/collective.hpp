@@ -44,6 +44,7 @@ struct CollectivePhases {
   CollectivePhase phases[4];
   int phase_count = 0;
   double net_efficiency = 1.0;  // of the NICs' achieved bandwidth, for this algorithm
+  double intra_efficiency = 1.0;  // of the intra-node fabric's bandwidth, for this algorithm
   double launch_latency = 0;    // s per call, on top of the phases (collectives only)
   void add(double intra_bytes, double net_bytes, double latency) {
     phases[phase_count++] = {intra_bytes, net_bytes, latency};

@@ -83,6 +83,13 @@ struct CollectiveProfile {
   // about a millisecond on the local VM). 0 for the GPU profiles, whose per-step link
   // latencies already cover it.
   double launch_latency = 0;  // seconds
+  // Of the intra-node fabric's rate, what this implementation reaches (1 for the GPU
+  // profiles, whose intra_node.efficiency is already NCCL's measured busbw; Gloo over
+  // loopback: its all-reduce / all-gather rate against a plain send/recv).
+  double intra_efficiency = 1.0;
+  // The stack has no reduce-scatter and runs an all-reduce, keeping its own part (Gloo in
+  // LibTorch 1.13: backend/src/executor_collectives.cpp, tensor_parallel.cpp).
+  bool reduce_scatter_as_all_reduce = false;
 };
 
 // What one node costs (the instance-type file's `price:`; 0 = not known), with where the
