@@ -150,22 +150,23 @@ HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, doubl
   return head_time(gpu, m, c);
 }
 
-double optimizer_bytes(Optimizer o, Precision p, double params) {
+double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_bytes) {
   const bool mixed = mixed_precision(p);
   // Adam reads the gradient, reads and writes the fp32 master weight and both moments,
   // and writes the 16-bit weight; SGD with momentum has one moment.
-  const double grad = bytes_per_element(p);
+  const double grad = gradient_bytes >= 0 ? gradient_bytes : bytes_per_element(p);
   const double state = (o == Optimizer::adam ? 3.0 : 2.0) * 4.0;
   return params * (grad + 2.0 * state + (mixed ? 2.0 : 0.0));
 }
 
-double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params) {
-  return memory_bound_time(gpu, optimizer_bytes(o, p, params)) + 4 * gpu.kernel_overhead;
+double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params, double gradient_bytes) {
+  return memory_bound_time(gpu, optimizer_bytes(o, p, params, gradient_bytes)) + 4 * gpu.kernel_overhead;
 }
 
-double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params) {
+double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params,
+                           double gradient_bytes) {
   if (inst.host_memory_bw <= 0) return 0.0;  // check_job refuses offload_optimizer without it
-  return optimizer_bytes(o, p, params) * inst.gpus_per_node / inst.host_memory_bw;
+  return optimizer_bytes(o, p, params, gradient_bytes) * inst.gpus_per_node / inst.host_memory_bw;
 }
 
 }  // namespace partune

@@ -66,11 +66,11 @@ void ProgramBuilder::finish_step() {
     // 16-bit shard comes back (it stays there with offload_parameters: gathered from it).
     push(copy_of(OpKind::offload_gradients, local * gb_));
     push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
-                 host_optimizer_time(job_.cluster.instance, t.optimizer, t.precision, local)));
+                 host_optimizer_time(job_.cluster.instance, t.optimizer, t.precision, local, gb_)));
     if (!pc_.offload_parameters) push(copy_of(OpKind::reload_parameters, local * eb_));
   } else {
     push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
-                 optimizer_time(job_.cluster.instance.gpu, t.optimizer, t.precision, local)));
+                 optimizer_time(job_.cluster.instance.gpu, t.optimizer, t.precision, local, gb_)));
   }
   if (!sharded_ && pc_.shard_optimizer_state && dp_ > 1) {
     // Each rank updated its slice; gather the new weights back.

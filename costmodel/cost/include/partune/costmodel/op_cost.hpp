@@ -69,13 +69,16 @@ HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& 
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
                    int tensor_degree);
 
-// Memory traffic of an optimizer step over `params` parameters: the gradient read, the
-// fp32 master weight and moments read and written, the 16-bit weight written.
-double optimizer_bytes(Optimizer o, Precision p, double params);
+// Memory traffic of an optimizer step over `params` parameters: the gradient read (at
+// `gradient_bytes` an element: Job::gradient_bytes_per_element, 4 under
+// grad_reduce_in_fp32; < 0 = the training precision's), the fp32 master weight and
+// moments read and written, the 16-bit weight written.
+double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_bytes = -1);
 // Optimizer step over `params` local parameters (memory-bound).
-double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params);
+double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params, double gradient_bytes = -1);
 // The same step offloaded to the host (offload_optimizer): every rank of the node steps
 // at once over the host's memory, host.memory_bw_GBps shared by gpus_per_node ranks.
-double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params);
+double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params,
+                           double gradient_bytes = -1);
 
 }  // namespace partune
