@@ -138,7 +138,7 @@ void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async, CommGr
 // owned slice (ZeRO-1, sharded), the same slice on every rank of its tensor group.
 void Impl::sum_sequence_parallel_gradients(const Instruction& ins, std::size_t i) {
   if (sequence_parallel.empty() || !model->shard.tensor)
-    throw std::runtime_error(fmt::format("{}: a sequence-parallel gradient sum without sequence parallelism",
+    throw std::runtime_error(fmt::format("{}: a tensor-group gradient sum without sequence parallelism or QK-norm",
                                          describe(ins, i)));
   torch::NoGradGuard no_grad;
   auto summed = [&](const torch::Tensor& prm) { return sequence_parallel.count(prm.unsafeGetTensorImpl()) > 0; };

@@ -59,7 +59,7 @@ std::function<torch::Tensor(const torch::Tensor&)> block_rows(std::vector<Slice>
 // The local layer's output is [q | k | v] of its heads, so its rows are the rank's query
 // heads of q, then its key/value heads of k, then of v.
 std::function<torch::Tensor(const torch::Tensor&)> qkv_rows(const BackendModelConfig& c, Slice heads, Slice kv_heads) {
-  const std::int64_t d = c.head_dim(), h = c.hidden, kv = std::int64_t{c.key_value_heads()} * d;
+  const std::int64_t d = c.head_dim(), h = c.query_width(), kv = std::int64_t{c.key_value_heads()} * d;
   return block_rows({{heads.begin * d, heads.size * d},
                      {h + kv_heads.begin * d, kv_heads.size * d},
                      {h + kv + kv_heads.begin * d, kv_heads.size * d}});
@@ -135,7 +135,9 @@ namespace {
 
 // This rank's slices of the split dimensions.
 struct Parts {
-  Slice heads, kv_heads, hidden, ffn, vocab;
+  Slice heads, kv_heads;
+  Slice queries;  // the rank's query columns: its heads x head_dim (proj's input)
+  Slice ffn, vocab;
   Slice expert_ffn;           // of each expert's width
   const ExpertParallelGroup* expert = nullptr;  // picks the rank's experts (null: all)
 };
@@ -180,7 +182,7 @@ void add_experts(std::vector<WholeParameter>& all, const BackendModelConfig& c, 
 void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
                TransformerLayerImpl* L, bool layer_has_experts) {
   const std::int64_t h = c.hidden, f = c.ffn_hidden;
-  const std::int64_t qkv = h + 2 * std::int64_t{c.key_value_heads()} * c.head_dim();
+  const std::int64_t q = c.query_width(), qkv = q + 2 * std::int64_t{c.key_value_heads()} * c.head_dim();
   const std::int64_t fc1 = c.mlp == MlpKind::swiglu ? 2 * f : f;
   auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
   const auto qkv_part = qkv_rows(c, parts.heads, parts.kv_heads);
@@ -188,8 +190,13 @@ void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, co
   add_norm(all, c, L ? L->ln1.get() : nullptr);
   all.push_back({Init::normal, {qkv, h}, held([](auto& l) { return l.attention->qkv->weight; }), qkv_part});
   if (c.bias) all.push_back({Init::zero, {qkv}, held([](auto& l) { return l.attention->qkv->bias; }), qkv_part});
-  all.push_back({Init::residual, {h, h}, held([](auto& l) { return l.attention->proj->weight; }), columns(parts.hidden)});
+  all.push_back({Init::residual, {h, q}, held([](auto& l) { return l.attention->proj->weight; }), columns(parts.queries)});
   if (c.bias) all.push_back({Init::zero, {h}, held([](auto& l) { return l.attention->proj->bias; }), whole});
+  if (c.qk_norm) {
+    const std::int64_t d = c.head_dim();
+    all.push_back({Init::one, {d}, held([](auto& l) { return l.attention->q_norm->weight; }), whole});
+    all.push_back({Init::one, {d}, held([](auto& l) { return l.attention->k_norm->weight; }), whole});
+  }
   add_norm(all, c, L ? L->ln2.get() : nullptr);
   if (layer_has_experts) {
     add_experts(all, c, parts, L);
@@ -207,7 +214,7 @@ void initialise(GPTModelImpl& model, std::uint64_t seed) {
   const ModelShard& shard = model.shard;
   const int t = degree_of(shard.tensor), r = rank_of(shard.tensor);
   const Parts parts{tensor_slice(c.heads, t, r, "heads"), tensor_slice(c.key_value_heads(), t, r, "kv_heads"),
-                    tensor_slice(c.hidden, t, r, "hidden"), tensor_slice(c.ffn_hidden, t, r, "ffn_hidden"),
+                    tensor_slice(c.query_width(), t, r, "query width"), tensor_slice(c.ffn_hidden, t, r, "ffn_hidden"),
                     tensor_slice(c.vocab, t, r, "vocab"),
                     c.experts > 0 ? tensor_slice(c.expert_ffn_hidden, t, r, "expert_ffn_hidden") : Slice{0, 0},
                     shard.expert.get()};
@@ -260,8 +267,8 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
                                 std::to_string(c.key_value_heads()) +
                                 ": the key/value heads are split over the tensor group, not replicated (Megatron's rule)");
   const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
-  if (c.layers < 1 || c.heads < 1 || c.hidden % c.heads != 0)
-    throw std::invalid_argument("GPTModel: needs at least one layer and heads dividing hidden");
+  if (c.layers < 1 || c.heads < 1 || (c.attention_head_dim <= 0 && c.hidden % c.heads != 0))
+    throw std::invalid_argument("GPTModel: needs at least one layer and heads dividing hidden (or head_dim set)");
 
   if (shard.layers.empty())
     for (int i = 0; i < c.layers; ++i) shard.layers.push_back(i);
@@ -375,13 +382,22 @@ std::vector<torch::Tensor> GPTModelImpl::head_parameters() {
 }
 
 std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
-  if (!shard.conjugates.splits_sequence() || degree_of(shard.tensor) == 1) return {};
-  // Those the model has: rotary positions have no table, RMSNorm no shift, a block
-  // without biases none on its row-parallel layers.
+  if (degree_of(shard.tensor) == 1) return {};
   std::vector<torch::Tensor> out;
   auto add = [&](const torch::Tensor& t) {
     if (t.defined()) out.push_back(t);
   };
+  // QK-norm's scales: each rank's gradient covers its heads (with or without sequence
+  // parallelism).
+  if (config.qk_norm)
+    for (int i : shard.layers) {
+      TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
+      add(L.attention->q_norm->weight);
+      add(L.attention->k_norm->weight);
+    }
+  if (!shard.conjugates.splits_sequence()) return out;
+  // Those the model has: rotary positions have no table, RMSNorm no shift, a block
+  // without biases none on its row-parallel layers.
   if (shard.embedding) add(wpe);
   for (int i : shard.layers) {
     TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));

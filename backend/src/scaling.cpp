@@ -19,6 +19,8 @@ void apply_config(const BackendModelConfig& c, ModelSpec& m) {
   m.layers = c.layers;
   m.hidden = c.hidden;
   m.heads = c.heads;
+  m.attention_head_dim = c.attention_head_dim;
+  m.qk_norm = c.qk_norm;
   m.kv_heads = c.key_value_heads();
   m.ffn_hidden = c.ffn_hidden;
   m.vocab = c.vocab;
@@ -79,6 +81,8 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
     c.heads = 4;
     while (c.heads > 1 && c.hidden % c.heads != 0) --c.heads;
   }
+  // A head width set apart stays with the model's own heads (scaled: hidden / heads).
+  if (c.hidden == model.hidden && c.heads == model.heads) c.attention_head_dim = model.attention_head_dim;
   c.ffn_hidden = (c.hidden == model.hidden && model.ffn_hidden > 0) ? model.ffn_hidden : 4 * c.hidden;
   c.attention = model.attention;
   c.kv_heads = c.heads >= 1 ? scaled_kv_heads(model, c.heads, min_kv_heads) : 1;
@@ -86,6 +90,7 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
   c.norm = model.norm;
   c.positions = model.positions;
   c.bias = model.bias;
+  c.qk_norm = model.qk_norm;
   // Experts as the job has them; their width follows the hidden size as ffn_hidden does.
   c.experts = model.experts;
   c.experts_per_token = model.experts_per_token;
@@ -94,7 +99,7 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
   c.expert_ffn_hidden = !model.is_moe() ? 0 : c.hidden == model.hidden ? model.expert_ffn_hidden : 4 * c.hidden;
   if (c.layers < 1 || c.hidden < 1 || c.heads < 1 || c.seq_len < 1 || c.vocab < 2)
     throw std::invalid_argument(fmt::format("scaled model: every size must be >= 1 (vocab >= 2): {}", describe(c)));
-  if (c.hidden % c.heads != 0)
+  if (c.attention_head_dim == 0 && c.hidden % c.heads != 0)
     throw std::invalid_argument(
         fmt::format("scaled model: {} heads do not divide hidden {} (use --scale-heads)", c.heads, c.hidden));
   if (c.positions == PositionKind::rope && c.head_dim() % 2 != 0)
@@ -108,7 +113,7 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   Job j = job;
   ModelSpec& m = j.model;
   const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
-                    m.kv_heads == c.key_value_heads() && m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
+                    m.kv_heads == c.key_value_heads() && m.head_dim() == c.head_dim() && m.qk_norm == c.qk_norm && m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
                     m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
                     m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden;
   if (!same) m.name += "-scaled";
@@ -148,7 +153,7 @@ std::string block_variants(const BackendModelConfig& c) {
 
 std::string describe(const BackendModelConfig& c) {
   return fmt::format("{} layers, hidden {}, {} heads (head dim {}), ffn {}, vocab {}, seq {}, {}{}, {:.3f}M parameters{}",
-                     c.layers, c.hidden, c.heads, c.heads > 0 ? c.hidden / c.heads : 0, c.ffn_hidden, c.vocab,
+                     c.layers, c.hidden, c.heads, c.heads > 0 ? c.head_dim() : 0, c.ffn_hidden, c.vocab,
                      c.seq_len, block_variants(c), c.tied_embeddings ? "tied embeddings" : "untied LM head",
                      c.parameters() / 1e6, c.flash_attention ? ", flash attention" : "");
 }

@@ -157,18 +157,24 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 ParallelAttentionImpl::ParallelAttentionImpl(const BackendModelConfig& c, TensorParallel tp,
                                              const LayerConjugates& conjugates)
     : hidden(c.hidden), heads(c.heads), kv_heads(c.key_value_heads()), flash_attention(c.flash_attention) {
-  if (heads <= 0 || hidden % heads != 0) throw std::invalid_argument("ParallelAttention: heads must divide hidden");
+  if (heads <= 0 || (c.attention_head_dim <= 0 && hidden % heads != 0))
+    throw std::invalid_argument("ParallelAttention: heads must divide hidden (or head_dim be set)");
   if (kv_heads <= 0 || heads % kv_heads != 0)
     throw std::invalid_argument("ParallelAttention: kv_heads " + std::to_string(kv_heads) + " must divide heads " +
                                 std::to_string(heads));
-  head_dim = hidden / heads;
+  head_dim = c.head_dim();
+  const std::int64_t queries = heads * head_dim;  // hidden unless head_dim is set apart
   const int t = tp ? tp->degree() : 1, r = tp ? tp->rank() : 0;
   local_heads = tensor_slice(heads, t, r, "heads").size;
   local_kv_heads = tensor_slice(kv_heads, t, r, "kv_heads").size;
   if (c.positions == PositionKind::rope) rotary = rotary_tables(c.seq_len, head_dim);
-  qkv = register_module("qkv", ColumnParallelLinear(hidden, hidden + 2 * kv_heads * head_dim, c.bias, tp,
+  qkv = register_module("qkv", ColumnParallelLinear(hidden, queries + 2 * kv_heads * head_dim, c.bias, tp,
                                                     conjugates.attention_in));
-  proj = register_module("proj", RowParallelLinear(hidden, hidden, c.bias, tp, conjugates.attention_out));
+  proj = register_module("proj", RowParallelLinear(queries, hidden, c.bias, tp, conjugates.attention_out));
+  if (c.qk_norm) {
+    q_norm = register_module("q_norm", Norm(head_dim, NormKind::rmsnorm));
+    k_norm = register_module("k_norm", Norm(head_dim, NormKind::rmsnorm));
+  }
 }
 
 torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
@@ -183,6 +189,10 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
   };
   torch::Tensor q = heads_at(0, local_heads), k = heads_at(local_heads, local_kv_heads),
                 v = heads_at(local_heads + local_kv_heads, local_kv_heads);
+  if (q_norm) {
+    q = q_norm(q);
+    k = k_norm(k);
+  }
   if (rotary.cos.defined()) {
     // The tables follow the model to its device and format (made on the CPU in fp32).
     if (rotary.cos.device() != y.device() || rotary.cos.scalar_type() != y.scalar_type())

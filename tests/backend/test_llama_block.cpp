@@ -160,6 +160,10 @@ TEST_CASE("llama block: parameters() is the module's count and the cost model's"
     mixed.norm = NormKind::layernorm;
     mixed.bias = true;
     configs.emplace_back("swiglu with layernorm and biases", mixed);
+    BackendModelConfig qwen3 = llama_config(2, tied);  // Qwen3: heads of 12 over hidden 32, QK-norm
+    qwen3.attention_head_dim = 12;
+    qwen3.qk_norm = true;
+    configs.emplace_back("qwen3 (head_dim 12, qk-norm)", qwen3);
   }
   Job job = parse_job("kind: job\nname: count\nmodel: {name: count, layers: 1, hidden: 8, heads: 1, vocab: 8, seq_len: 8}\n"
                       "cluster: {instance_type: {base: local-cpu, gpus_per_node: 1}, nodes: 1}\n"
@@ -228,10 +232,13 @@ using Params = std::map<std::string, torch::Tensor>;
 // The LLaMA block written with torch:: functions from the model's named parameters:
 // RMSNorm, per query head j its key/value head j / (heads / kv_heads), the rotation of
 // each pair (i, i + d/2) by position x theta^(-2i/d), SwiGLU with fc1's rows [gate; up].
+// With head_dim set apart the queries are heads x d wide (QKV's first heads d rows, proj's
+// input); with QK-norm each query and key head is RMS-normalised over its d (the scales
+// q_norm / k_norm) before its rotation.
 torch::Tensor reference_loss(const BackendModelConfig& c, Params& p, const torch::Tensor& tokens,
                              const torch::Tensor& targets) {
   const std::int64_t b = tokens.size(0), s = tokens.size(1), H = c.heads, KV = c.key_value_heads();
-  const std::int64_t d = c.head_dim(), h = c.hidden, f = c.ffn_hidden, half = d / 2;
+  const std::int64_t d = c.head_dim(), h = c.hidden, f = c.ffn_hidden, half = d / 2, qw = H * d;
   const auto rms = [&](const torch::Tensor& x, const std::string& name) {
     return x / torch::sqrt(x.pow(2).mean(-1, true) + 1e-5) * p.at(name + ".weight");
   };
@@ -250,9 +257,14 @@ torch::Tensor reference_loss(const BackendModelConfig& c, Params& p, const torch
     std::vector<torch::Tensor> heads;
     for (std::int64_t j = 0; j < H; ++j) {
       const std::int64_t g = j / (H / KV);
-      const torch::Tensor q = rotate(qkv.narrow(-1, j * d, d));
-      const torch::Tensor k = rotate(qkv.narrow(-1, h + g * d, d));
-      const torch::Tensor v = qkv.narrow(-1, h + KV * d + g * d, d);
+      torch::Tensor q = qkv.narrow(-1, j * d, d), k = qkv.narrow(-1, qw + g * d, d);
+      if (c.qk_norm) {
+        q = rms(q, L + "attention.q_norm");
+        k = rms(k, L + "attention.k_norm");
+      }
+      q = rotate(q);
+      k = rotate(k);
+      const torch::Tensor v = qkv.narrow(-1, qw + KV * d + g * d, d);
       torch::Tensor scores = torch::matmul(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(d));
       scores = torch::where(causal, scores, torch::full_like(scores, -INFINITY)).softmax(-1);
       heads.push_back(torch::matmul(scores, v));
@@ -271,9 +283,13 @@ torch::Tensor reference_loss(const BackendModelConfig& c, Params& p, const torch
 
 TEST_CASE("llama block: the whole model equals LibTorch written out in loss and gradients", "[backend][llama]") {
   at::Generator gen = at::detail::createCPUGenerator(8);
-  for (int kv : {2, 1})
+  for (int kv : {2, 1, 0})  // 0: Qwen3's, 2 key/value heads with head_dim 12 and QK-norm
     for (const char* core : {"standard", "selective", "flash"}) {
-      BackendModelConfig c = llama_config(kv);
+      BackendModelConfig c = llama_config(kv == 0 ? 2 : kv);
+      if (kv == 0) {
+        c.attention_head_dim = 12;
+        c.qk_norm = true;
+      }
       c.flash_attention = std::string(core) == "flash";
       const torch::Tensor t = torch::randint(0, c.vocab, {3, c.seq_len + 1}, gen, torch::kLong);
       const torch::Tensor tokens = t.slice(1, 0, c.seq_len), targets = t.slice(1, 1, c.seq_len + 1);
@@ -465,6 +481,15 @@ TEST_CASE("llama block multi-rank: selective recomputation and FlashAttention ov
   check_layout("--set tensor_parallel_degree=2 --set flash_attention=true", 2, 2);
   partune::test::check_equivalent(kJob, "--set tensor_parallel_degree=2 --set sequence_parallel=true", 2,
                                   "--set model.tied_embeddings=true", kSteps);
+}
+
+// Qwen3's attention: heads of 24 over hidden 64 (queries 96 wide) and QK-norm, whose
+// scales each tensor rank holds whole and sums the gradients of over the group.
+TEST_CASE("qwen3 block multi-rank: head_dim and QK-norm over tensor 2", "[backend][multirank][llama]") {
+  const std::string qwen3 = "--set model.head_dim=24 --set model.qk_norm=true";
+  partune::test::check_equivalent(kJob, "--set tensor_parallel_degree=2", 2, qwen3, kSteps);
+  partune::test::check_equivalent(kJob, "--set tensor_parallel_degree=2 --set sequence_parallel=true", 2, qwen3,
+                                  kSteps);
 }
 
 TEST_CASE("llama block: multi-query attention is refused over 2 tensor ranks and runs without", "[backend][llama]") {

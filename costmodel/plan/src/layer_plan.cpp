@@ -28,6 +28,7 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::input_norm: return "input_norm";
     case PlanOpRole::attention_in: return "attention_in";
     case PlanOpRole::qkv: return "qkv";
+    case PlanOpRole::qk_norm: return "qk_norm";
     case PlanOpRole::rotary: return "rotary";
     case PlanOpRole::attention: return "attention";
     case PlanOpRole::projection: return "projection";
@@ -178,15 +179,15 @@ struct PlanBuilder {
 // mask 1, dropout output 2 bytes an element; the softmax output alone without dropout)
 // unless FlashAttention recomputes them.
 PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, double scale) {
-  const double t = c.tensor_degree, s = m.seq_len, h = m.hidden, b = c.sequences;
+  const double t = c.tensor_degree, s = m.seq_len, q = m.query_width(), b = c.sequences;
   const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
   PlanOp op;
   op.role = PlanOpRole::attention;
   op.kind = PlanOpKind::attention_core;
-  op.flops = 4.0 * b * s * s * h / t;  // Q K^T and the context, all of the rank's heads
+  op.flops = 4.0 * b * s * s * q / t;  // Q K^T and the context, all of the rank's heads
   op.m = b * (m.heads / t) * s * s;     // score elements
   op.k = m.head_dim();
-  op.stored = 2.0 * tokens * (h + 2.0 * kv) / t * scale;
+  op.stored = 2.0 * tokens * (q + 2.0 * kv) / t * scale;
   // Without dropout only the softmax output stays (its backward needs nothing else).
   const double per_score = m.has_dropout() ? 5.0 : 2.0;
   op.recomputable = c.flash_attention ? 0.0 : per_score * m.heads * s * s * b / t * scale;
@@ -202,7 +203,7 @@ namespace {
 // residual, with the region edges around them.
 void attention_half(PlanBuilder& p) {
   const ModelSpec& m = p.m;
-  const double h = m.hidden, t = p.t, T = p.tokens, Ts = p.seq_tokens;
+  const double h = m.hidden, q = m.query_width(), t = p.t, T = p.tokens, Ts = p.seq_tokens;
   const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
   const double S = p.activation_bytes();
   // A column-parallel GEMM's input is the sequence shard with sequence parallelism (it is
@@ -215,12 +216,22 @@ void attention_half(PlanBuilder& p) {
   p.holds(norm);
   p.shard_gradient(norm);  // scale (and shift)
   p.comm(PlanOpRole::attention_in, p.entry(), S);
-  p.gemm(PlanOpRole::qkv, h, (h + 2.0 * kv) / t, column_input, b * (h + 2.0 * kv) / t);
+  // Queries of heads x head_dim (query_width: hidden unless head_dim is set apart).
+  p.gemm(PlanOpRole::qkv, h, (q + 2.0 * kv) / t, column_input, b * (q + 2.0 * kv) / t);
+  // QK-norm: an RMSNorm of each of the rank's query and key heads, read and written once,
+  // keeping its input. Its two scales are whole on every tensor rank, but each rank's
+  // gradient covers its own heads only: summed over the tensor group like the sequence-
+  // parallel parameters (with or without sequence parallelism).
+  if (m.qk_norm) {
+    p.memory_bound(PlanOpRole::qk_norm, 4.0 * T * (q + kv) / t, 2, 2.0 * T * (q + kv) / t);
+    p.holds(2.0 * m.head_dim());
+    if (p.c.tensor_degree > 1) p.plan.ops.back().shard_gradient_params = 2.0 * m.head_dim();
+  }
   // Rotary positions rotate the rank's queries and keys in place, read and written once
   // (their backward is the inverse rotation: nothing kept).
-  if (m.positions == PositionKind::rope) p.memory_bound(PlanOpRole::rotary, 4.0 * T * (h + kv) / t, 2, 0.0);
+  if (m.positions == PositionKind::rope) p.memory_bound(PlanOpRole::rotary, 4.0 * T * (q + kv) / t, 2, 0.0);
   p.plan.ops.push_back(attention_core(m, p.c, T, p.scale));
-  p.gemm(PlanOpRole::projection, h / t, h, 2.0 * T * h / t, b * h);  // its bias is replicated
+  p.gemm(PlanOpRole::projection, q / t, h, 2.0 * T * q / t, b * h);  // its bias is replicated
   if (m.bias) p.shard_gradient(h);  // its bias, added after the reduce-scatter
   p.comm(PlanOpRole::attention_out, p.exit(), S);
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask

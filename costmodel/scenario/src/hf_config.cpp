@@ -14,7 +14,7 @@ namespace partune::detail {
 namespace {
 
 // The architectures read, by the first entry of `architectures` (or `model_type`).
-enum class Family { llama, mixtral, qwen2, gpt_neox, gpt2 };
+enum class Family { llama, mixtral, qwen2, qwen3, qwen3_moe, gpt_neox, gpt2 };
 
 Family family_of(const Reader& r) {
   std::string arch;
@@ -28,10 +28,13 @@ Family family_of(const Reader& r) {
     return Family::llama;
   if (arch == "MixtralForCausalLM" || arch == "mixtral") return Family::mixtral;
   if (arch == "Qwen2ForCausalLM" || arch == "qwen2") return Family::qwen2;
+  if (arch == "Qwen3ForCausalLM" || arch == "qwen3") return Family::qwen3;
+  if (arch == "Qwen3MoeForCausalLM" || arch == "qwen3_moe") return Family::qwen3_moe;
   if (arch == "GPTNeoXForCausalLM" || arch == "gpt_neox") return Family::gpt_neox;
   if (arch == "GPT2LMHeadModel" || arch == "gpt2") return Family::gpt2;
   r.fail("architectures", "'" + arch + "' is not a known architecture (known: LlamaForCausalLM, MistralForCausalLM, "
-                                       "MixtralForCausalLM, Qwen2ForCausalLM, GPTNeoXForCausalLM, GPT2LMHeadModel)");
+                                       "MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+                                       "GPTNeoXForCausalLM, GPT2LMHeadModel)");
 }
 
 // LLaMA, Mistral and Qwen2: SwiGLU, RMSNorm, rotary positions, grouped-query attention.
@@ -40,6 +43,9 @@ void read_llama(const Reader& r, ModelSpec& m) {
   m.layers = r.get_int("num_hidden_layers", 1, limits::kMaxLayers);
   m.heads = r.get_int("num_attention_heads", 1, limits::kMaxHidden);
   m.kv_heads = r.get_int("num_key_value_heads", 1, limits::kMaxHidden, m.heads);
+  // Mistral-Nemo, Qwen3 and LLaMA-3.1 configs state head_dim; null or absent: hidden / heads.
+  if (r.has("head_dim") && !r.node()["head_dim"].IsNull())
+    m.attention_head_dim = r.get_int("head_dim", 1, limits::kMaxHidden);
   m.ffn_hidden = r.get_int("intermediate_size", 1, limits::kMaxFfnHidden);
   m.vocab = r.get_int("vocab_size", 1, limits::kMaxVocab);
   m.seq_len = r.get_int("max_position_embeddings", 1, limits::kMaxSeqLen);
@@ -63,6 +69,31 @@ void read_mixtral(const Reader& r, ModelSpec& m) {
   m.experts_per_token = r.get_int("num_experts_per_tok", 1, m.experts);
   m.expert_ffn_hidden = m.ffn_hidden;
   m.moe_every = 1;
+}
+
+// Qwen3: LLaMA's block with head_dim set apart and QK-norm; attention_bias and sliding
+// windows (use_sliding_window) are refused by name, as not modelled.
+void read_qwen3(const Reader& r, ModelSpec& m) {
+  read_llama(r, m);
+  m.qk_norm = true;
+  if (r.get_bool("attention_bias", false)) r.fail("attention_bias", "true: biases on QKV alone are not modelled");
+  if (r.get_bool("use_sliding_window", false))
+    r.fail("use_sliding_window", "true: sliding-window attention is not modelled yet");
+}
+
+// Qwen3-MoE: Qwen3's attention with every layer's MLP num_experts SwiGLU experts of
+// moe_intermediate_size, num_experts_per_tok a token, no shared expert. Sparse layers other
+// than all of them (decoder_sparse_step > 1, mlp_only_layers) are refused by name.
+void read_qwen3_moe(const Reader& r, ModelSpec& m) {
+  read_qwen3(r, m);
+  m.experts = r.get_int("num_experts", 2, limits::kMaxExperts);
+  m.experts_per_token = r.get_int("num_experts_per_tok", 1, m.experts);
+  m.expert_ffn_hidden = r.get_int("moe_intermediate_size", 1, limits::kMaxFfnHidden);
+  m.moe_every = 1;
+  if (r.get_int("decoder_sparse_step", 1, limits::kMaxLayers, 1) != 1)
+    r.fail("decoder_sparse_step", "only 1 (experts in every layer) is modelled");
+  if (r.has("mlp_only_layers") && r.node()["mlp_only_layers"].IsSequence() && r.node()["mlp_only_layers"].size() > 0)
+    r.fail("mlp_only_layers", "dense layers among the sparse ones are not modelled: only an empty list");
 }
 
 // GPT-NeoX: LayerNorm, rotary positions, biases, GeLU (4h), untied.
@@ -138,10 +169,12 @@ ModelSpec model_from_hf_config(const std::string& path) {
     case Family::llama:
     case Family::qwen2: read_llama(r, m); break;
     case Family::mixtral: read_mixtral(r, m); break;
+    case Family::qwen3: read_qwen3(r, m); break;
+    case Family::qwen3_moe: read_qwen3_moe(r, m); break;
     case Family::gpt_neox: read_gpt_neox(r, m); break;
     case Family::gpt2: read_gpt2(r, m); break;
   }
-  if (m.hidden % m.heads != 0)
+  if (m.attention_head_dim == 0 && m.hidden % m.heads != 0)
     r.fail(f == Family::gpt2 ? "n_head" : "num_attention_heads",
            std::to_string(m.heads) + " does not divide the hidden size " + std::to_string(m.hidden));
   if (m.heads % m.kv_heads != 0)

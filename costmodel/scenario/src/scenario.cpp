@@ -155,7 +155,7 @@ ModelSpec parse_model(const Reader& r) {
   // Checked first: a model file's `kind` is `model` with or without `from_hf`.
   if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   if (r.has("from_hf")) return parse_hf_model(r);
-  r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads",
+  r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "qk_norm",
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
                 "capacity_factor"});
@@ -174,9 +174,14 @@ ModelSpec parse_model(const Reader& r) {
   m.norm = get_enum(r, "norm", NormKind::layernorm);
   m.positions = get_enum(r, "positions", PositionKind::learned);
   m.bias = r.get_bool("bias", true);
+  m.qk_norm = r.get_bool("qk_norm", false);
   parse_experts(r, m);
-  if (m.hidden % m.heads != 0)
-    r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden));
+  // A head's width: hidden / heads unless `head_dim` sets it apart (then heads need not
+  // divide hidden: Qwen3-0.6B has 16 heads of 128 over a hidden size of 1024).
+  m.attention_head_dim = r.get_int("head_dim", 1, limits::kMaxHidden, 0);
+  if (m.attention_head_dim == 0 && m.hidden % m.heads != 0)
+    r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden) +
+                        " (set head_dim for heads of another width)");
   switch (m.attention) {
     case AttentionKind::mha:
       m.kv_heads = r.get_int("kv_heads", 1, limits::kMaxHidden, m.heads);

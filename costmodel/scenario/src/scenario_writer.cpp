@@ -105,6 +105,8 @@ YAML::Node model_node(const ModelSpec& m) {
   model["hidden"] = m.hidden;
   model["heads"] = m.heads;
   model["kv_heads"] = m.kv_heads;
+  if (m.attention_head_dim > 0) model["head_dim"] = m.attention_head_dim;
+  if (m.qk_norm) model["qk_norm"] = true;
   model["ffn_hidden"] = m.ffn_hidden;
   model["vocab"] = m.vocab;
   model["seq_len"] = m.seq_len;

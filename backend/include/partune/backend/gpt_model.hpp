@@ -94,9 +94,9 @@ class GPTModelImpl : public torch::nn::Module {
   // matrices and biases, not the router), reduced over the expert-data group.
   std::vector<torch::Tensor> layer_expert_parameters(int i);
   // Held parameters replicated over the tensor group whose gradient each rank computes
-  // from its sequence shard only (empty without sequence parallelism): their gradients
-  // are summed over the group before the optimizer uses them (Megatron's
-  // allreduce_layernorm_grads).
+  // from its part of the work only: its sequence shard (sequence parallelism), its heads
+  // (QK-norm's scales at tensor degree > 1); empty otherwise. Their gradients are summed
+  // over the group before the optimizer uses them (Megatron's allreduce_layernorm_grads).
   std::vector<torch::Tensor> sequence_parallel_parameters();
 
   BackendModelConfig config;

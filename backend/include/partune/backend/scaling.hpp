@@ -42,7 +42,10 @@ struct BackendModelConfig {
   int experts = 0, experts_per_token = 2, moe_every = 1, expert_ffn_hidden = 0;
   double capacity_factor = 1.0;
   bool is_moe_layer(int layer) const { return experts > 0 && layer % moe_every == 0; }
-  int head_dim() const { return hidden / heads; }
+  int attention_head_dim = 0;  // ModelSpec's: a head's width set apart; 0 = hidden / heads
+  int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden / heads; }
+  int query_width() const { return heads * head_dim(); }
+  bool qk_norm = false;  // ModelSpec's: RMSNorm of every query and key head (Qwen3)
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   // The parameters of the whole model the backend builds: the cost model's count
   // (parameter_count.hpp, from the layer plans), which test_parameter_shards checks

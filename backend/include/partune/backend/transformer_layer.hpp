@@ -137,6 +137,10 @@ class ParallelAttentionImpl : public torch::nn::Module {
   // key and local_kv_heads d value columns.
   ColumnParallelLinear qkv{nullptr};
   RowParallelLinear proj{nullptr};
+  // QK-norm (config.qk_norm): RMSNorm over head_dim of every query and key head before
+  // the rotary positions; whole on every tensor rank (their gradients summed over the
+  // group: GPTModel::sequence_parallel_parameters).
+  Norm q_norm{nullptr}, k_norm{nullptr};
 };
 TORCH_MODULE(ParallelAttention);
 

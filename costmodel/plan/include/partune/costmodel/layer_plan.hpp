@@ -54,7 +54,8 @@ enum class PlanOpRole : std::uint8_t {
   input_norm,
   attention_in,  // tensor_comm: entering the attention region
   qkv,
-  rotary,  // rotary positions only
+  qk_norm,  // QK-norm only (ModelSpec::qk_norm)
+  rotary,   // rotary positions only
   attention,
   projection,
   attention_out,  // tensor_comm: leaving the attention region
@@ -110,10 +111,11 @@ struct PlanOp {
   Conjugate conjugate = Conjugate::f;
   double comm_bytes = 0;
   int comm_count = 1;  // collectives of that size (loss_reduce: 3)
-  // Sequence parallelism only: parameter elements of the op replicated over the tensor
-  // group whose gradient on a rank covers its sequence shard alone (Megatron's
+  // Parameter elements of the op replicated over the tensor group whose gradient on a
+  // rank covers only its part of the work, summed over the tensor group once a step
+  // before the optimizer: with sequence parallelism its sequence shard (Megatron's
   // `sequence_parallel` parameters: the norms' weights and biases, the row-parallel
-  // GEMMs' biases), summed over the tensor group once a step before the optimizer.
+  // GEMMs' biases); QK-norm's scales, its heads (at any tensor degree above 1).
   double shard_gradient_params = 0;
   // Parameter elements the op holds on this rank (weights and biases; a norm's scale and
   // shift): what sharded data parallelism gathers and reduce-scatters per op (sharding.hpp),
@@ -140,7 +142,7 @@ struct LayerPlan {
   double gemm_flops() const;
   double attention_flops() const;
   double stored_bytes(Checkpointing policy) const;  // what one micro-batch keeps
-  double shard_gradient_params() const;              // 0 without sequence parallelism
+  double shard_gradient_params() const;              // 0 without sequence parallelism or QK-norm
   double params() const;                             // parameter elements on this rank
   double expert_params() const;                      // of which experts' (PlanOp::expert)
   // The ops `policy` repeats in backward (`recomputed`): their forward FLOPs, and the

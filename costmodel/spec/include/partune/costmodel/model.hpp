@@ -55,7 +55,15 @@ struct ModelSpec {
   // Of model layers [first, first + count), how many have experts.
   int moe_layers_in(int first, int count) const;
 
-  int head_dim() const { return hidden / heads; }
+  // The `head_dim` key: a head's width where it is set apart from hidden / heads (Qwen3,
+  // Gemma, gpt-oss, Mistral-Nemo); 0 = hidden / heads. The queries then span
+  // heads x head_dim (query_width), which QKV projects to and the output projection reads.
+  int attention_head_dim = 0;
+  int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden / heads; }
+  int query_width() const { return heads * head_dim(); }
+  // Qwen3's QK-norm: an RMSNorm over head_dim applied to every query and key head after
+  // QKV (before rotary positions), its two scales (head_dim each) shared by the heads.
+  bool qk_norm = false;
   // Parameter counts: parameter_count.hpp (read from the layer plans).
 };
 

@@ -1,0 +1,121 @@
+// The models of 2026 (issue 30): a head width set apart from hidden / heads (`head_dim`),
+// Qwen3's QK-norm, the Qwen3 presets and Hugging Face configs. Parameter counts and FLOPs
+// against closed forms written out here and the published sizes (model cards); the keys'
+// refusals; QK-norm's gradient sum over the tensor group.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "job_fixtures.hpp"
+#include "partune/costmodel/flops.hpp"
+#include "partune/costmodel/layer_plan.hpp"
+#include "partune/costmodel/parameter_count.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/scenario_writer.hpp"
+
+using namespace partune;
+
+namespace {
+
+const std::string kHf = std::string(PARTUNE_SOURCE_DIR) + "/tests/costmodel/data/hf/";
+
+Job job_with(const std::string& model) {
+  return parse_job("kind: job\nname: t\nmodel:\n" + model +
+                       "cluster: {instance_type: p5.48xlarge, nodes: 1}\ntraining: {global_batch: 8, precision: bf16}\n",
+                   "inline.yaml");
+}
+
+}  // namespace
+
+TEST_CASE("Qwen3-0.6B from its config: heads of 128 over a hidden size of 1024, QK-norm", "[model][hf][qwen3]") {
+  const ModelSpec m = job_with("  from_hf: " + kHf + "qwen3-0.6b.json\n  seq_len: 4096\n").model;
+  CHECK(m.head_dim() == 128);
+  CHECK(m.query_width() == 2048);  // 16 heads x 128: twice the hidden size
+  CHECK(m.qk_norm);
+  CHECK(m.tied_embeddings);
+  // Written out: per layer Q (1024 x 2048), K and V (1024 x 1024 each), the output
+  // projection (2048 x 1024), SwiGLU (3 x 1024 x 3072), two RMSNorm scales of 1024 and
+  // the QK-norm scales (2 x 128); the tied table 151936 x 1024 and the final norm.
+  const double h = 1024, q = 2048, kv = 1024, f = 3072, V = 151936, L = 28, d = 128;
+  const double layer = h * (q + 2 * kv) + q * h + 3 * h * f + 2 * h + 2 * d;
+  CHECK(layer_parameters(m, false) == layer);
+  CHECK(total_parameters(m) == L * layer + V * h + h);
+  // The model card: 0.6B parameters, 0.44B of them not the embedding.
+  CHECK(total_parameters(m) == Approx(0.6e9).epsilon(0.01));
+  CHECK(total_parameters(m) - V * h == Approx(0.44e9).epsilon(0.01));
+  // FLOPs per token: 2 per weight of the GEMMs, Q K^T and the context over the queries'
+  // width (4 s q, the causal half not skipped), the logits; backward twice.
+  const double s = 4096;
+  const double per_layer = 2 * (h * (q + 2 * kv) + q * h + 3 * h * f) + 4 * s * q;
+  CHECK(model_flops_per_step(m, 1) / s == Approx(3 * (L * per_layer + 2 * h * V)).epsilon(1e-12));
+}
+
+TEST_CASE("Qwen3 MoE presets have their published sizes and equal their configs", "[model][moe][qwen3]") {
+  // Model cards: Qwen3-30B-A3B 30.5B in total, 3.3B activated; Qwen3-235B-A22B 235B, 22B.
+  // The cards' figures keep two or three digits, cut rather than rounded: 30B-A3B's
+  // activated count written out below is 3.353B ("3.3B"), so it is checked to lie in
+  // [3.3, 3.4) billion; the others within 1%.
+  const ModelSpec small = load_model("qwen3-30b-a3b");
+  CHECK(total_parameters(small) == Approx(30.5e9).epsilon(0.01));
+  CHECK(active_parameters(small) >= 3.3e9);
+  CHECK(active_parameters(small) < 3.4e9);
+  const ModelSpec big = load_model("qwen3-235b-a22b");
+  CHECK(total_parameters(big) == Approx(235e9).epsilon(0.01));
+  CHECK(active_parameters(big) == Approx(22e9).epsilon(0.01));
+  // Written out for 30B-A3B: attention 2048 x (4096 + 2 x 512) + 4096 x 2048, the router
+  // 2048 x 128, 128 experts of 3 x 2048 x 768, the norms and QK-norm; untied embeddings.
+  const double h = 2048, q = 4096, kv = 512, E = 128, k = 8, fe = 768, V = 151936, L = 48;
+  const double attention = h * (q + 2 * kv) + q * h, router = h * E, expert = 3 * h * fe, norms = 2 * h + 2 * 128;
+  CHECK(total_parameters(small) == L * (attention + router + E * expert + norms) + 2 * V * h + h);
+  CHECK(active_parameters(small) == L * (attention + router + k * expert + norms) + 2 * V * h + h);
+  const ModelSpec hf = job_with("  from_hf: " + kHf + "qwen3-30b-a3b.json\n  seq_len: 4096\n").model;
+  CHECK(hf.experts == 128);
+  CHECK(hf.experts_per_token == 8);
+  CHECK(hf.expert_ffn_hidden == 768);
+  CHECK(total_parameters(hf) == total_parameters(small));
+  CHECK(active_parameters(hf) == active_parameters(small));
+}
+
+TEST_CASE("head_dim: the keys, their refusals and the writer", "[model][scenario]") {
+  const std::string base = "  name: m\n  layers: 2\n  hidden: 96\n  vocab: 64\n  seq_len: 16\n";
+  // 5 heads do not divide 96: refused, naming head_dim as the way out; accepted with it.
+  try {
+    job_with(base + "  heads: 5\n");
+    FAIL("5 heads over hidden 96 were accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "model.heads");
+    CHECK(std::string(e.what()).find("head_dim") != std::string::npos);
+  }
+  const Job j = job_with(base + "  heads: 5\n  head_dim: 32\n  qk_norm: true\n");
+  CHECK(j.model.query_width() == 160);
+  CHECK(j.model.qk_norm);
+  // GPT block (biases, LayerNorm, learned positions): QKV 96 x 480 + 480, proj 160 x 96 + 96.
+  const double h = 96, q = 160, f = 384;
+  CHECK(layer_parameters(j.model, false) ==
+        (h * 3 * q + 3 * q) + (q * h + h) + (h * f + f) + (f * h + h) + 4 * h + 2 * 32);
+  // Written and read back: the same model.
+  const Job again = parse_job(job_yaml(j, "test"), "again.yaml");
+  CHECK(again.model.head_dim() == 32);
+  CHECK(again.model.qk_norm);
+  CHECK(total_parameters(again.model) == total_parameters(j.model));
+  try {
+    job_with(base + "  heads: 4\n  head_dim: 0\n");
+    FAIL("head_dim 0 was accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "model.head_dim");
+  }
+}
+
+TEST_CASE("QK-norm's scales are summed over the tensor group at any tensor degree", "[model][plan][qwen3]") {
+  ModelSpec m = load_model("qwen3-30b-a3b");
+  PlanConfig c;
+  c.tensor_degree = 1;
+  CHECK(transformer_layer_plan(m, c).shard_gradient_params() == 0);
+  c.tensor_degree = 4;
+  // Without sequence parallelism only the two scales of 128 (heads split, scales whole).
+  CHECK(transformer_layer_plan(m, c).shard_gradient_params() == 2 * 128);
+  CHECK(transformer_layer_plan(m, c).op(PlanOpRole::qk_norm).params == 2 * 128);
+  m.qk_norm = false;
+  CHECK(transformer_layer_plan(m, c).find(PlanOpRole::qk_norm) == nullptr);
+  CHECK(transformer_layer_plan(m, c).shard_gradient_params() == 0);
+}
