@@ -92,6 +92,18 @@ ExpertMLPImpl::ExpertMLPImpl(const ExpertShape& s, TensorParallel tp, ExpertPara
     fc1_bias = register_parameter("fc1_bias", torch::zeros({local_experts, f1}));
     fc2_bias = register_parameter("fc2_bias", torch::zeros({local_experts, s.hidden}));
   }
+  if (s.shared_ffn_hidden > 0) {
+    if (s.shared_ffn_hidden % t != 0)
+      throw std::invalid_argument("ExpertMLP: the tensor degree " + std::to_string(t) +
+                                  " does not divide shared_expert_ffn_hidden " + std::to_string(s.shared_ffn_hidden));
+    const std::int64_t fs = s.shared_ffn_hidden / t, fs1 = (s.swiglu ? 2 : 1) * fs;
+    shared_fc1 = register_parameter("shared_fc1", torch::zeros({fs1, s.hidden}));
+    shared_fc2 = register_parameter("shared_fc2", torch::zeros({s.hidden, fs}));
+    if (s.bias) {
+      shared_fc1_bias = register_parameter("shared_fc1_bias", torch::zeros({fs1}));
+      shared_fc2_bias = register_parameter("shared_fc2_bias", torch::zeros({s.hidden}));
+    }
+  }
 }
 
 std::int64_t ExpertMLPImpl::capacity(std::int64_t tokens) const {
@@ -114,6 +126,18 @@ torch::Tensor ExpertMLPImpl::experts_forward(const torch::Tensor& rows) {
   torch::Tensor out = torch::bmm(act, fc2.transpose(1, 2));
   const bool first_tensor_rank = !tp_ || tp_->rank() == 0;
   if (fc2_bias.defined() && first_tensor_rank) out = out + fc2_bias.unsqueeze(1);
+  return out;
+}
+
+// The shared experts on every token: this tensor rank's partial sums (fc2's bias on
+// tensor rank 0 only, as the experts').
+torch::Tensor ExpertMLPImpl::shared_forward(const torch::Tensor& tokens) {
+  torch::Tensor up = torch::matmul(tokens, shared_fc1.t());
+  if (shared_fc1_bias.defined()) up = up + shared_fc1_bias;
+  const std::int64_t f = up.size(1) / 2;
+  const torch::Tensor act = shape.swiglu ? torch::silu(up.narrow(1, 0, f)) * up.narrow(1, f, f) : torch::gelu(up);
+  torch::Tensor out = torch::matmul(act, shared_fc2.t());
+  if (shared_fc2_bias.defined() && (!tp_ || tp_->rank() == 0)) out = out + shared_fc2_bias;
   return out;
 }
 
@@ -148,7 +172,8 @@ torch::Tensor ExpertMLPImpl::forward(const torch::Tensor& x) {
   const torch::Tensor back = done.view({local_experts, e, C, h}).permute({1, 0, 2, 3}).reshape({e, local_experts * C * h});
   const torch::Tensor results = expert_exchange(back, ep_).view({E * C, h});
   const torch::Tensor weighted = results.index_select(0, slot) * weights.index_select(0, kept).unsqueeze(1);
-  const torch::Tensor out = torch::zeros({N, h}, tokens.options()).index_add(0, token, weighted);
+  torch::Tensor out = torch::zeros({N, h}, tokens.options()).index_add(0, token, weighted);
+  if (shared_fc1.defined()) out = out + shared_forward(tokens);
   return leave_region(out.view(input.sizes()), conjugates_.mlp_out, tp_);  // g: mlp_out
 }
 

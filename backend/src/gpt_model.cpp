@@ -139,6 +139,7 @@ struct Parts {
   Slice queries;  // the rank's query columns: its heads x head_dim (proj's input)
   Slice ffn, vocab;
   Slice expert_ffn;           // of each expert's width
+  Slice shared_ffn;           // of the shared experts' width
   const ExpertParallelGroup* expert = nullptr;  // picks the rank's experts (null: all)
 };
 
@@ -176,6 +177,19 @@ void add_experts(std::vector<WholeParameter>& all, const BackendModelConfig& c, 
   if (c.bias) {
     all.push_back({Init::zero, {E, f1}, held(&ExpertMLPImpl::fc1_bias), mine});
     all.push_back({Init::zero, {E, h}, held(&ExpertMLPImpl::fc2_bias), mine});
+  }
+  // Shared experts: split over the tensor group as the dense MLP (fc1_rows, columns).
+  if (c.shared_expert_ffn_hidden > 0) {
+    const std::int64_t fs = c.shared_expert_ffn_hidden, fs1 = swiglu ? 2 * fs : fs;
+    BackendModelConfig shared = c;
+    shared.ffn_hidden = fs;
+    const auto rows_part = fc1_rows(shared, parts.shared_ffn);
+    all.push_back({Init::normal, {fs1, h}, held(&ExpertMLPImpl::shared_fc1), rows_part});
+    all.push_back({Init::residual, {h, fs}, held(&ExpertMLPImpl::shared_fc2), columns(parts.shared_ffn)});
+    if (c.bias) {
+      all.push_back({Init::zero, {fs1}, held(&ExpertMLPImpl::shared_fc1_bias), rows_part});
+      all.push_back({Init::zero, {h}, held(&ExpertMLPImpl::shared_fc2_bias), whole});
+    }
   }
 }
 
@@ -217,6 +231,8 @@ void initialise(GPTModelImpl& model, std::uint64_t seed) {
                     tensor_slice(c.query_width(), t, r, "query width"), tensor_slice(c.ffn_hidden, t, r, "ffn_hidden"),
                     tensor_slice(c.vocab, t, r, "vocab"),
                     c.experts > 0 ? tensor_slice(c.expert_ffn_hidden, t, r, "expert_ffn_hidden") : Slice{0, 0},
+                    c.shared_expert_ffn_hidden > 0 ? tensor_slice(c.shared_expert_ffn_hidden, t, r, "shared_expert_ffn_hidden")
+                                                   : Slice{0, 0},
                     shard.expert.get()};
   // The whole model's parameters in its registration order; each shard draws them all
   // from the model's own generator (so the generator advances identically everywhere)

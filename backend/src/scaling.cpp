@@ -36,6 +36,8 @@ void apply_config(const BackendModelConfig& c, ModelSpec& m) {
   m.moe_every = c.moe_every;
   m.expert_ffn_hidden = c.expert_ffn_hidden;
   m.capacity_factor = c.capacity_factor;
+  m.shared_expert_ffn_hidden = c.shared_expert_ffn_hidden;
+  m.first_dense_layers = c.first_dense_layers;
 }
 
 }  // namespace
@@ -97,6 +99,14 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
   c.moe_every = model.moe_every;
   c.capacity_factor = model.capacity_factor;
   c.expert_ffn_hidden = !model.is_moe() ? 0 : c.hidden == model.hidden ? model.expert_ffn_hidden : 4 * c.hidden;
+  // Shared experts as the routed ones: kept with the hidden size, else one expert's width.
+  c.shared_expert_ffn_hidden = !model.is_moe() || model.shared_expert_ffn_hidden == 0 ? 0
+                               : c.hidden == model.hidden                            ? model.shared_expert_ffn_hidden
+                                                                                     : c.expert_ffn_hidden;
+  // Dense first layers as the model has them; fewer layers keep at least one with experts.
+  c.first_dense_layers = !model.is_moe()             ? 0
+                         : c.layers == model.layers ? model.first_dense_layers
+                                                    : std::min(model.first_dense_layers, c.layers - 1);
   if (c.layers < 1 || c.hidden < 1 || c.heads < 1 || c.seq_len < 1 || c.vocab < 2)
     throw std::invalid_argument(fmt::format("scaled model: every size must be >= 1 (vocab >= 2): {}", describe(c)));
   if (c.attention_head_dim == 0 && c.hidden % c.heads != 0)
@@ -115,7 +125,9 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
                     m.kv_heads == c.key_value_heads() && m.head_dim() == c.head_dim() && m.qk_norm == c.qk_norm && m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
                     m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
-                    m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden;
+                    m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden &&
+                    m.shared_expert_ffn_hidden == c.shared_expert_ffn_hidden &&
+                    m.first_dense_layers == c.first_dense_layers;
   if (!same) m.name += "-scaled";
   apply_config(c, m);
   // The backend shards every parameter tensor and gathers each layer (no tensor stays
@@ -146,6 +158,9 @@ std::string block_variants(const BackendModelConfig& c) {
   if (c.experts > 0)
     s += fmt::format("{} experts of {} ({} a token, {}), ", c.experts, c.expert_ffn_hidden, c.experts_per_token,
                      c.moe_every == 1 ? std::string("every layer") : fmt::format("layers 0, {}, ...", c.moe_every));
+  if (c.experts > 0 && c.shared_expert_ffn_hidden > 0) s += fmt::format("shared experts of {}, ", c.shared_expert_ffn_hidden);
+  if (c.experts > 0 && c.first_dense_layers > 0) s += fmt::format("first {} layers dense, ", c.first_dense_layers);
+  if (c.qk_norm) s += "qk-norm, ";
   return s;
 }
 

@@ -234,6 +234,7 @@ TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorPa
     ExpertShape shape;
     shape.hidden = c.hidden;
     shape.expert_ffn_hidden = c.expert_ffn_hidden;
+    shape.shared_ffn_hidden = c.shared_expert_ffn_hidden;
     shape.experts = c.experts;
     shape.experts_per_token = c.experts_per_token;
     shape.capacity_factor = c.capacity_factor;

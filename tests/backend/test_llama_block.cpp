@@ -164,6 +164,13 @@ TEST_CASE("llama block: parameters() is the module's count and the cost model's"
     qwen3.attention_head_dim = 12;
     qwen3.qk_norm = true;
     configs.emplace_back("qwen3 (head_dim 12, qk-norm)", qwen3);
+    BackendModelConfig deepseek = llama_config(2, tied);  // experts from layer 1, shared experts
+    deepseek.layers = 3;
+    deepseek.experts = 4;
+    deepseek.expert_ffn_hidden = 16;
+    deepseek.shared_expert_ffn_hidden = 24;
+    deepseek.first_dense_layers = 1;
+    configs.emplace_back("moe with shared experts and a dense first layer", deepseek);
   }
   Job job = parse_job("kind: job\nname: count\nmodel: {name: count, layers: 1, hidden: 8, heads: 1, vocab: 8, seq_len: 8}\n"
                       "cluster: {instance_type: {base: local-cpu, gpus_per_node: 1}, nodes: 1}\n"

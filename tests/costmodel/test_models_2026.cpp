@@ -119,3 +119,54 @@ TEST_CASE("QK-norm's scales are summed over the tensor group at any tensor degre
   CHECK(transformer_layer_plan(m, c).find(PlanOpRole::qk_norm) == nullptr);
   CHECK(transformer_layer_plan(m, c).shard_gradient_params() == 0);
 }
+
+TEST_CASE("Shared experts and dense first layers: counts and FLOPs written out", "[model][moe]") {
+  // LLaMA's block, hidden 64 (4 heads of 16, 2 key/value heads), 4 layers of which the
+  // first is dense (SwiGLU of 176) and layers 1-3 have 4 experts of 32 (2 a token) and a
+  // shared SwiGLU of 48; untied, vocab 100.
+  const Job j = job_with(
+      "  name: ds\n  layers: 4\n  hidden: 64\n  heads: 4\n  attention: gqa\n  kv_heads: 2\n  ffn_hidden: 176\n"
+      "  vocab: 100\n  seq_len: 32\n  tied_embeddings: false\n  mlp: swiglu\n  norm: rmsnorm\n  positions: rope\n"
+      "  bias: false\n  experts: 4\n  experts_per_token: 2\n  expert_ffn_hidden: 32\n  shared_expert_ffn_hidden: 48\n"
+      "  first_dense_layers: 1\n");
+  const ModelSpec& m = j.model;
+  CHECK_FALSE(m.is_moe_layer(0));
+  CHECK(m.is_moe_layer(1));
+  CHECK(m.is_moe_layer(3));
+  CHECK(m.moe_layers_in(0, 4) == 3);
+  CHECK(m.moe_layers_in(0, 1) == 0);
+  CHECK(m.moe_layers_in(1, 2) == 2);
+  const double h = 64, kv = 32, f = 176, E = 4, fe = 32, fs = 48, V = 100;
+  const double attention = h * (h + 2 * kv) + h * h, norms = 2 * h;
+  const double dense = attention + 3 * h * f + norms;
+  const double moe = attention + h * E + E * 3 * h * fe + 3 * h * fs + norms;
+  CHECK(layer_parameters(m, false) == dense);
+  CHECK(layer_parameters(m, true) == moe);
+  CHECK(total_parameters(m) == dense + 3 * moe + 2 * V * h + h);
+  // A token runs through the shared MLP and 2 of the 4 experts.
+  CHECK(active_parameters(m) == dense + 3 * (moe - 2 * 3 * h * fe) + 2 * V * h + h);
+  // FLOPs per token: 2 per weight a token runs through (router included), 4 s h of the
+  // attention core, the logits; backward twice.
+  const double s = 32, core = 4 * s * h;
+  const double per_token = 3 * (2 * (attention + 3 * h * f) + core + 3 * (2 * (attention + h * E + 2 * 3 * h * fe + 3 * h * fs) + core) + 2 * h * V);
+  CHECK(model_flops_per_step(m, 1) / s == Approx(per_token).epsilon(1e-12));
+  // Tensor parallelism must divide the shared width too.
+  try {
+    parse_job("kind: job\nname: t\nmodel: {name: ds, layers: 2, hidden: 64, heads: 4, vocab: 100, seq_len: 32, "
+              "experts: 4, expert_ffn_hidden: 32, shared_expert_ffn_hidden: 50}\n"
+              "cluster: {instance_type: p5.48xlarge, nodes: 1}\ntraining: {global_batch: 8, precision: bf16}\n"
+              "parallel: {tensor_parallel_degree: 4}\n",
+              "inline.yaml");
+    FAIL("tensor degree 4 over a shared width of 50 was accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "parallel.tensor_parallel_degree");
+    CHECK(std::string(e.what()).find("shared_expert_ffn_hidden") != std::string::npos);
+  }
+  const std::string dense_key = "  name: d\n  layers: 2\n  hidden: 64\n  heads: 4\n  vocab: 100\n  seq_len: 32\n";
+  try {
+    job_with(dense_key + "  first_dense_layers: 1\n");
+    FAIL("first_dense_layers without experts was accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "model.first_dense_layers");
+  }
+}

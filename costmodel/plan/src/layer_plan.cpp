@@ -47,6 +47,9 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::expert_fc2: return "expert_fc2";
     case PlanOpRole::combine: return "combine";
     case PlanOpRole::unpermute: return "unpermute";
+    case PlanOpRole::shared_fc1: return "shared_fc1";
+    case PlanOpRole::shared_activation: return "shared_activation";
+    case PlanOpRole::shared_fc2: return "shared_fc2";
     case PlanOpRole::mlp_out: return "mlp_out";
     case PlanOpRole::mlp_dropout_residual: return "mlp_dropout_residual";
     case PlanOpRole::embedding_lookup: return "embedding_lookup";
@@ -301,8 +304,19 @@ LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   p.expert_gemm(PlanOpRole::expert_fc2, R / local, local, f / t, h, 2.0 * R * f / t, b * h);
   p.expert_comm(PlanOpRole::combine, routed_bytes);
   // Each token's experts_per_token results weighted by their probabilities and summed;
-  // keeps the results for the probabilities' gradient.
-  p.memory_bound(PlanOpRole::unpermute, 2.0 * (R * h + T * h), 2, 2.0 * R * h);
+  // keeps the results for the probabilities' gradient. (With shared experts their output
+  // is added too: another T h read.)
+  const double fs = m.shared_expert_ffn_hidden;
+  p.memory_bound(PlanOpRole::unpermute, 2.0 * (R * h + T * h) + (fs > 0 ? 2.0 * T * h : 0.0), 2, 2.0 * R * h);
+  if (fs > 0) {
+    // Shared experts (Megatron-core's SharedExpertMLP after the unpermutation): a dense
+    // MLP of fs on every token, tensor-parallel like the dense MLP, inside the same region
+    // (its partial sums join the experts' before mlp_out).
+    p.gemm(PlanOpRole::shared_fc1, h, swiglu * fs / t, 2.0 * p.seq_tokens * h, b * swiglu * fs / t);
+    p.memory_bound(PlanOpRole::shared_activation, reads * T * fs / t, 2, kept * T * fs / t);
+    p.gemm(PlanOpRole::shared_fc2, fs / t, h, 2.0 * T * fs / t, b * h);
+    if (m.bias) p.shard_gradient(h);
+  }
   mlp_exit(p);
   return std::move(p.plan);
 }

@@ -141,7 +141,8 @@ void parse_experts(const Reader& r, ModelSpec& m) {
   m.experts = r.get_int("experts", 0, limits::kMaxExperts, 0);
   if (m.experts == 1) r.fail("experts", "one expert is a dense MLP: use 0 (no experts) or 2 and more");
   if (m.experts == 0) {
-    for (const char* key : {"experts_per_token", "moe_every", "expert_ffn_hidden", "capacity_factor"})
+    for (const char* key : {"experts_per_token", "moe_every", "expert_ffn_hidden", "capacity_factor",
+                            "shared_expert_ffn_hidden", "first_dense_layers"})
       if (r.has(key)) r.fail(key, "applies to a mixture of experts: set model.experts");
     return;
   }
@@ -149,6 +150,8 @@ void parse_experts(const Reader& r, ModelSpec& m) {
   m.moe_every = r.get_int("moe_every", 1, limits::kMaxLayers, 1);
   m.expert_ffn_hidden = r.get_int("expert_ffn_hidden", 1, limits::kMaxFfnHidden, m.ffn_hidden);
   m.capacity_factor = r.get_in_range("capacity_factor", 1.0, 16.0, 1.0);
+  m.shared_expert_ffn_hidden = r.get_int("shared_expert_ffn_hidden", 0, limits::kMaxFfnHidden, 0);
+  m.first_dense_layers = r.get_int("first_dense_layers", 0, limits::kMaxLayers, 0);
 }
 
 ModelSpec parse_model(const Reader& r) {
@@ -158,6 +161,7 @@ ModelSpec parse_model(const Reader& r) {
   r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "qk_norm",
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
+                "shared_expert_ffn_hidden", "first_dense_layers",
                 "capacity_factor"});
   ModelSpec m;
   m.name = r.get_string("name", "model");

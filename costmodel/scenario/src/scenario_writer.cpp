@@ -124,6 +124,8 @@ YAML::Node model_node(const ModelSpec& m) {
     model["moe_every"] = m.moe_every;
     model["expert_ffn_hidden"] = m.expert_ffn_hidden;
     model["capacity_factor"] = m.capacity_factor;
+    if (m.shared_expert_ffn_hidden > 0) model["shared_expert_ffn_hidden"] = m.shared_expert_ffn_hidden;
+    if (m.first_dense_layers > 0) model["first_dense_layers"] = m.first_dense_layers;
   }
   return model;
 }

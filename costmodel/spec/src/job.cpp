@@ -155,6 +155,9 @@ JobViolation check_experts(const Job& job) {
   if (m.expert_ffn_hidden % tp != 0)
     return bad("parallel.tensor_parallel_degree",
                fmt::format("{} does not divide expert_ffn_hidden {}", tp, m.expert_ffn_hidden));
+  if (m.shared_expert_ffn_hidden % tp != 0)
+    return bad("parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide shared_expert_ffn_hidden {}", tp, m.shared_expert_ffn_hidden));
   if (job.parallel.sharded_data_parallel_degree > 1)
     return bad("parallel.sharded_data_parallel_degree",
                "sharded data parallelism is not combined with a mixture-of-experts model here: use "

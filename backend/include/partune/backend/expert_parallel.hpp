@@ -61,6 +61,7 @@ torch::Tensor expert_exchange(const torch::Tensor& t, const ExpertParallel& ep);
 // The sizes of a mixture of experts' MLP (from the ModelSpec the backend runs).
 struct ExpertShape {
   std::int64_t hidden = 0, expert_ffn_hidden = 0, experts = 0, experts_per_token = 2;
+  std::int64_t shared_ffn_hidden = 0;  // the shared experts' width (0: none)
   double capacity_factor = 1.0;
   bool swiglu = false, bias = true;
 };
@@ -81,9 +82,16 @@ class ExpertMLPImpl : public torch::nn::Module {
   torch::Tensor router;            // [experts, hidden], whole on every rank
   torch::Tensor fc1, fc2;          // [local, f1 / t, hidden], [local, hidden, f / t]
   torch::Tensor fc1_bias, fc2_bias;  // [local, f1 / t], [local, hidden] (bias only)
+  // Shared experts (shape.shared_ffn_hidden > 0): a dense MLP on every token, split over
+  // the tensor group as the dense MLP is, inside the same region (its partial sums added
+  // to the experts' before mlp_out): [fs1 / t, hidden], [hidden, fs / t] and biases
+  // [fs1 / t], [hidden]; fs1 = 2 fs with SwiGLU ([gate slice | up slice]). Not experts':
+  // their gradients go over the data-parallel group.
+  torch::Tensor shared_fc1, shared_fc2, shared_fc1_bias, shared_fc2_bias;
 
  private:
   torch::Tensor experts_forward(const torch::Tensor& rows);  // [local, R, hidden]
+  torch::Tensor shared_forward(const torch::Tensor& tokens);  // [N, hidden] -> partial [N, hidden]
   TensorParallel tp_;
   ExpertParallel ep_;
   LayerConjugates conjugates_;

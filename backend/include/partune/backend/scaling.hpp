@@ -41,7 +41,10 @@ struct BackendModelConfig {
   // A mixture of experts (ModelSpec's keys): 0 experts = dense.
   int experts = 0, experts_per_token = 2, moe_every = 1, expert_ffn_hidden = 0;
   double capacity_factor = 1.0;
-  bool is_moe_layer(int layer) const { return experts > 0 && layer % moe_every == 0; }
+  int shared_expert_ffn_hidden = 0, first_dense_layers = 0;  // ModelSpec's
+  bool is_moe_layer(int layer) const {
+    return ModelSpec::moe_layer_at(layer, experts, moe_every, first_dense_layers);
+  }
   int attention_head_dim = 0;  // ModelSpec's: a head's width set apart; 0 = hidden / heads
   int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden / heads; }
   int query_width() const { return heads * head_dim(); }

@@ -73,6 +73,9 @@ enum class PlanOpRole : std::uint8_t {
   expert_fc2,
   combine,  // expert_comm
   unpermute,
+  shared_fc1,  // shared experts only (ModelSpec::shared_expert_ffn_hidden)
+  shared_activation,
+  shared_fc2,
   mlp_out,  // tensor_comm: leaving the MLP region
   mlp_dropout_residual,
   // The embedding.

@@ -49,9 +49,20 @@ struct ModelSpec {
   int moe_every = 1;
   int expert_ffn_hidden = 0;
   double capacity_factor = 1.0;
+  // DeepSeek's and Llama 4's shared experts: a dense MLP (same `mlp` kind) of this inner
+  // width (DeepSeek: n_shared_experts x moe_intermediate_size) that every token runs
+  // through beside its routed experts, in each layer with experts. 0: none.
+  int shared_expert_ffn_hidden = 0;
+  // DeepSeek's first_k_dense_replace: the first this many layers are dense (a dense MLP of
+  // ffn_hidden) whatever moe_every says.
+  int first_dense_layers = 0;
   bool is_moe() const { return experts > 0; }
-  // Whether model layer `layer` (0-based) has experts.
-  bool is_moe_layer(int layer) const { return is_moe() && layer % moe_every == 0; }
+  // Whether model layer `layer` (0-based) has experts: from layer first_dense_layers on,
+  // every moe_every-th (layers 0, k, 2k, ... counted from 0). The one rule (moe_layer_at).
+  bool is_moe_layer(int layer) const { return moe_layer_at(layer, experts, moe_every, first_dense_layers); }
+  static bool moe_layer_at(int layer, int experts, int moe_every, int first_dense_layers) {
+    return experts > 0 && layer >= first_dense_layers && layer % moe_every == 0;
+  }
   // Of model layers [first, first + count), how many have experts.
   int moe_layers_in(int first, int count) const;
 
