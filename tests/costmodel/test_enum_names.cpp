@@ -67,7 +67,7 @@ TEST_CASE("every enum value has one name, shared by to_string, the loader and th
   const std::vector<std::pair<LmHeadStage, std::string>> head = {{LmHeadStage::last, "last"},
                                                                  {LmHeadStage::first, "first"}};
   const std::vector<std::pair<AttentionKind, std::string>> attention = {
-      {AttentionKind::mha, "mha"}, {AttentionKind::gqa, "gqa"}, {AttentionKind::mqa, "mqa"}};
+      {AttentionKind::mha, "mha"}, {AttentionKind::gqa, "gqa"}, {AttentionKind::mqa, "mqa"}, {AttentionKind::mla, "mla"}};
 
   SECTION("the tables") {
     check_table(precision);

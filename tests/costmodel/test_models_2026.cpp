@@ -170,3 +170,82 @@ TEST_CASE("Shared experts and dense first layers: counts and FLOPs written out",
     CHECK(e.key() == "model.first_dense_layers");
   }
 }
+
+namespace {
+
+// DeepSeek-V3's sizes, written out (the report's §4.2 and its config.json).
+struct DeepSeekV3 {
+  double h = 7168, H = 128, ql = 1536, kl = 512, dn = 128, dr = 64, dv = 128, f = 18432, E = 256, k = 8, fe = 2048,
+         fs = 2048, V = 129280, dense = 3, moe = 58;
+  // Q down and up, KV down (latent and the shared rotary key) and up, the output projection.
+  double attention() const { return h * ql + ql * H * (dn + dr) + h * (kl + dr) + kl * H * (dn + dv) + H * dv * h; }
+  double norms() const { return 2 * h + ql + kl; }  // the layer's two RMSNorms and the latents'
+};
+
+}  // namespace
+
+TEST_CASE("DeepSeek-V3: multi-head latent attention, shared experts and dense first layers", "[model][moe][mla]") {
+  const ModelSpec m = load_model("deepseek-v3");
+  const DeepSeekV3 d;
+  CHECK(m.is_mla());
+  CHECK(m.head_dim() == 192);
+  const double dense = d.attention() + 3 * d.h * d.f + d.norms();
+  const double moe = d.attention() + d.h * d.E + d.E * 3 * d.h * d.fe + 3 * d.h * d.fs + d.norms();
+  CHECK(layer_parameters(m, false) == dense);
+  CHECK(layer_parameters(m, true) == moe);
+  CHECK(total_parameters(m) == d.dense * dense + d.moe * moe + 2 * d.V * d.h + d.h);
+  // The report: 671B in total, 37B activated. Its 37B is cut, not rounded (37.55B written
+  // out: 8 routed and the shared expert a token), so [37, 38) billion.
+  CHECK(total_parameters(m) == Approx(671e9).epsilon(0.01));
+  CHECK(active_parameters(m) >= 37e9);
+  CHECK(active_parameters(m) < 38e9);
+  // FLOPs per token, forward: 2 per weight a token runs through (router included), the
+  // core's Q K^T over 192 and the context over 128 per head (2 s H (dqk + dv), the causal
+  // half not skipped), the logits; backward twice.
+  const double s = 4096, core = 2 * s * d.H * (d.dn + d.dr + d.dv);
+  const double dense_flops = 2 * (d.attention() + 3 * d.h * d.f) + core;
+  const double moe_flops = 2 * (d.attention() + d.h * d.E + d.k * 3 * d.h * d.fe + 3 * d.h * d.fs) + core;
+  const double per_token = 3 * (d.dense * dense_flops + d.moe * moe_flops + 2 * d.h * d.V);
+  CHECK(model_flops_per_step(m, 1) / s == Approx(per_token).epsilon(1e-12));
+  // From its config.json, without the multi-token prediction module (refused otherwise).
+  const ModelSpec hf = job_with("  from_hf: " + kHf + "deepseek-v3.json\n  seq_len: 4096\n  multi_token_prediction: false\n").model;
+  CHECK(total_parameters(hf) == total_parameters(m));
+  CHECK(active_parameters(hf) == active_parameters(m));
+  CHECK(hf.first_dense_layers == 3);
+  CHECK(hf.shared_expert_ffn_hidden == 2048);
+  try {
+    job_with("  from_hf: " + kHf + "deepseek-v3.json\n");
+    FAIL("DeepSeek-V3's MTP module was accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "num_nextn_predict_layers");
+    CHECK(std::string(e.what()).find("multi_token_prediction: false") != std::string::npos);
+  }
+}
+
+TEST_CASE("Multi-head latent attention over a tensor group, as Megatron-core splits it", "[model][plan][mla]") {
+  ModelSpec m = load_model("deepseek-v3");
+  const DeepSeekV3 d;
+  PlanConfig c;
+  c.tensor_degree = 8;
+  c.precision = Precision::bf16;
+  LayerPlan p = transformer_layer_plan(m, c);
+  // The down projections and the latents' norms are whole on every rank (their gradients
+  // summed over the group); the up projections and the output projection split by heads.
+  const double whole = d.h * d.ql + d.h * (d.kl + d.dr) + d.ql + d.kl;
+  CHECK(p.shard_gradient_params() == whole);
+  CHECK(p.op(PlanOpRole::q_up).n == d.H / 8 * (d.dn + d.dr));
+  CHECK(p.op(PlanOpRole::kv_up).n == d.H / 8 * (d.dn + d.dv));
+  CHECK(p.op(PlanOpRole::projection).k == d.H / 8 * d.dv);
+  CHECK(p.params() == whole + (d.ql * d.H * (d.dn + d.dr) + d.kl * d.H * (d.dn + d.dv) + d.H * d.dv * d.h) / 8 +
+                          3 * d.h * d.f / 8 + 2 * d.h);
+  // Without sequence parallelism the region's edge is the hidden state's f; with it the
+  // latent (1536 + 512 + 64 a token) is all-gathered instead of the hidden state (7168).
+  const double T = 4096;
+  CHECK(p.op(PlanOpRole::attention_in).conjugate == Conjugate::f);
+  CHECK(p.op(PlanOpRole::attention_in).comm_bytes == T * d.h * 2);
+  c.sequence_parallel = true;
+  p = transformer_layer_plan(m, c);
+  CHECK(p.op(PlanOpRole::attention_in).conjugate == Conjugate::sp_gather);
+  CHECK(p.op(PlanOpRole::attention_in).comm_bytes == T * (d.ql + d.kl + d.dr) * 2);
+  CHECK(p.op(PlanOpRole::q_down).m == T / 8);  // the down projections run on the sequence shard
+}

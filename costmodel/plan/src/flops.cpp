@@ -34,7 +34,9 @@ double layers_forward_flops(const ModelSpec& m, double sequences) {
 LayerFlops layer_forward_flops(const ModelSpec& m, double sequences) {
   const LayerPlan plan = transformer_layer_plan(m, whole_model(sequences));
   LayerFlops lf;
-  lf.qkv = plan.op(PlanOpRole::qkv).flops;
+  // QKV, or multi-head latent attention's down and up projections.
+  for (PlanOpRole r : {PlanOpRole::qkv, PlanOpRole::q_down, PlanOpRole::kv_down, PlanOpRole::q_up, PlanOpRole::kv_up})
+    if (const PlanOp* op = plan.find(r)) lf.qkv += op->flops;
   lf.projection = plan.op(PlanOpRole::projection).flops;
   lf.fc1 = plan.op(PlanOpRole::fc1).flops;
   lf.fc2 = plan.op(PlanOpRole::fc2).flops;

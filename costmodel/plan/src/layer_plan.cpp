@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "plan_builder.hpp"
+
 namespace partune {
 
 const char* to_string(Conjugate c) {
@@ -28,6 +30,11 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::input_norm: return "input_norm";
     case PlanOpRole::attention_in: return "attention_in";
     case PlanOpRole::qkv: return "qkv";
+    case PlanOpRole::q_down: return "q_down";
+    case PlanOpRole::kv_down: return "kv_down";
+    case PlanOpRole::latent_norm: return "latent_norm";
+    case PlanOpRole::q_up: return "q_up";
+    case PlanOpRole::kv_up: return "kv_up";
     case PlanOpRole::qk_norm: return "qk_norm";
     case PlanOpRole::rotary: return "rotary";
     case PlanOpRole::attention: return "attention";
@@ -74,177 +81,11 @@ PlanConfig plan_config(const Job& job) {
   return c;
 }
 
-namespace {
-
-// One norm's parameters over `hidden`: scale and shift (layernorm), scale (rmsnorm).
-double norm_params(const ModelSpec& m) { return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * m.hidden; }
-
-// Builds a plan op by op. `tokens` is b*s; `seq_tokens` the tokens one rank holds outside
-// the tensor-parallel regions (b*s/t with sequence parallelism, else b*s).
-struct PlanBuilder {
-  const ModelSpec& m;
-  const PlanConfig& c;
-  LayerPlan plan;
-  double t, tokens, seq_tokens;
-  double scale;  // bytes_per_element / 2: the 16-bit accounting in the training precision
-
-  PlanBuilder(const ModelSpec& model, const PlanConfig& config, PlanPart part)
-      : m(model),
-        c(config),
-        t(config.tensor_degree),
-        tokens(config.sequences * model.seq_len),
-        scale(bytes_per_element(config.precision) / 2.0) {
-    plan.part = part;
-    plan.ops.reserve(24);  // a layer has up to 21 ops: one allocation per plan
-    seq_tokens = c.sequence_parallel ? tokens / t : tokens;
-  }
-
-  // Y[tokens x out] = X[tokens x in] W: keeps its input (`stored_input` bytes) for the
-  // weight gradient.
-  void gemm(PlanOpRole role, double in, double out, double stored_input, double bias) {
-    PlanOp op;
-    op.params = in * out + bias;
-    op.role = role;
-    op.kind = PlanOpKind::gemm;
-    op.m = tokens;
-    op.n = out;
-    op.k = in;
-    op.flops = 2.0 * tokens * in * out;
-    op.stored = stored_input * scale;
-    plan.ops.push_back(op);
-  }
-  // A memory-bound kernel group: `bytes` forward (backward moves twice as much), with
-  // `kernels` launches forward (twice as many backward).
-  void memory_bound(PlanOpRole role, double bytes, int kernels, double stored) {
-    PlanOp op;
-    op.role = role;
-    op.kind = PlanOpKind::memory_bound;
-    op.bytes = bytes * scale;
-    op.backward_bytes = 2.0 * bytes * scale;
-    op.kernels = kernels;
-    op.backward_kernels = 2 * kernels;
-    op.stored = stored * scale;
-    plan.ops.push_back(op);
-  }
-  // A region edge: only where there is a tensor-parallel group.
-  void comm(PlanOpRole role, Conjugate conj, double bytes, int count = 1) {
-    if (c.tensor_degree <= 1) return;
-    PlanOp op;
-    op.role = role;
-    op.kind = PlanOpKind::tensor_comm;
-    op.conjugate = conj;
-    op.comm_bytes = bytes;
-    op.comm_count = count;
-    plan.ops.push_back(op);
-  }
-  // `batch` GEMMs of [rows x in] x [in x out] (a rank's experts), whose parameters are
-  // the experts' (split over the expert group, reduced over the expert-data group).
-  void expert_gemm(PlanOpRole role, double rows, double batch, double in, double out, double stored_input,
-                   double bias) {
-    PlanOp op;
-    op.role = role;
-    op.kind = PlanOpKind::gemm;
-    op.m = rows;
-    op.n = out;
-    op.k = in;
-    op.batch = batch;
-    op.flops = 2.0 * rows * in * out * batch;
-    op.stored = stored_input * scale;
-    op.params = batch * (in * out + bias);
-    op.expert = true;
-    plan.ops.push_back(op);
-  }
-  // An all-to-all over the expert group: only where there is one.
-  void expert_comm(PlanOpRole role, double bytes) {
-    if (c.expert_degree <= 1) return;
-    PlanOp op;
-    op.role = role;
-    op.kind = PlanOpKind::expert_comm;
-    op.comm_bytes = bytes;
-    plan.ops.push_back(op);
-  }
-  // The dropout mask's byte per element (none without dropout).
-  double mask() const { return m.has_dropout() ? 1.0 : 0.0; }
-  // The op just added holds `params` replicated parameters used on the sequence shard.
-  void shard_gradient(double params) {
-    if (c.sequence_parallel) plan.ops.back().shard_gradient_params = params;
-  }
-  // The op just added holds `params` parameter elements on this rank.
-  void holds(double params) { plan.ops.back().params += params; }
-  Conjugate entry() const { return c.sequence_parallel ? Conjugate::sp_gather : Conjugate::f; }
-  Conjugate exit() const { return c.sequence_parallel ? Conjugate::sp_scatter : Conjugate::g; }
-  // The full activation b*s*h in the training precision: the collectives' S.
-  double activation_bytes() const { return tokens * m.hidden * bytes_per_element(c.precision); }
-};
-
-// Q K^T and softmax(.) V over the rank's heads. Keeps Q, K, V (their projection's output,
-// needed to recompute the core) always, and the s x s scores (softmax output 2, dropout
-// mask 1, dropout output 2 bytes an element; the softmax output alone without dropout)
-// unless FlashAttention recomputes them.
-PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, double scale) {
-  const double t = c.tensor_degree, s = m.seq_len, q = m.query_width(), b = c.sequences;
-  const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
-  PlanOp op;
-  op.role = PlanOpRole::attention;
-  op.kind = PlanOpKind::attention_core;
-  op.flops = 4.0 * b * s * s * q / t;  // Q K^T and the context, all of the rank's heads
-  op.m = b * (m.heads / t) * s * s;     // score elements
-  op.k = m.head_dim();
-  op.stored = 2.0 * tokens * (q + 2.0 * kv) / t * scale;
-  // Without dropout only the softmax output stays (its backward needs nothing else).
-  const double per_score = m.has_dropout() ? 5.0 : 2.0;
-  op.recomputable = c.flash_attention ? 0.0 : per_score * m.heads * s * s * b / t * scale;
-  op.selective_recompute = true;
-  return op;
-}
-
-}  // namespace
+using detail::attention_half;
+using detail::norm_params;
+using detail::PlanBuilder;
 
 namespace {
-
-// The attention half of a layer: its norm, QKV, the core, the projection and the
-// residual, with the region edges around them.
-void attention_half(PlanBuilder& p) {
-  const ModelSpec& m = p.m;
-  const double h = m.hidden, q = m.query_width(), t = p.t, T = p.tokens, Ts = p.seq_tokens;
-  const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
-  const double S = p.activation_bytes();
-  // A column-parallel GEMM's input is the sequence shard with sequence parallelism (it is
-  // all-gathered again in backward), else the whole input.
-  const double column_input = 2.0 * Ts * h;
-  p.plan.input_bytes = 2.0 * Ts * h * p.scale;
-  const double b = m.bias ? 1.0 : 0.0, norm = norm_params(m);
-  // The norm (layer or RMS): reads and writes h per token (4h bytes), keeps its input.
-  p.memory_bound(PlanOpRole::input_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
-  p.holds(norm);
-  p.shard_gradient(norm);  // scale (and shift)
-  p.comm(PlanOpRole::attention_in, p.entry(), S);
-  // Queries of heads x head_dim (query_width: hidden unless head_dim is set apart).
-  p.gemm(PlanOpRole::qkv, h, (q + 2.0 * kv) / t, column_input, b * (q + 2.0 * kv) / t);
-  // QK-norm: an RMSNorm of each of the rank's query and key heads, read and written once,
-  // keeping its input. Its two scales are whole on every tensor rank, but each rank's
-  // gradient covers its own heads only: summed over the tensor group like the sequence-
-  // parallel parameters (with or without sequence parallelism).
-  if (m.qk_norm) {
-    p.memory_bound(PlanOpRole::qk_norm, 4.0 * T * (q + kv) / t, 2, 2.0 * T * (q + kv) / t);
-    p.holds(2.0 * m.head_dim());
-    if (p.c.tensor_degree > 1) p.plan.ops.back().shard_gradient_params = 2.0 * m.head_dim();
-  }
-  // Rotary positions rotate the rank's queries and keys in place, read and written once
-  // (their backward is the inverse rotation: nothing kept).
-  if (m.positions == PositionKind::rope) p.memory_bound(PlanOpRole::rotary, 4.0 * T * (q + kv) / t, 2, 0.0);
-  p.plan.ops.push_back(attention_core(m, p.c, T, p.scale));
-  p.gemm(PlanOpRole::projection, q / t, h, 2.0 * T * q / t, b * h);  // its bias is replicated
-  if (m.bias) p.shard_gradient(h);  // its bias, added after the reduce-scatter
-  p.comm(PlanOpRole::attention_out, p.exit(), S);
-  // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
-  // (7h bytes a token); keeps the mask. Without dropout: no mask (6h, nothing kept).
-  p.memory_bound(PlanOpRole::attention_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
-  p.memory_bound(PlanOpRole::mlp_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
-  p.holds(norm);
-  p.shard_gradient(norm);
-  p.comm(PlanOpRole::mlp_in, p.entry(), S);
-}
 
 // The MLP's residual after its exit edge.
 void mlp_exit(PlanBuilder& p) {

@@ -14,7 +14,7 @@ namespace partune::detail {
 namespace {
 
 // The architectures read, by the first entry of `architectures` (or `model_type`).
-enum class Family { llama, mixtral, qwen2, qwen3, qwen3_moe, gpt_neox, gpt2 };
+enum class Family { llama, mixtral, qwen2, qwen3, qwen3_moe, deepseek, gpt_neox, gpt2 };
 
 Family family_of(const Reader& r) {
   std::string arch;
@@ -30,11 +30,15 @@ Family family_of(const Reader& r) {
   if (arch == "Qwen2ForCausalLM" || arch == "qwen2") return Family::qwen2;
   if (arch == "Qwen3ForCausalLM" || arch == "qwen3") return Family::qwen3;
   if (arch == "Qwen3MoeForCausalLM" || arch == "qwen3_moe") return Family::qwen3_moe;
+  if (arch == "DeepseekV3ForCausalLM" || arch == "deepseek_v3" || arch == "DeepseekV2ForCausalLM" ||
+      arch == "deepseek_v2")
+    return Family::deepseek;
   if (arch == "GPTNeoXForCausalLM" || arch == "gpt_neox") return Family::gpt_neox;
   if (arch == "GPT2LMHeadModel" || arch == "gpt2") return Family::gpt2;
   r.fail("architectures", "'" + arch + "' is not a known architecture (known: LlamaForCausalLM, MistralForCausalLM, "
                                        "MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-                                       "GPTNeoXForCausalLM, GPT2LMHeadModel)");
+                                       "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GPTNeoXForCausalLM, "
+                                       "GPT2LMHeadModel)");
 }
 
 // LLaMA, Mistral and Qwen2: SwiGLU, RMSNorm, rotary positions, grouped-query attention.
@@ -94,6 +98,36 @@ void read_qwen3_moe(const Reader& r, ModelSpec& m) {
     r.fail("decoder_sparse_step", "only 1 (experts in every layer) is modelled");
   if (r.has("mlp_only_layers") && r.node()["mlp_only_layers"].IsSequence() && r.node()["mlp_only_layers"].size() > 0)
     r.fail("mlp_only_layers", "dense layers among the sparse ones are not modelled: only an empty list");
+}
+
+// DeepSeek-V2/V3: multi-head latent attention, the first first_k_dense_replace layers
+// dense (SwiGLU of intermediate_size), then every moe_layer_freq-th layer n_routed_experts
+// SwiGLU experts of moe_intermediate_size (num_experts_per_tok a token) beside
+// n_shared_experts shared ones of the same width. The routing's groups, scoring and
+// correction bias change no GEMM and are not read. Multi-token prediction modules
+// (num_nextn_predict_layers) are refused unless the model file says to leave them out.
+void read_deepseek(const Reader& r, ModelSpec& m, const HfOptions& options) {
+  read_llama(r, m);
+  if (r.get_bool("attention_bias", false)) r.fail("attention_bias", "true: attention biases are not modelled");
+  m.attention = AttentionKind::mla;
+  m.attention_head_dim = 0;  // the latent keys set the heads' widths
+  m.kv_heads = m.heads;
+  m.q_lora_rank = r.node()["q_lora_rank"].IsNull() ? 0 : r.get_int("q_lora_rank", 0, limits::kMaxHidden, 0);
+  m.kv_lora_rank = r.get_int("kv_lora_rank", 1, limits::kMaxHidden);
+  m.qk_rope_head_dim = r.get_int("qk_rope_head_dim", 2, limits::kMaxHidden);
+  m.qk_nope_head_dim = r.get_int("qk_nope_head_dim", 1, limits::kMaxHidden);
+  m.v_head_dim = r.get_int("v_head_dim", 1, limits::kMaxHidden);
+  m.experts = r.get_int("n_routed_experts", 2, limits::kMaxExperts);
+  m.experts_per_token = r.get_int("num_experts_per_tok", 1, m.experts);
+  m.expert_ffn_hidden = r.get_int("moe_intermediate_size", 1, limits::kMaxFfnHidden);
+  m.shared_expert_ffn_hidden = r.get_int("n_shared_experts", 0, limits::kMaxExperts, 0) * m.expert_ffn_hidden;
+  m.first_dense_layers = r.get_int("first_k_dense_replace", 0, limits::kMaxLayers, 0);
+  m.moe_every = r.get_int("moe_layer_freq", 1, limits::kMaxLayers, 1);
+  const int mtp = r.get_int("num_nextn_predict_layers", 0, limits::kMaxLayers, 0);
+  if (mtp > 0 && !options.without_mtp)
+    r.fail("num_nextn_predict_layers", std::to_string(mtp) +
+                                           ": multi-token prediction is not modelled; set multi_token_prediction: "
+                                           "false beside from_hf to read the model without its MTP modules");
 }
 
 // GPT-NeoX: LayerNorm, rotary positions, biases, GeLU (4h), untied.
@@ -159,7 +193,7 @@ std::string hf_model_name(const std::string& name_or_path, const std::string& co
   return model_type.empty() ? "hf-model" : model_type;
 }
 
-ModelSpec model_from_hf_config(const std::string& path) {
+ModelSpec model_from_hf_config(const std::string& path, const HfOptions& options) {
   const Reader r(load_yaml_file(path), path, "");
   if (!r.node().IsMap()) throw ScenarioError(path, "", "a Hugging Face config.json must be a JSON object");
   const Family f = family_of(r);
@@ -171,12 +205,14 @@ ModelSpec model_from_hf_config(const std::string& path) {
     case Family::mixtral: read_mixtral(r, m); break;
     case Family::qwen3: read_qwen3(r, m); break;
     case Family::qwen3_moe: read_qwen3_moe(r, m); break;
+    case Family::deepseek: read_deepseek(r, m, options); break;
     case Family::gpt_neox: read_gpt_neox(r, m); break;
     case Family::gpt2: read_gpt2(r, m); break;
   }
-  if (m.attention_head_dim == 0 && m.hidden % m.heads != 0)
+  if (m.attention_head_dim == 0 && m.hidden % m.heads != 0 && !m.is_mla())
     r.fail(f == Family::gpt2 ? "n_head" : "num_attention_heads",
            std::to_string(m.heads) + " does not divide the hidden size " + std::to_string(m.hidden));
+  if (m.is_mla()) return m;  // every head its own keys and values
   if (m.heads % m.kv_heads != 0)
     r.fail("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide the heads " + std::to_string(m.heads));
   m.attention = m.kv_heads == m.heads ? AttentionKind::mha : m.kv_heads == 1 ? AttentionKind::mqa : AttentionKind::gqa;

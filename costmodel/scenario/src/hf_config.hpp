@@ -12,7 +12,13 @@
 
 namespace partune::detail {
 
-ModelSpec model_from_hf_config(const std::string& path);
+// What the model file says beside from_hf about parts of a config that are not modelled:
+// without_mtp reads a config with multi-token prediction modules (DeepSeek-V3's
+// num_nextn_predict_layers) as the model without them (otherwise refused by name).
+struct HfOptions {
+  bool without_mtp = false;
+};
+ModelSpec model_from_hf_config(const std::string& path, const HfOptions& options = {});
 
 // The name of the model in `config_path` (a `name:` beside from_hf overrides it):
 //   1. `_name_or_path` as written when it is a Hub id (meta-llama/Meta-Llama-3-8B), its

@@ -123,11 +123,16 @@ namespace {
 // `from_hf: PATH` (relative to the file that says it): a Hugging Face config.json, with
 // name, seq_len and dropout allowed beside it to override what it says.
 ModelSpec parse_hf_model(const Reader& r) {
-  r.allow_only({"kind", "name", "description", "source", "from_hf", "seq_len", "dropout"});
+  r.allow_only(
+      {"kind", "name", "description", "source", "from_hf", "seq_len", "dropout", "multi_token_prediction"});
   const std::string path = resolve_path(r.file(), r.get_string("from_hf"));
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) r.fail("from_hf", "'" + path + "' is not a readable file");
-  ModelSpec m = model_from_hf_config(path);
+  if (r.has("multi_token_prediction") && r.get_bool("multi_token_prediction", false))
+    r.fail("multi_token_prediction", "true: multi-token prediction is not modelled; only false (the model without it)");
+  detail::HfOptions options;
+  options.without_mtp = r.has("multi_token_prediction");
+  ModelSpec m = model_from_hf_config(path, options);
   m.name = r.get_string("name", m.name);
   m.seq_len = r.get_int("seq_len", 1, limits::kMaxSeqLen, m.seq_len);
   m.dropout = r.get_in_range("dropout", 0, 0.99, m.dropout);
@@ -154,11 +159,30 @@ void parse_experts(const Reader& r, ModelSpec& m) {
   m.first_dense_layers = r.get_int("first_dense_layers", 0, limits::kMaxLayers, 0);
 }
 
+// attention: mla (DeepSeek-V2/V3): every head has its own keys and values (kv_heads =
+// heads), rebuilt from the latents; heads need not divide hidden; positions are rotary
+// (the rotary part of each query and key).
+void parse_latent_attention(const Reader& r, ModelSpec& m) {
+  for (const char* key : {"kv_heads", "head_dim"})
+    if (r.has(key)) r.fail(key, "multi-head latent attention sets it: every head has its own keys and values "
+                                "(qk_nope_head_dim + qk_rope_head_dim wide)");
+  m.kv_heads = m.heads;
+  m.q_lora_rank = r.get_int("q_lora_rank", 0, limits::kMaxHidden, 0);
+  m.kv_lora_rank = r.get_int("kv_lora_rank", 1, limits::kMaxHidden);
+  m.qk_rope_head_dim = r.get_int("qk_rope_head_dim", 2, limits::kMaxHidden);
+  m.qk_nope_head_dim = r.get_int("qk_nope_head_dim", 1, limits::kMaxHidden);
+  m.v_head_dim = r.get_int("v_head_dim", 1, limits::kMaxHidden);
+  if (m.qk_rope_head_dim % 2 != 0) r.fail("qk_rope_head_dim", "rotary positions rotate pairs: must be even");
+  if (m.positions != PositionKind::rope)
+    r.fail("positions", "multi-head latent attention rotates qk_rope_head_dim of each query and key: must be rope");
+}
+
 ModelSpec parse_model(const Reader& r) {
   // Checked first: a model file's `kind` is `model` with or without `from_hf`.
   if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   if (r.has("from_hf")) return parse_hf_model(r);
-  r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "qk_norm",
+  r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "qk_norm", "q_lora_rank",
+                "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
                 "shared_expert_ffn_hidden", "first_dense_layers",
@@ -183,7 +207,7 @@ ModelSpec parse_model(const Reader& r) {
   // A head's width: hidden / heads unless `head_dim` sets it apart (then heads need not
   // divide hidden: Qwen3-0.6B has 16 heads of 128 over a hidden size of 1024).
   m.attention_head_dim = r.get_int("head_dim", 1, limits::kMaxHidden, 0);
-  if (m.attention_head_dim == 0 && m.hidden % m.heads != 0)
+  if (m.attention_head_dim == 0 && m.hidden % m.heads != 0 && m.attention != AttentionKind::mla)
     r.fail("heads", std::to_string(m.heads) + " does not divide hidden " + std::to_string(m.hidden) +
                         " (set head_dim for heads of another width)");
   switch (m.attention) {
@@ -200,7 +224,11 @@ ModelSpec parse_model(const Reader& r) {
       if (m.heads % m.kv_heads != 0)
         r.fail("kv_heads", "must divide heads (" + std::to_string(m.heads) + ")");
       break;
+    case AttentionKind::mla: parse_latent_attention(r, m); break;
   }
+  if (m.attention != AttentionKind::mla)
+    for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"})
+      if (r.has(key)) r.fail(key, "applies to multi-head latent attention: set model.attention: mla");
   return m;
 }
 

@@ -104,7 +104,15 @@ YAML::Node model_node(const ModelSpec& m) {
   model["layers"] = m.layers;
   model["hidden"] = m.hidden;
   model["heads"] = m.heads;
-  model["kv_heads"] = m.kv_heads;
+  if (m.is_mla()) {
+    model["q_lora_rank"] = m.q_lora_rank;
+    model["kv_lora_rank"] = m.kv_lora_rank;
+    model["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    model["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    model["v_head_dim"] = m.v_head_dim;
+  } else {
+    model["kv_heads"] = m.kv_heads;
+  }
   if (m.attention_head_dim > 0) model["head_dim"] = m.attention_head_dim;
   if (m.qk_norm) model["qk_norm"] = true;
   model["ffn_hidden"] = m.ffn_hidden;

@@ -13,7 +13,7 @@ const std::vector<EnumName<Precision>>& enum_names<Precision>() {
 template <>
 const std::vector<EnumName<AttentionKind>>& enum_names<AttentionKind>() {
   static const std::vector<EnumName<AttentionKind>> table = {
-      {AttentionKind::mha, "mha"}, {AttentionKind::gqa, "gqa"}, {AttentionKind::mqa, "mqa"}};
+      {AttentionKind::mha, "mha"}, {AttentionKind::gqa, "gqa"}, {AttentionKind::mqa, "mqa"}, {AttentionKind::mla, "mla"}};
   return table;
 }
 

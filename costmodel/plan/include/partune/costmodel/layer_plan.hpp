@@ -54,6 +54,11 @@ enum class PlanOpRole : std::uint8_t {
   input_norm,
   attention_in,  // tensor_comm: entering the attention region
   qkv,
+  q_down,       // multi-head latent attention (ModelSpec::is_mla) in place of qkv:
+  kv_down,      //   the down projections to the latents (whole on every tensor rank),
+  latent_norm,  //   their RMSNorms,
+  q_up,         //   and the up projections by heads
+  kv_up,
   qk_norm,  // QK-norm only (ModelSpec::qk_norm)
   rotary,   // rotary positions only
   attention,

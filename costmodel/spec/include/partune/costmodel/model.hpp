@@ -6,7 +6,8 @@
 
 namespace partune {
 
-enum class AttentionKind { mha, gqa, mqa };
+// mla: DeepSeek-V2/V3's multi-head latent attention (ModelSpec's latent keys).
+enum class AttentionKind { mha, gqa, mqa, mla };
 const char* to_string(AttentionKind k);
 // The MLP: gelu = GPT's fc1, GeLU, fc2 (two matrices); swiglu = LLaMA's
 // down(silu(gate x) * up x) (three matrices, ffn_hidden each; LLaMA sizes it
@@ -70,7 +71,18 @@ struct ModelSpec {
   // Gemma, gpt-oss, Mistral-Nemo); 0 = hidden / heads. The queries then span
   // heads x head_dim (query_width), which QKV projects to and the output projection reads.
   int attention_head_dim = 0;
-  int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden / heads; }
+  // Multi-head latent attention (attention: mla; DeepSeek-V2/V3, Megatron-core's
+  // MLASelfAttention): the queries through a latent of q_lora_rank (0: one projection
+  // from hidden, DeepSeek-V2-Lite), the keys and values through a latent of
+  // kv_lora_rank plus a rotary key of qk_rope_head_dim shared by the heads; each head's
+  // query and key have qk_nope_head_dim + qk_rope_head_dim dimensions, its value
+  // v_head_dim. head_dim() is the query/key width.
+  int q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, qk_nope_head_dim = 0, v_head_dim = 0;
+  bool is_mla() const { return attention == AttentionKind::mla; }
+  int head_dim() const {
+    if (is_mla()) return qk_nope_head_dim + qk_rope_head_dim;
+    return attention_head_dim > 0 ? attention_head_dim : hidden / heads;
+  }
   int query_width() const { return heads * head_dim(); }
   // Qwen3's QK-norm: an RMSNorm over head_dim applied to every query and key head after
   // QKV (before rotary positions), its two scales (head_dim each) shared by the heads.

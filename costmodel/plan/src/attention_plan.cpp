@@ -1,0 +1,143 @@
+// The attention half of a layer (plan_builder.hpp): multi-head, grouped-query and
+// multi-query attention (QKV, the core, the projection), and DeepSeek's multi-head latent
+// attention (down projections to a latent, its norms, up projections, the core, the
+// projection), with the region edges around them. Units as layer_plan.cpp's.
+#include "plan_builder.hpp"
+
+namespace partune::detail {
+
+namespace {
+
+// The widths the attention core works on, per head: the query/key contraction and the
+// value width, and how many key and value heads it reads.
+struct CoreWidths {
+  double qk = 0, v = 0, key_heads = 0, value_heads = 0;
+};
+
+// Q K^T and softmax(.) V over the rank's heads. Keeps Q, K, V (their projection's output,
+// needed to recompute the core) always, and the s x s scores (softmax output 2, dropout
+// mask 1, dropout output 2 bytes an element; the softmax output alone without dropout)
+// unless FlashAttention recomputes them.
+PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, double scale, const CoreWidths& w) {
+  const double t = c.tensor_degree, s = m.seq_len, b = c.sequences, H = m.heads / t;
+  PlanOp op;
+  op.role = PlanOpRole::attention;
+  op.kind = PlanOpKind::attention_core;
+  op.flops = 2.0 * b * s * s * H * (w.qk + w.v);  // Q K^T and the context, all of the rank's heads
+  op.m = b * H * s * s;                            // score elements
+  op.k = w.qk;
+  op.stored = 2.0 * tokens * (H * w.qk + (w.key_heads * w.qk + w.value_heads * w.v) / t) * scale;
+  // Without dropout only the softmax output stays (its backward needs nothing else).
+  const double per_score = m.has_dropout() ? 5.0 : 2.0;
+  op.recomputable = c.flash_attention ? 0.0 : per_score * m.heads * s * s * b / t * scale;
+  op.selective_recompute = true;
+  return op;
+}
+
+// After the core: the output projection (its bias replicated), the exit edge, the
+// residual, the MLP's norm and the edge entering the MLP region. `context` is the
+// core's output width on the whole layer (heads x value width).
+void attention_exit(PlanBuilder& p, double context) {
+  const ModelSpec& m = p.m;
+  const double h = m.hidden, t = p.t, T = p.tokens, Ts = p.seq_tokens;
+  const double b = m.bias ? 1.0 : 0.0, norm = norm_params(m);
+  p.gemm(PlanOpRole::projection, context / t, h, 2.0 * T * context / t, b * h);
+  if (m.bias) p.shard_gradient(h);  // its bias, added after the reduce-scatter
+  p.comm(PlanOpRole::attention_out, p.exit(), p.activation_bytes());
+  // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
+  // (7h bytes a token); keeps the mask. Without dropout: no mask (6h, nothing kept).
+  p.memory_bound(PlanOpRole::attention_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
+  p.memory_bound(PlanOpRole::mlp_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.holds(norm);
+  p.shard_gradient(norm);
+  p.comm(PlanOpRole::mlp_in, p.entry(), p.activation_bytes());
+}
+
+// The norm before attention: reads and writes h per token (4h bytes), keeps its input.
+void input_norm(PlanBuilder& p) {
+  const double h = p.m.hidden, Ts = p.seq_tokens;
+  p.plan.input_bytes = 2.0 * Ts * h * p.scale;
+  p.memory_bound(PlanOpRole::input_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
+  p.holds(norm_params(p.m));
+  p.shard_gradient(norm_params(p.m));  // scale (and shift)
+}
+
+// Multi-head latent attention (Megatron-core's MLASelfAttention over a tensor group of
+// t). The down projections to the latents are whole on every tensor rank (duplicated
+// linears) and run on the rank's rows: with sequence parallelism its sequence shard, and
+// then the latent (not the hidden state) is all-gathered entering the region; without,
+// the region's f comes first. Each rank's gradient of the duplicated weights and the
+// latent norms covers its heads (or its shard): summed over the tensor group. The up
+// projections and the output projection are split by heads as QKV and the projection
+// are.
+void mla_attention(PlanBuilder& p) {
+  const ModelSpec& m = p.m;
+  const double h = m.hidden, t = p.t, T = p.tokens, Ts = p.seq_tokens, H = m.heads / t;
+  const double ql = m.q_lora_rank, kl = m.kv_lora_rank, dr = m.qk_rope_head_dim, dv = m.v_head_dim;
+  const double dqk = m.head_dim();
+  // The op just added is whole on every tensor rank: its gradient is summed over the group.
+  const auto replicated = [&] {
+    if (t > 1) p.plan.ops.back().shard_gradient_params = p.plan.ops.back().params;
+  };
+  input_norm(p);
+  if (!p.c.sequence_parallel) p.comm(PlanOpRole::attention_in, Conjugate::f, p.activation_bytes());
+  // Queries: a latent of ql (whole) then its up projection, or one projection by heads.
+  if (ql > 0) {
+    p.gemm_rows(PlanOpRole::q_down, h, ql, 2.0 * Ts * h, Ts);
+    replicated();
+  }
+  // Keys and values: a latent of kl and the shared rotary key (dr), whole (its input is
+  // the queries' down projection's, kept once).
+  p.gemm_rows(PlanOpRole::kv_down, h, kl + dr, ql > 0 ? 0.0 : 2.0 * Ts * h, Ts);
+  replicated();
+  const double latent = ql + kl + dr;  // what each token's down projections write
+  if (p.c.sequence_parallel)
+    p.comm(PlanOpRole::attention_in, Conjugate::sp_gather, T * latent * bytes_per_element(p.c.precision));
+  // The latents' RMSNorms (ql and kl), whole, keeping their inputs.
+  p.memory_bound(PlanOpRole::latent_norm, 4.0 * T * (ql + kl), 2, 2.0 * T * (ql + kl));
+  p.holds(ql + kl);
+  replicated();
+  if (ql > 0)
+    p.gemm(PlanOpRole::q_up, ql, H * dqk, 2.0 * T * ql, 0.0);
+  else
+    p.gemm(PlanOpRole::q_up, h, H * dqk, 2.0 * Ts * h, 0.0);  // from the hidden state, by heads
+  p.gemm(PlanOpRole::kv_up, kl, H * (m.qk_nope_head_dim + dv), 2.0 * T * kl, 0.0);
+  // Rotary positions on the queries' rotary part and the shared rotary key.
+  p.memory_bound(PlanOpRole::rotary, 4.0 * T * (H * dr + dr), 2, 0.0);
+  p.plan.ops.push_back(attention_core(m, p.c, T, p.scale, {dqk, dv, m.heads * 1.0, m.heads * 1.0}));
+  attention_exit(p, m.heads * dv);
+}
+
+}  // namespace
+
+// The attention half of a layer: its norm, QKV, the core, the projection and the
+// residual, with the region edges around them (multi-head latent attention: mla_attention).
+void attention_half(PlanBuilder& p) {
+  const ModelSpec& m = p.m;
+  if (m.is_mla()) return mla_attention(p);
+  const double h = m.hidden, q = m.query_width(), t = p.t, T = p.tokens, Ts = p.seq_tokens;
+  const double d = m.head_dim(), kv = static_cast<double>(m.kv_heads) * d;
+  const double b = m.bias ? 1.0 : 0.0;
+  input_norm(p);
+  p.comm(PlanOpRole::attention_in, p.entry(), p.activation_bytes());
+  // A column-parallel GEMM's input is the sequence shard with sequence parallelism (it is
+  // all-gathered again in backward), else the whole input. Queries of heads x head_dim
+  // (query_width: hidden unless head_dim is set apart).
+  p.gemm(PlanOpRole::qkv, h, (q + 2.0 * kv) / t, 2.0 * Ts * h, b * (q + 2.0 * kv) / t);
+  // QK-norm: an RMSNorm of each of the rank's query and key heads, read and written once,
+  // keeping its input. Its two scales are whole on every tensor rank, but each rank's
+  // gradient covers its own heads only: summed over the tensor group like the sequence-
+  // parallel parameters (with or without sequence parallelism).
+  if (m.qk_norm) {
+    p.memory_bound(PlanOpRole::qk_norm, 4.0 * T * (q + kv) / t, 2, 2.0 * T * (q + kv) / t);
+    p.holds(2.0 * d);
+    if (t > 1) p.plan.ops.back().shard_gradient_params = 2.0 * d;
+  }
+  // Rotary positions rotate the rank's queries and keys in place, read and written once
+  // (their backward is the inverse rotation: nothing kept).
+  if (m.positions == PositionKind::rope) p.memory_bound(PlanOpRole::rotary, 4.0 * T * (q + kv) / t, 2, 0.0);
+  p.plan.ops.push_back(attention_core(m, p.c, T, p.scale, {d, d, 1.0 * m.kv_heads, 1.0 * m.kv_heads}));
+  attention_exit(p, q);
+}
+
+}  // namespace partune::detail

@@ -1,0 +1,122 @@
+#pragma once
+// The layer plan's builder (layer_plan.hpp), shared by the files that write plans:
+// layer_plan.cpp (the MLP, the embedding, the head) and attention_plan.cpp (the
+// attention half: multi-head / grouped-query, and multi-head latent attention).
+// Internal to costmodel/plan.
+#include <algorithm>
+
+#include "partune/costmodel/layer_plan.hpp"
+
+namespace partune::detail {
+
+// One norm's parameters over `hidden`: scale and shift (layernorm), scale (rmsnorm).
+inline double norm_params(const ModelSpec& m) { return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * m.hidden; }
+
+// Builds a plan op by op. `tokens` is b*s; `seq_tokens` the tokens one rank holds outside
+// the tensor-parallel regions (b*s/t with sequence parallelism, else b*s).
+struct PlanBuilder {
+  const ModelSpec& m;
+  const PlanConfig& c;
+  LayerPlan plan;
+  double t, tokens, seq_tokens;
+  double scale;  // bytes_per_element / 2: the 16-bit accounting in the training precision
+
+  PlanBuilder(const ModelSpec& model, const PlanConfig& config, PlanPart part)
+      : m(model),
+        c(config),
+        t(config.tensor_degree),
+        tokens(config.sequences * model.seq_len),
+        scale(bytes_per_element(config.precision) / 2.0) {
+    plan.part = part;
+    plan.ops.reserve(24);  // a layer has up to 21 ops: one allocation per plan
+    seq_tokens = c.sequence_parallel ? tokens / t : tokens;
+  }
+
+  // Y[tokens x out] = X[tokens x in] W: keeps its input (`stored_input` bytes) for the
+  // weight gradient.
+  void gemm(PlanOpRole role, double in, double out, double stored_input, double bias) {
+    gemm_rows(role, in, out, stored_input, tokens);
+    plan.ops.back().params += bias;
+  }
+  // The same over `rows` rows (a sequence shard's), no bias.
+  void gemm_rows(PlanOpRole role, double in, double out, double stored_input, double rows) {
+    PlanOp op;
+    op.params = in * out;
+    op.role = role;
+    op.kind = PlanOpKind::gemm;
+    op.m = rows;
+    op.n = out;
+    op.k = in;
+    op.flops = 2.0 * rows * in * out;
+    op.stored = stored_input * scale;
+    plan.ops.push_back(op);
+  }
+  // A memory-bound kernel group: `bytes` forward (backward moves twice as much), with
+  // `kernels` launches forward (twice as many backward).
+  void memory_bound(PlanOpRole role, double bytes, int kernels, double stored) {
+    PlanOp op;
+    op.role = role;
+    op.kind = PlanOpKind::memory_bound;
+    op.bytes = bytes * scale;
+    op.backward_bytes = 2.0 * bytes * scale;
+    op.kernels = kernels;
+    op.backward_kernels = 2 * kernels;
+    op.stored = stored * scale;
+    plan.ops.push_back(op);
+  }
+  // A region edge: only where there is a tensor-parallel group.
+  void comm(PlanOpRole role, Conjugate conj, double bytes, int count = 1) {
+    if (c.tensor_degree <= 1) return;
+    PlanOp op;
+    op.role = role;
+    op.kind = PlanOpKind::tensor_comm;
+    op.conjugate = conj;
+    op.comm_bytes = bytes;
+    op.comm_count = count;
+    plan.ops.push_back(op);
+  }
+  // `batch` GEMMs of [rows x in] x [in x out] (a rank's experts), whose parameters are
+  // the experts' (split over the expert group, reduced over the expert-data group).
+  void expert_gemm(PlanOpRole role, double rows, double batch, double in, double out, double stored_input,
+                   double bias) {
+    PlanOp op;
+    op.role = role;
+    op.kind = PlanOpKind::gemm;
+    op.m = rows;
+    op.n = out;
+    op.k = in;
+    op.batch = batch;
+    op.flops = 2.0 * rows * in * out * batch;
+    op.stored = stored_input * scale;
+    op.params = batch * (in * out + bias);
+    op.expert = true;
+    plan.ops.push_back(op);
+  }
+  // An all-to-all over the expert group: only where there is one.
+  void expert_comm(PlanOpRole role, double bytes) {
+    if (c.expert_degree <= 1) return;
+    PlanOp op;
+    op.role = role;
+    op.kind = PlanOpKind::expert_comm;
+    op.comm_bytes = bytes;
+    plan.ops.push_back(op);
+  }
+  // The dropout mask's byte per element (none without dropout).
+  double mask() const { return m.has_dropout() ? 1.0 : 0.0; }
+  // The op just added holds `params` replicated parameters used on the sequence shard.
+  void shard_gradient(double params) {
+    if (c.sequence_parallel) plan.ops.back().shard_gradient_params = params;
+  }
+  // The op just added holds `params` parameter elements on this rank.
+  void holds(double params) { plan.ops.back().params += params; }
+  Conjugate entry() const { return c.sequence_parallel ? Conjugate::sp_gather : Conjugate::f; }
+  Conjugate exit() const { return c.sequence_parallel ? Conjugate::sp_scatter : Conjugate::g; }
+  // The full activation b*s*h in the training precision: the collectives' S.
+  double activation_bytes() const { return tokens * m.hidden * bytes_per_element(c.precision); }
+};
+
+// The attention half of a layer: its norm, the attention region (standard or latent), the
+// projection and the residual, the MLP's norm and the edge entering the MLP region.
+void attention_half(PlanBuilder& p);
+
+}  // namespace partune::detail
