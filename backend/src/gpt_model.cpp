@@ -193,15 +193,46 @@ void add_experts(std::vector<WholeParameter>& all, const BackendModelConfig& c, 
   }
 }
 
+void add_mlp(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+             TransformerLayerImpl* L, bool layer_has_experts);
+
+// Multi-head latent attention's parameters (LatentAttentionImpl's registration order): the
+// query latent's down projection and norm (whole), its up projection (the rank's heads'
+// rows), the key/value latent's down projection and norm (whole), its up projection (the
+// rank's heads' rows), the output projection (the rank's heads' value columns).
+void add_latent_attention(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+                          TransformerLayerImpl* L) {
+  const std::int64_t h = c.hidden, H = c.heads, ql = c.q_lora_rank, kl = c.kv_lora_rank;
+  const std::int64_t dqk = c.head_dim(), kvw = c.qk_nope_head_dim + c.v_head_dim, dv = c.v_head_dim;
+  const LatentAttentionImpl* A = L ? L->latent.get() : nullptr;
+  auto held = [&](auto get) { return A ? get(*A) : torch::Tensor(); };
+  const Slice heads = parts.heads;
+  if (ql > 0) {
+    all.push_back({Init::normal, {ql, h}, held([](auto& a) { return a.q_down; }), whole});
+    all.push_back({Init::one, {ql}, held([](auto& a) { return a.q_norm->weight; }), whole});
+  }
+  all.push_back({Init::normal, {H * dqk, ql > 0 ? ql : h}, held([](auto& a) { return a.q_up; }),
+                 rows({heads.begin * dqk, heads.size * dqk})});
+  all.push_back({Init::normal, {kl + c.qk_rope_head_dim, h}, held([](auto& a) { return a.kv_down; }), whole});
+  all.push_back({Init::one, {kl}, held([](auto& a) { return a.kv_norm->weight; }), whole});
+  all.push_back({Init::normal, {H * kvw, kl}, held([](auto& a) { return a.kv_up; }), rows({heads.begin * kvw, heads.size * kvw})});
+  all.push_back({Init::residual, {h, H * dv}, held([](auto& a) { return a.proj->weight; }),
+                 columns({heads.begin * dv, heads.size * dv})});
+  if (c.bias) all.push_back({Init::zero, {h}, held([](auto& a) { return a.proj->bias; }), whole});
+}
+
 void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
                TransformerLayerImpl* L, bool layer_has_experts) {
-  const std::int64_t h = c.hidden, f = c.ffn_hidden;
+  const std::int64_t h = c.hidden;
   const std::int64_t q = c.query_width(), qkv = q + 2 * std::int64_t{c.key_value_heads()} * c.head_dim();
-  const std::int64_t fc1 = c.mlp == MlpKind::swiglu ? 2 * f : f;
   auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
   const auto qkv_part = qkv_rows(c, parts.heads, parts.kv_heads);
-  const auto fc1_part = fc1_rows(c, parts.ffn);
   add_norm(all, c, L ? L->ln1.get() : nullptr);
+  if (c.attention == AttentionKind::mla) {
+    add_latent_attention(all, c, parts, L);
+    add_mlp(all, c, parts, L, layer_has_experts);
+    return;
+  }
   all.push_back({Init::normal, {qkv, h}, held([](auto& l) { return l.attention->qkv->weight; }), qkv_part});
   if (c.bias) all.push_back({Init::zero, {qkv}, held([](auto& l) { return l.attention->qkv->bias; }), qkv_part});
   all.push_back({Init::residual, {h, q}, held([](auto& l) { return l.attention->proj->weight; }), columns(parts.queries)});
@@ -211,6 +242,16 @@ void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, co
     all.push_back({Init::one, {d}, held([](auto& l) { return l.attention->q_norm->weight; }), whole});
     all.push_back({Init::one, {d}, held([](auto& l) { return l.attention->k_norm->weight; }), whole});
   }
+  add_mlp(all, c, parts, L, layer_has_experts);
+}
+
+// The MLP half: its norm, then the dense MLP or the experts.
+void add_mlp(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+             TransformerLayerImpl* L, bool layer_has_experts) {
+  const std::int64_t h = c.hidden, f = c.ffn_hidden;
+  const std::int64_t fc1 = c.mlp == MlpKind::swiglu ? 2 * f : f;
+  auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
+  const auto fc1_part = fc1_rows(c, parts.ffn);
   add_norm(all, c, L ? L->ln2.get() : nullptr);
   if (layer_has_experts) {
     add_experts(all, c, parts, L);
@@ -283,7 +324,8 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
                                 std::to_string(c.key_value_heads()) +
                                 ": the key/value heads are split over the tensor group, not replicated (Megatron's rule)");
   const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
-  if (c.layers < 1 || c.heads < 1 || (c.attention_head_dim <= 0 && c.hidden % c.heads != 0))
+  if (c.layers < 1 || c.heads < 1 ||
+      (c.attention_head_dim <= 0 && c.attention != AttentionKind::mla && c.hidden % c.heads != 0))
     throw std::invalid_argument("GPTModel: needs at least one layer and heads dividing hidden (or head_dim set)");
 
   if (shard.layers.empty())
@@ -405,6 +447,14 @@ std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
   };
   // QK-norm's scales: each rank's gradient covers its heads (with or without sequence
   // parallelism).
+  // Multi-head latent attention's down projections and latents' norms: each rank's
+  // gradients cover its heads.
+  if (config.attention == AttentionKind::mla)
+    for (int i : shard.layers) {
+      const LatentAttentionImpl& A = *layers->at<TransformerLayerImpl>(layer_key(i)).latent;
+      for (const torch::Tensor& t : {A.q_down, A.q_norm ? A.q_norm->weight : torch::Tensor(), A.kv_down, A.kv_norm->weight})
+        add(t);
+    }
   if (config.qk_norm)
     for (int i : shard.layers) {
       TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
@@ -417,7 +467,7 @@ std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
   if (shard.embedding) add(wpe);
   for (int i : shard.layers) {
     TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
-    for (const torch::Tensor& t : {L.ln1->weight, L.ln1->bias, L.attention->proj->bias, L.ln2->weight, L.ln2->bias,
+    for (const torch::Tensor& t : {L.ln1->weight, L.ln1->bias, L.attention ? L.attention->proj->bias : torch::Tensor(), L.ln2->weight, L.ln2->bias,
                                    L.mlp ? L.mlp->fc2->bias : torch::Tensor()})
       add(t);
   }

@@ -21,6 +21,11 @@ void apply_config(const BackendModelConfig& c, ModelSpec& m) {
   m.heads = c.heads;
   m.attention_head_dim = c.attention_head_dim;
   m.qk_norm = c.qk_norm;
+  m.q_lora_rank = c.q_lora_rank;
+  m.kv_lora_rank = c.kv_lora_rank;
+  m.qk_rope_head_dim = c.qk_rope_head_dim;
+  m.qk_nope_head_dim = c.qk_nope_head_dim;
+  m.v_head_dim = c.v_head_dim;
   m.kv_heads = c.key_value_heads();
   m.ffn_hidden = c.ffn_hidden;
   m.vocab = c.vocab;
@@ -55,8 +60,8 @@ int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
   switch (model.attention) {
     case AttentionKind::mha: return heads;
     case AttentionKind::mqa: return 1;
-    case AttentionKind::gqa:
-    case AttentionKind::mla: break;  // (refused by scaled_model)
+    case AttentionKind::mla: return heads;  // every head its own keys and values
+    case AttentionKind::gqa: break;
   }
   if (heads == model.heads) return model.kv_heads;
   int kv = std::max({1, min_kv_heads, model.heads > 0 ? heads * model.kv_heads / model.heads : 1});
@@ -64,12 +69,30 @@ int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
   return std::min(kv, heads);
 }
 
+// Multi-head latent attention's widths: the model's when its hidden size and heads are
+// kept, else from the scaled head width d = hidden / heads: nope d, rope d/2 (even, at
+// least 2), values d, the key/value latent hidden/4 and the query latent hidden/2 (none if
+// the model has none).
+void scale_latent_attention(const ModelSpec& model, BackendModelConfig& c) {
+  if (c.hidden == model.hidden && c.heads == model.heads) {
+    c.q_lora_rank = model.q_lora_rank;
+    c.kv_lora_rank = model.kv_lora_rank;
+    c.qk_rope_head_dim = model.qk_rope_head_dim;
+    c.qk_nope_head_dim = model.qk_nope_head_dim;
+    c.v_head_dim = model.v_head_dim;
+    return;
+  }
+  const int d = std::max(2, c.hidden / c.heads);
+  c.qk_nope_head_dim = d;
+  c.qk_rope_head_dim = std::max(2, d / 2 / 2 * 2);
+  c.v_head_dim = d;
+  c.kv_lora_rank = std::max(1, c.hidden / 4);
+  c.q_lora_rank = model.q_lora_rank > 0 ? std::max(1, c.hidden / 2) : 0;
+}
+
 }  // namespace
 
 BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
-  if (model.is_mla())
-    throw std::invalid_argument("model.attention: mla: multi-head latent attention is priced by the cost model but "
-                                "not yet run by the backend");
   // (The sizes first: the plans behind total_parameters divide by the heads.)
   const bool small = model.layers >= 1 && model.hidden >= 1 && model.heads >= 1 &&
                      (scale.whole || (total_parameters(model) <= kSmallModelParams && model.seq_len <= kSmallSeqLen));
@@ -97,6 +120,7 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
   c.positions = model.positions;
   c.bias = model.bias;
   c.qk_norm = model.qk_norm;
+  if (model.is_mla()) scale_latent_attention(model, c);
   // Experts as the job has them; their width follows the hidden size as ffn_hidden does.
   c.experts = model.experts;
   c.experts_per_token = model.experts_per_token;
@@ -113,10 +137,10 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
                                                     : std::min(model.first_dense_layers, c.layers - 1);
   if (c.layers < 1 || c.hidden < 1 || c.heads < 1 || c.seq_len < 1 || c.vocab < 2)
     throw std::invalid_argument(fmt::format("scaled model: every size must be >= 1 (vocab >= 2): {}", describe(c)));
-  if (c.attention_head_dim == 0 && c.hidden % c.heads != 0)
+  if (c.attention_head_dim == 0 && c.attention != AttentionKind::mla && c.hidden % c.heads != 0)
     throw std::invalid_argument(
         fmt::format("scaled model: {} heads do not divide hidden {} (use --scale-heads)", c.heads, c.hidden));
-  if (c.positions == PositionKind::rope && c.head_dim() % 2 != 0)
+  if (c.positions == PositionKind::rope && c.attention != AttentionKind::mla && c.head_dim() % 2 != 0)
     throw std::invalid_argument(fmt::format(
         "scaled model: rotary positions rotate pairs of a head's dimensions; head dim {} is odd (use --scale-heads)",
         c.head_dim()));
@@ -127,7 +151,9 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   Job j = job;
   ModelSpec& m = j.model;
   const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
-                    m.kv_heads == c.key_value_heads() && m.head_dim() == c.head_dim() && m.qk_norm == c.qk_norm && m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
+                    m.kv_heads == c.key_value_heads() && m.head_dim() == c.head_dim() && m.qk_norm == c.qk_norm &&
+                    m.q_lora_rank == c.q_lora_rank && m.kv_lora_rank == c.kv_lora_rank && m.v_head_dim == c.v_head_dim &&
+                    m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
                     m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
                     m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden &&
                     m.shared_expert_ffn_hidden == c.shared_expert_ffn_hidden &&
@@ -165,6 +191,9 @@ std::string block_variants(const BackendModelConfig& c) {
   if (c.experts > 0 && c.shared_expert_ffn_hidden > 0) s += fmt::format("shared experts of {}, ", c.shared_expert_ffn_hidden);
   if (c.experts > 0 && c.first_dense_layers > 0) s += fmt::format("first {} layers dense, ", c.first_dense_layers);
   if (c.qk_norm) s += "qk-norm, ";
+  if (c.attention == AttentionKind::mla)
+    s += fmt::format("latents q {} kv {}, head {}+{} value {}, ", c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim,
+                     c.qk_rope_head_dim, c.v_head_dim);
   return s;
 }
 

@@ -228,7 +228,10 @@ torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) {
 TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorParallel tp,
                                            const LayerConjugates& conjugates, bool moe, ExpertParallel ep) {
   ln1 = register_module("ln1", Norm(c.hidden, c.norm));
-  attention = register_module("attention", ParallelAttention(c, tp, conjugates));
+  if (c.attention == AttentionKind::mla)
+    latent = register_module("attention", LatentAttention(c, tp, conjugates));
+  else
+    attention = register_module("attention", ParallelAttention(c, tp, conjugates));
   ln2 = register_module("ln2", Norm(c.hidden, c.norm));
   if (moe) {
     ExpertShape shape;
@@ -247,7 +250,7 @@ TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorPa
 }
 
 torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor h = x + attention(ln1(x));
+  const torch::Tensor h = x + (latent ? latent(ln1(x)) : attention(ln1(x)));
   return h + (experts ? experts(ln2(h)) : mlp(ln2(h)));
 }
 

@@ -171,6 +171,17 @@ TEST_CASE("llama block: parameters() is the module's count and the cost model's"
     deepseek.shared_expert_ffn_hidden = 24;
     deepseek.first_dense_layers = 1;
     configs.emplace_back("moe with shared experts and a dense first layer", deepseek);
+    BackendModelConfig mla = deepseek;  // and multi-head latent attention (heads of 8 + 4, values 6)
+    mla.attention = AttentionKind::mla;
+    mla.kv_heads = 4;
+    mla.q_lora_rank = 12;
+    mla.kv_lora_rank = 10;
+    mla.qk_nope_head_dim = 8;
+    mla.qk_rope_head_dim = 4;
+    mla.v_head_dim = 6;
+    configs.emplace_back("mla, shared experts, a dense first layer", mla);
+    mla.q_lora_rank = 0;
+    configs.emplace_back("mla without a query latent", mla);
   }
   Job job = parse_job("kind: job\nname: count\nmodel: {name: count, layers: 1, hidden: 8, heads: 1, vocab: 8, seq_len: 8}\n"
                       "cluster: {instance_type: {base: local-cpu, gpus_per_node: 1}, nodes: 1}\n"
@@ -497,6 +508,18 @@ TEST_CASE("qwen3 block multi-rank: head_dim and QK-norm over tensor 2", "[backen
   partune::test::check_equivalent(kJob, "--set tensor_parallel_degree=2", 2, qwen3, kSteps);
   partune::test::check_equivalent(kJob, "--set tensor_parallel_degree=2 --set sequence_parallel=true", 2, qwen3,
                                   kSteps);
+}
+
+// DeepSeek's multi-head latent attention (tiny-mla.yaml): its down projections and latent
+// norms whole on each tensor rank (gradients summed over the group), up projections and
+// the output projection split by heads; FlashAttention with the values padded.
+TEST_CASE("mla block multi-rank: latent attention over tensor 2, pipeline 2 and data 2", "[backend][multirank][llama]") {
+  const std::string mla = std::string(PARTUNE_SOURCE_DIR) + "/tests/backend/data/tiny-mla.yaml";
+  partune::test::check_equivalent(mla, "--set tensor_parallel_degree=2", 2, "", kSteps);
+  partune::test::check_equivalent(mla, "--set tensor_parallel_degree=2 --set flash_attention=true", 2,
+                                  "--set flash_attention=true", kSteps);
+  partune::test::check_equivalent(mla, "--set pipeline_parallel_degree=2", 2, "", kSteps);
+  partune::test::check_equivalent(mla, "", 2, "", kSteps);
 }
 
 TEST_CASE("llama block: multi-query attention is refused over 2 tensor ranks and runs without", "[backend][llama]") {

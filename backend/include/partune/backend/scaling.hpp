@@ -46,9 +46,14 @@ struct BackendModelConfig {
     return ModelSpec::moe_layer_at(layer, experts, moe_every, first_dense_layers);
   }
   int attention_head_dim = 0;  // ModelSpec's: a head's width set apart; 0 = hidden / heads
-  int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden / heads; }
+  int head_dim() const {
+    if (attention == AttentionKind::mla) return qk_nope_head_dim + qk_rope_head_dim;
+    return attention_head_dim > 0 ? attention_head_dim : hidden / heads;
+  }
   int query_width() const { return heads * head_dim(); }
   bool qk_norm = false;  // ModelSpec's: RMSNorm of every query and key head (Qwen3)
+  // Multi-head latent attention (attention mla): ModelSpec's latent keys.
+  int q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, qk_nope_head_dim = 0, v_head_dim = 0;
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   // The parameters of the whole model the backend builds: the cost model's count
   // (parameter_count.hpp, from the layer plans), which test_parameter_shards checks

@@ -159,6 +159,49 @@ class ParallelMLPImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ParallelMLP);
 
+// --- DeepSeek's multi-head latent attention (ModelSpec attention: mla) over a tensor group, as
+// the layer plan states it (costmodel/plan/src/attention_plan.cpp, Megatron-core's
+// MLASelfAttention):
+//   x' = f(x)                                   (the region's entry)
+//   q  = W_q_up  RMSNorm_q(W_q_down x')         (no query latent: W_q_up x')
+//   [c | k_pe] = W_kv_down x'                   (c: kv_lora_rank, k_pe: qk_rope_head_dim)
+//   [k_nope | v] = W_kv_up RMSNorm_kv(c)        (per head: qk_nope_head_dim, v_head_dim)
+//   per head j: q_j = [q_nope_j | rope(q_pe_j)], k_j = [k_nope_j | rope(k_pe)],
+//   context_j = softmax(q_j k_j^T / sqrt(dqk), causal) v_j
+//   y = g(W_proj [context_0 .. context_{H-1}])
+// with dqk = qk_nope_head_dim + qk_rope_head_dim and rope the rotate_half rotation of
+// transformer_layer.hpp. The down projections and the latents' norms are whole on every
+// tensor rank: their gradients on a rank cover its heads and are summed over the group
+// (GPTModel::sequence_parallel_parameters). The up projections' rows and the output
+// projection's columns are the rank's heads. FlashAttention runs with the values padded to
+// dqk (its kernel takes one head width) and the padding dropped after. Sequence
+// parallelism (the latent all-gathered) is not run here: refused.
+class LatentAttentionImpl : public torch::nn::Module {
+ public:
+  // Throws std::invalid_argument when the group's degree does not divide the heads, with
+  // sequence parallelism, or for an odd qk_rope_head_dim.
+  LatentAttentionImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
+                      const LayerConjugates& conjugates = {});
+  // x: [batch, seq, hidden] -> [batch, seq, hidden]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  std::int64_t local_heads, nope, rope, value;  // this rank's heads; the widths per head
+  bool flash_attention = false;
+  RotaryTables rotary;  // [seq_len, qk_rope_head_dim]
+  torch::Tensor q_down;   // [q_lora_rank, hidden] (undefined without a query latent), whole
+  Norm q_norm{nullptr};   // over q_lora_rank, whole
+  torch::Tensor q_up;     // [local_heads dqk, q_lora_rank or hidden]
+  torch::Tensor kv_down;  // [kv_lora_rank + rope, hidden], whole
+  Norm kv_norm{nullptr};  // over kv_lora_rank, whole
+  torch::Tensor kv_up;    // [local_heads (nope + value), kv_lora_rank]
+  RowParallelLinear proj{nullptr};
+
+ private:
+  TensorParallel tp_;
+};
+TORCH_MODULE(LatentAttention);
+
+
 class TransformerLayerImpl : public torch::nn::Module {
  public:
   // With `moe`, the MLP is the mixture of experts over `ep` (expert_parallel.hpp).
@@ -167,7 +210,8 @@ class TransformerLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   Norm ln1{nullptr}, ln2{nullptr};
-  ParallelAttention attention{nullptr};
+  ParallelAttention attention{nullptr};  // unless multi-head latent attention:
+  LatentAttention latent{nullptr};       // (registered as "attention" too)
   ParallelMLP mlp{nullptr};   // a dense layer's
   ExpertMLP experts{nullptr};  // a layer with experts' (instead of mlp)
 };
