@@ -93,6 +93,9 @@ void scale_latent_attention(const ModelSpec& model, BackendModelConfig& c) {
 }  // namespace
 
 BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
+  if (model.sliding_window > 0 || model.attention_sinks)
+    throw std::invalid_argument(std::string("model.") + (model.sliding_window > 0 ? "sliding_window" : "attention_sinks") +
+                                ": priced by the cost model but not yet run by the backend");
   // (The sizes first: the plans behind total_parameters divide by the heads.)
   const bool small = model.layers >= 1 && model.hidden >= 1 && model.heads >= 1 &&
                      (scale.whole || (total_parameters(model) <= kSmallModelParams && model.seq_len <= kSmallSeqLen));

@@ -126,6 +126,7 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
   j["model"] = job.model.name;
   j["parameters"] = total_parameters(job.model);  // the whole model's, every parameter once
   j["active_parameters"] = active_parameters(job.model);  // what one token runs through
+  j["active_compute_parameters"] = active_compute_parameters(job.model);  // of those, what it multiplies
   j["gpus"] = job.world_size();
   for (const EstimateField& f : estimate_fields()) j[f.key] = f.value(e);
   j["fits"] = e.fits;

@@ -77,7 +77,7 @@ TEST_CASE("estimate fields: the memory rows add up to the total", "[report][esti
 TEST_CASE("estimate fields: estimate_json writes every key of the tables, and only those", "[report][estimate]") {
   const Job job = load_job(kJob);
   const nlohmann::json j = estimate_json(job, estimate(job));
-  std::set<std::string> top{"job", "model", "parameters", "active_parameters", "gpus", "fits", "not_fit_reason", "breakdown", "memory"};
+  std::set<std::string> top{"job", "model", "parameters", "active_parameters", "active_compute_parameters", "gpus", "fits", "not_fit_reason", "breakdown", "memory"};
   for (const EstimateField& f : estimate_fields()) top.insert(f.key);
   std::set<std::string> written;
   for (const auto& kv : j.items()) written.insert(kv.key());

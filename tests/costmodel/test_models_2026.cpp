@@ -249,3 +249,37 @@ TEST_CASE("Multi-head latent attention over a tensor group, as Megatron-core spl
   CHECK(p.op(PlanOpRole::attention_in).comm_bytes == T * (d.ql + d.kl + d.dr) * 2);
   CHECK(p.op(PlanOpRole::q_down).m == T / 8);  // the down projections run on the sequence shard
 }
+
+TEST_CASE("gpt-oss-120b: biases, sinks and alternating sliding windows", "[model][moe][window]") {
+  const ModelSpec m = load_model("gpt-oss-120b");
+  // Written out: attention Q (2880 x 4096), K and V (2880 x 512 each), the output
+  // (4096 x 2880) with their biases and a sink per head; the router (2880 x 128); 128
+  // experts of SwiGLU 2880 with biases (5760 and 2880); two RMSNorms; untied table.
+  const double h = 2880, q = 4096, kv = 512, E = 128, fe = 2880, V = 201088, L = 36, H = 64;
+  const double attention = h * (q + 2 * kv) + (q + 2 * kv) + q * h + h + H;
+  const double expert = h * 2 * fe + 2 * fe + fe * h + h;
+  const double layer = attention + h * E + E * expert + 2 * h;
+  CHECK(layer_parameters(m, true) == layer);
+  CHECK(total_parameters(m) == L * layer + 2 * V * h + h);
+  // The model card: 116.8B in total, 5.1B active (without the embedding table).
+  CHECK(total_parameters(m) == Approx(116.8e9).epsilon(0.01));
+  CHECK(active_compute_parameters(m) == Approx(5.1e9).epsilon(0.01));
+  CHECK(active_compute_parameters(m) == L * (layer - (E - 4) * expert) + V * h + h);
+  CHECK(active_parameters(m) == active_compute_parameters(m) + V * h);
+  // Half the layers see a window of 128 of the 4096 positions: their core counts
+  // w (w + 1) + 2 (s - w) w of the s^2 pairs; the other half every pair.
+  const double s = 4096, w = 128, windowed = (w * (w + 1) + 2 * (s - w) * w) / (s * s);
+  CHECK(m.attention_span_fraction() == Approx((1 + windowed) / 2).epsilon(1e-12));
+  CHECK_FALSE(m.is_full_attention_layer(0));
+  CHECK(m.is_full_attention_layer(1));
+  PlanConfig c;
+  const LayerPlan p = moe_layer_plan(m, c);
+  CHECK(p.attention_flops() == Approx(2 * s * s * H * 2 * 64 * (1 + windowed) / 2).epsilon(1e-12));
+  // From its config.json: the same model (layer_types' alternation read as every 2nd full).
+  const ModelSpec hf = job_with("  from_hf: " + kHf + "gpt-oss-120b.json\n  seq_len: 4096\n").model;
+  CHECK(hf.sliding_window == 128);
+  CHECK(hf.full_attention_every == 2);
+  CHECK(hf.attention_sinks);
+  CHECK(total_parameters(hf) == total_parameters(m));
+  CHECK(hf.attention_span_fraction() == m.attention_span_fraction());
+}

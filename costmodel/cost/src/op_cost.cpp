@@ -66,8 +66,10 @@ OpTime attention_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op, b
   // plus passes over the scores: scale, mask, softmax, dropout.
   const double eff = score_bmm_efficiency_at(gpu.attention.score_bmm_efficiency, d);
   const double rate = peak * std::min(eff, gpu.gemm.max_efficiency);
-  return {op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_fwd) + 4 * gpu.kernel_overhead,
-          2.0 * op.flops / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_bwd) +
+  // (Every score, a sliding window's masked ones too.)
+  const double computed = op.flops / (op.score_fraction > 0 ? op.score_fraction : 1.0);
+  return {computed / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_fwd) + 4 * gpu.kernel_overhead,
+          2.0 * computed / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_bwd) +
               8 * gpu.kernel_overhead};
 }
 

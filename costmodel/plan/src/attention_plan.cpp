@@ -23,9 +23,12 @@ PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, do
   PlanOp op;
   op.role = PlanOpRole::attention;
   op.kind = PlanOpKind::attention_core;
-  op.flops = 2.0 * b * s * s * H * (w.qk + w.v);  // Q K^T and the context, all of the rank's heads
-  op.m = b * H * s * s;                            // score elements
+  // Q K^T and the context, all of the rank's heads, over the pairs a window keeps.
+  op.score_fraction = m.attention_span_fraction();
+  op.flops = 2.0 * b * s * s * H * (w.qk + w.v) * op.score_fraction;
+  op.m = b * H * s * s;  // score elements
   op.k = w.qk;
+  op.params = m.attention_sinks ? H : 0.0;  // a sink logit per head, split with the heads
   op.stored = 2.0 * tokens * (H * w.qk + (w.key_heads * w.qk + w.value_heads * w.v) / t) * scale;
   // Without dropout only the softmax output stays (its backward needs nothing else).
   const double per_score = m.has_dropout() ? 5.0 : 2.0;

@@ -36,6 +36,12 @@ double active_parameters(const ModelSpec& m) {
   return layers + embedding_parameters(m) + head_parameters(m);
 }
 
+double active_compute_parameters(const ModelSpec& m) {
+  // The lookup table is embedding_parameters' token table; tied, it is the head's weight.
+  const double table = static_cast<double>(m.vocab) * m.hidden;
+  return active_parameters(m) - (m.tied_embeddings ? 0.0 : table);
+}
+
 RankParameters rank_parameters(const LayerPlan& dense, const LayerPlan& moe, const LayerPlan& embedding,
                                const LayerPlan& head) {
   RankParameters r;

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "scenario_internal.hpp"
 
@@ -14,7 +15,7 @@ namespace partune::detail {
 namespace {
 
 // The architectures read, by the first entry of `architectures` (or `model_type`).
-enum class Family { llama, mixtral, qwen2, qwen3, qwen3_moe, deepseek, gpt_neox, gpt2 };
+enum class Family { llama, mixtral, qwen2, qwen3, qwen3_moe, deepseek, gpt_oss, gpt_neox, gpt2 };
 
 Family family_of(const Reader& r) {
   std::string arch;
@@ -33,12 +34,13 @@ Family family_of(const Reader& r) {
   if (arch == "DeepseekV3ForCausalLM" || arch == "deepseek_v3" || arch == "DeepseekV2ForCausalLM" ||
       arch == "deepseek_v2")
     return Family::deepseek;
+  if (arch == "GptOssForCausalLM" || arch == "gpt_oss") return Family::gpt_oss;
   if (arch == "GPTNeoXForCausalLM" || arch == "gpt_neox") return Family::gpt_neox;
   if (arch == "GPT2LMHeadModel" || arch == "gpt2") return Family::gpt2;
   r.fail("architectures", "'" + arch + "' is not a known architecture (known: LlamaForCausalLM, MistralForCausalLM, "
                                        "MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-                                       "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GPTNeoXForCausalLM, "
-                                       "GPT2LMHeadModel)");
+                                       "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GptOssForCausalLM, "
+                                       "GPTNeoXForCausalLM, GPT2LMHeadModel)");
 }
 
 // LLaMA, Mistral and Qwen2: SwiGLU, RMSNorm, rotary positions, grouped-query attention.
@@ -130,6 +132,36 @@ void read_deepseek(const Reader& r, ModelSpec& m, const HfOptions& options) {
                                            "false beside from_hf to read the model without its MTP modules");
 }
 
+// gpt-oss: LLaMA's block with head_dim, biases on every matrix (attention_bias: QKV, the
+// output and the experts'), attention sinks, experts in every layer (num_local_experts of
+// intermediate_size, num_experts_per_tok a token), and sliding windows in the layers
+// layer_types marks sliding_attention: a period with the full layers last (gpt-oss:
+// alternating), or every layer. Its SwiGLU clamp (swiglu_limit) changes no GEMM.
+void read_gpt_oss(const Reader& r, ModelSpec& m) {
+  read_llama(r, m);
+  m.bias = r.get_bool("attention_bias", true);
+  m.attention_sinks = true;
+  m.experts = r.get_int("num_local_experts", 2, limits::kMaxExperts);
+  m.experts_per_token = r.get_int("num_experts_per_tok", 1, m.experts);
+  m.expert_ffn_hidden = m.ffn_hidden;
+  m.moe_every = 1;
+  if (!r.has("sliding_window") || r.node()["sliding_window"].IsNull()) return;
+  m.sliding_window = r.get_int("sliding_window", 1, limits::kMaxSeqLen);
+  const YAML::Node types = r.node()["layer_types"];
+  if (!types.IsDefined() || !types.IsSequence()) return;  // every layer windowed
+  std::vector<bool> full;
+  for (const auto& t : types) full.push_back(t.as<std::string>("") == "full_attention");
+  int period = 0;
+  for (std::size_t i = 0; i < full.size() && period == 0; ++i)
+    if (full[i]) period = static_cast<int>(i) + 1;
+  m.full_attention_every = period;
+  const ModelSpec probe = m;
+  for (std::size_t i = 0; i < full.size(); ++i)
+    if (probe.is_full_attention_layer(static_cast<int>(i)) != full[i])
+      r.fail("layer_types", "layer " + std::to_string(i) + " breaks the pattern of full layers every " +
+                                std::to_string(period) + " (only a period with the full layers last is modelled)");
+}
+
 // GPT-NeoX: LayerNorm, rotary positions, biases, GeLU (4h), untied.
 void read_gpt_neox(const Reader& r, ModelSpec& m) {
   m.hidden = r.get_int("hidden_size", 1, limits::kMaxHidden);
@@ -206,6 +238,7 @@ ModelSpec model_from_hf_config(const std::string& path, const HfOptions& options
     case Family::qwen3: read_qwen3(r, m); break;
     case Family::qwen3_moe: read_qwen3_moe(r, m); break;
     case Family::deepseek: read_deepseek(r, m, options); break;
+    case Family::gpt_oss: read_gpt_oss(r, m); break;
     case Family::gpt_neox: read_gpt_neox(r, m); break;
     case Family::gpt2: read_gpt2(r, m); break;
   }

@@ -181,7 +181,8 @@ ModelSpec parse_model(const Reader& r) {
   // Checked first: a model file's `kind` is `model` with or without `from_hf`.
   if (r.has("kind") && r.get_string("kind") != "model") r.fail("kind", "expected 'model'");
   if (r.has("from_hf")) return parse_hf_model(r);
-  r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "qk_norm", "q_lora_rank",
+  r.allow_only({"kind", "name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "qk_norm", "sliding_window",
+                "full_attention_every", "attention_sinks", "q_lora_rank",
                 "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
@@ -203,6 +204,11 @@ ModelSpec parse_model(const Reader& r) {
   m.positions = get_enum(r, "positions", PositionKind::learned);
   m.bias = r.get_bool("bias", true);
   m.qk_norm = r.get_bool("qk_norm", false);
+  m.sliding_window = r.get_int("sliding_window", 0, limits::kMaxSeqLen, 0);
+  m.full_attention_every = r.get_int("full_attention_every", 0, limits::kMaxLayers, 0);
+  if (m.full_attention_every > 0 && m.sliding_window == 0)
+    r.fail("full_attention_every", "applies to sliding-window attention: set model.sliding_window");
+  m.attention_sinks = r.get_bool("attention_sinks", false);
   parse_experts(r, m);
   // A head's width: hidden / heads unless `head_dim` sets it apart (then heads need not
   // divide hidden: Qwen3-0.6B has 16 heads of 128 over a hidden size of 1024).

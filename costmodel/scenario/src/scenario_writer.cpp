@@ -115,6 +115,9 @@ YAML::Node model_node(const ModelSpec& m) {
   }
   if (m.attention_head_dim > 0) model["head_dim"] = m.attention_head_dim;
   if (m.qk_norm) model["qk_norm"] = true;
+  if (m.sliding_window > 0) model["sliding_window"] = m.sliding_window;
+  if (m.full_attention_every > 0) model["full_attention_every"] = m.full_attention_every;
+  if (m.attention_sinks) model["attention_sinks"] = true;
   model["ffn_hidden"] = m.ffn_hidden;
   model["vocab"] = m.vocab;
   model["seq_len"] = m.seq_len;

@@ -102,8 +102,12 @@ struct PlanOp {
   double m = 0, n = 0, k = 0;
   double batch = 1;
   // Forward FLOPs on this rank (gemm: 2mnk; attention core: QK^T and AV, causal mask not
-  // skipped).
+  // skipped, a sliding window's pairs only).
   double flops = 0;
+  // attention_core: the share of the s x s pairs `flops` counts (ModelSpec::
+  // attention_span_fraction; 1 without a window). FlashAttention skips the rest; the
+  // standard core computes every score and masks them.
+  double score_fraction = 1;
   // memory_bound: bytes moved through memory forward (backward moves `backward_bytes`),
   // and kernel launches forward / backward.
   double bytes = 0, backward_bytes = 0;

@@ -23,6 +23,11 @@ double total_parameters(const ModelSpec& m);
 // What one token runs through: in a layer with experts the router and experts_per_token
 // of its experts (Mixtral 8x7B: 12.9B of 46.7B); total_parameters for a dense model.
 double active_parameters(const ModelSpec& m);
+// Of those, the weights a token's forward multiplies: all but the embedding table's
+// lookup (a tied table counts once, as the LM head's projection). OpenAI's "active
+// parameters" (gpt-oss-120b: 5.1B) count this; Qwen's and DeepSeek's count
+// active_parameters.
+double active_compute_parameters(const ModelSpec& m);
 
 // --- One rank of a job (its tensor and expert degrees), before data-parallel sharding.
 struct RankParameters {

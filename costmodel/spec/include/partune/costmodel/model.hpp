@@ -84,6 +84,23 @@ struct ModelSpec {
     return attention_head_dim > 0 ? attention_head_dim : hidden / heads;
   }
   int query_width() const { return heads * head_dim(); }
+  // Sliding-window attention (Mistral, gpt-oss, Gemma): a query attends to the last
+  // `sliding_window` positions (itself included) in the windowed layers; with
+  // full_attention_every k > 0 layers k-1, 2k-1, ... attend to the whole sequence (gpt-oss:
+  // k = 2, alternating; Gemma 3: k = 6), with 0 every layer is windowed. 0: no window.
+  int sliding_window = 0;
+  int full_attention_every = 0;
+  bool is_full_attention_layer(int layer) const {
+    return sliding_window == 0 || (full_attention_every > 0 && (layer + 1) % full_attention_every == 0);
+  }
+  // The attention core's share of the s x s score pairs it computes, averaged over the
+  // layers (1 without a window): the plan prices every layer at the mean
+  // (attention_plan.cpp). Counted as the causal core is (both halves), so a window of w < s
+  // keeps (w (w + 1) + 2 (s - w) w) / s^2.
+  double attention_span_fraction() const;
+  // gpt-oss's attention sinks: a learned logit per head added to the softmax's
+  // denominator (heads parameters a layer).
+  bool attention_sinks = false;
   // Qwen3's QK-norm: an RMSNorm over head_dim applied to every query and key head after
   // QKV (before rotary positions), its two scales (head_dim each) shared by the heads.
   bool qk_norm = false;
