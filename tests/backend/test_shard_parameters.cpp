@@ -112,10 +112,15 @@ Held held_by(const BackendModelConfig& c, const TensorParallel& tp) {
 
 TEST_CASE("every preset's tensor-parallel shards hold what the layer plans count", "[backend][parameters]") {
   const std::vector<std::string> presets = preset_names();
-  REQUIRE(presets.size() >= 19);
+  REQUIRE(presets.size() >= 23);
   int checked = 0;
   for (const std::string& name : presets) {
     const ModelSpec preset = load_model(name);
+    if (preset.sliding_window > 0 || preset.attention_sinks) {
+      // Priced by the cost model, refused by the backend by name (gpt-oss).
+      CHECK_THROWS_WITH(small_block(preset), Catch::Contains("not yet run by the backend"));
+      continue;
+    }
     const BackendModelConfig c = small_block(preset);
     Job job;
     job.model = preset;
