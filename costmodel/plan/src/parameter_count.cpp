@@ -37,9 +37,10 @@ double active_parameters(const ModelSpec& m) {
 }
 
 double active_compute_parameters(const ModelSpec& m) {
-  // The lookup table is embedding_parameters' token table; tied, it is the head's weight.
-  const double table = static_cast<double>(m.vocab) * m.hidden;
-  return active_parameters(m) - (m.tied_embeddings ? 0.0 : table);
+  // The embedding plan's tables are looked up, not multiplied; tied, the token table is
+  // the LM head's projection (the logits GEMM's k x n), which is.
+  const PlanOp& logits = head_plan(m, kWholeModel).op(PlanOpRole::logits);
+  return active_parameters(m) - embedding_parameters(m) + (m.tied_embeddings ? logits.k * logits.n : 0.0);
 }
 
 RankParameters rank_parameters(const LayerPlan& dense, const LayerPlan& moe, const LayerPlan& embedding,

@@ -79,18 +79,12 @@ struct PlanBuilder {
   // the experts' (split over the expert group, reduced over the expert-data group).
   void expert_gemm(PlanOpRole role, double rows, double batch, double in, double out, double stored_input,
                    double bias) {
-    PlanOp op;
-    op.role = role;
-    op.kind = PlanOpKind::gemm;
-    op.m = rows;
-    op.n = out;
-    op.k = in;
+    gemm_rows(role, in, out, stored_input, rows);
+    PlanOp& op = plan.ops.back();
     op.batch = batch;
-    op.flops = 2.0 * rows * in * out * batch;
-    op.stored = stored_input * scale;
+    op.flops *= batch;
     op.params = batch * (in * out + bias);
     op.expert = true;
-    plan.ops.push_back(op);
   }
   // An all-to-all over the expert group: only where there is one.
   void expert_comm(PlanOpRole role, double bytes) {
