@@ -32,9 +32,13 @@ std::string run_header_text(const Job& job, const backend::Trainer& trainer, con
   const int m = ran.parallel.microbatches * ran.training.gradient_accumulation;
   std::string s = backend::describe_scaling(job.model, trainer.model(), scale) + "\n";
   s += fmt::format(
-      "job {}: {} on {} rank{} (pipeline {} x tensor {} x data {}{}), {}, {} thread{} per rank\n",
+      "job {}: {} on {} rank{} (pipeline {} x tensor {}{} x data {}{}), {}, {} thread{} per rank\n",
       job.name, job.model.name, ran.world_size(), plural(ran.world_size()), ran.parallel.pipeline_parallel_degree,
-      ran.parallel.tensor_parallel_degree, ran.data_parallel_degree(),
+      ran.parallel.tensor_parallel_degree,
+      ran.parallel.context_parallel_degree > 1
+          ? fmt::format(" x context {} ({})", ran.parallel.context_parallel_degree, to_string(ran.parallel.cp_comm_type))
+          : std::string(),
+      ran.data_parallel_degree(),
       ran.parallel.sharded_data_parallel_degree > 1
           ? fmt::format(", sharded {}", ran.parallel.sharded_data_parallel_degree)
           : std::string(),
@@ -73,6 +77,7 @@ nlohmann::json run_json(const Job& job, const backend::Trainer& trainer,
           {"pipeline_parallel_degree", ran.parallel.pipeline_parallel_degree},
           {"tensor_parallel_degree", ran.parallel.tensor_parallel_degree},
           {"data_parallel_degree", ran.data_parallel_degree()},
+          {"context_parallel_degree", ran.parallel.context_parallel_degree},
           {"threads_per_rank", trainer.threads()},
           {"device", trainer.device_description()},
           {"model", {{"name", job.model.name}, {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},

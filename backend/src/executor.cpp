@@ -69,7 +69,7 @@ Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
   stage = program.coords.pipeline;
   p = pc.pipeline_parallel_degree;
   v = pc.virtual_stages;
-  dp = job.data_parallel_degree();
+  dp = job.data_context_degree();  // the gradients' group: data x context ranks
   sdp = pc.sharded_data_parallel_degree;
   head_first = job.lm_head_on_first_stage();
   sharded = sdp > 1;
@@ -343,6 +343,8 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
   if (tp) tp->take_tally();
   const ExpertParallel& ep = s.model->shard.expert;
   if (ep) ep->take_tally();
+  const ContextParallel& cp = s.model->shard.context;
+  if (cp) cp->take_tally();
   s.tensor_calls.start_step();
   bool head_ran = false;
   // On CUDA, compute instructions are timed by CUDA events (device_clock.hpp) unless the
@@ -350,7 +352,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
   // optimizer works on the host; every other instruction synchronises the device first and
   // is timed by the wall clock, as all of them are on the CPU.
   std::optional<DeviceClock> clock;
-  if (s.compute.cuda() && !tp && !ep && !s.job.parallel.offload_optimizer && !s.job.parallel.offload_parameters) {
+  if (s.compute.cuda() && !tp && !ep && !cp && !s.job.parallel.offload_optimizer && !s.job.parallel.offload_parameters) {
     synchronize(s.compute);
     clock.emplace(s.compute.device.index(), monotonic_seconds());
   }
@@ -378,6 +380,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     if (is_compute(ins.kind)) {
       TensorCalls calls = tp ? tp->take_tally() : TensorCalls{};
       if (ep) calls += ep->take_tally();  // a layer with experts' exchanges
+      if (cp) calls += cp->take_tally();  // the context group's exchanges around the cores
       s.tensor_calls.after_compute(ins, calls, events);
     }
     else if (ins.kind == OpKind::wait) s.tensor_calls.waited(program.ops.at(ins.wait_for), ins.wait_for, events);

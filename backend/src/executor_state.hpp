@@ -60,7 +60,8 @@ void free_tensors(Part& part);
 // them); the one without a micro-batch, the sequence-parallel gradient sum before the
 // optimizer, is the executor's own.
 inline bool run_by_layers(const Instruction& ins) {
-  return is_collective(ins.kind) && (ins.group == CommGroup::tensor || ins.group == CommGroup::expert) &&
+  return is_collective(ins.kind) &&
+         (ins.group == CommGroup::tensor || ins.group == CommGroup::expert || ins.group == CommGroup::context) &&
          ins.microbatch >= 0;
 }
 

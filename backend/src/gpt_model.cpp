@@ -348,7 +348,7 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
   for (int i : shard.layers)
     held_layers.emplace_back(layer_key(i),
-                             TransformerLayer(c, tp, shard.conjugates, c.is_moe_layer(i), shard.expert).ptr());
+                             TransformerLayer(c, tp, shard.conjugates, c.is_moe_layer(i), shard.expert, shard.context).ptr());
   layers = register_module("layers", torch::nn::ModuleDict(held_layers));
   if (shard.head) {
     ln_f = register_module("ln_f", Norm(c.hidden, c.norm));
@@ -365,11 +365,16 @@ torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   if (!shard.embedding) throw std::logic_error("GPTModel: this shard does not hold the embedding");
   const std::int64_t s = tokens.size(1);
   if (s > config.seq_len) throw std::invalid_argument("GPTModel: sequence longer than seq_len");
-  // Rotary positions have no table: the layers rotate the queries and keys instead.
+  // Rotary positions have no table: the layers rotate the queries and keys instead. With
+  // context parallelism the tokens are the rank's chunks, at their global positions.
   const bool learned = wpe.defined();
+  const torch::Tensor table =
+      !learned ? torch::Tensor()
+      : shard.context ? wpe.index_select(0, shard.context->positions(config.seq_len).to(wpe.device()))
+                      : wpe.slice(0, 0, s);
   if (degree_of(shard.tensor) == 1) {
     const torch::Tensor x = torch::embedding(wte, tokens);
-    return learned ? x + wpe.slice(0, 0, s) : x;
+    return learned ? x + table : x;
   }
   // Vocabulary-parallel: look up the tokens of this rank's rows, zeros for the others;
   // g sums the partial embeddings, so every rank has every token's row (sp_scatter: the
@@ -381,7 +386,7 @@ torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   const torch::Tensor x = leave_region(partial, shard.conjugates.embedding_out, shard.tensor);
   if (!learned) return x;
   const Slice positions = shard.conjugates.splits_sequence() ? sequence_slice(s, shard.tensor) : Slice{0, s};
-  return x + wpe.narrow(0, positions.begin, positions.size);
+  return x + table.narrow(0, positions.begin, positions.size);
 }
 
 torch::Tensor GPTModelImpl::layer(int i, const torch::Tensor& x) {

@@ -112,6 +112,19 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
     return fmt::format("tensor_parallel_degree {} does not divide the model's kv_heads ({}) that runs: the backend "
                        "splits the key/value heads over the tensor group, it does not replicate them",
                        t, config.key_value_heads());
+  if (job.parallel.context_parallel_degree > 1 && job.parallel.flash_attention)
+    return "context parallelism with flash_attention is not run by the LibTorch backend (its kernels take one "
+           "aligned causal mask): set flash_attention: false";
+  if (job.parallel.context_parallel_degree > 1 && job.model.is_mla())
+    return "context parallelism around multi-head latent attention is not run by the LibTorch backend";
+  if (const int cp = job.parallel.context_parallel_degree; cp > 1) {
+    if (config.seq_len % (2 * cp) != 0)
+      return fmt::format("the sequence of {} tokens that runs does not split into 2 x {} context chunks", config.seq_len,
+                         cp);
+    if (job.parallel.cp_comm_type == ContextComm::a2a && ((config.heads / t) % cp != 0 || (config.key_value_heads() / t) % cp != 0))
+      return fmt::format("cp_comm_type a2a: context degree {} does not divide the {} query and {} key/value heads "
+                         "of a tensor rank that runs", cp, config.heads / t, config.key_value_heads() / t);
+  }
   if (job.model.is_moe() && job.parallel.sequence_parallel)
     return "sequence parallelism around a mixture of experts is not run by the LibTorch backend";
   if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)
@@ -268,6 +281,10 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
     const Communicator& expert = s.comms->group(CommGroup::expert);
     shard.expert = std::make_shared<ExpertParallelGroup>(expert.group, expert.size(), expert.index);
   }
+  if (pc.context_parallel_degree > 1) {
+    const Communicator& context = s.comms->group(CommGroup::context);
+    shard.context = std::make_shared<ContextParallelGroup>(context.group, context.size(), context.index, pc.cp_comm_type);
+  }
   s.model = GPTModel(s.config, options.seed, shard);
   // Initialised on the CPU in fp32 (the same numbers on every device), then moved.
   if (s.compute.cuda() || s.compute.dtype != torch::kFloat) s.model->to(s.compute.device, s.compute.dtype);
@@ -292,14 +309,19 @@ StepReport Trainer::run_step() {
   const int sequences = s.job.training.global_batch;
   std::vector<std::int64_t> flat = s.tokens->batch(s.steps_done, sequences, seq);
   const torch::Tensor batch = torch::from_blob(flat.data(), {sequences, seq + 1}, torch::kLong).clone();
-  // Data-parallel rank d trains on sequences [d B / dp, (d + 1) B / dp), in micro-batches.
+  // Data-parallel rank d trains on sequences [d B / dp, (d + 1) B / dp), in micro-batches;
+  // with context parallelism (the data axis is data x context, context fastest) its
+  // context rank takes its tokens' columns of them (ContextParallelGroup::positions).
   const int per_replica = s.microbatches * s.microbatch_size;
-  const torch::Tensor mine = batch.narrow(0, static_cast<std::int64_t>(s.program.coords.data) * per_replica, per_replica);
+  const int cp = s.job.parallel.context_parallel_degree, replica = s.program.coords.data / cp;
+  const torch::Tensor mine = batch.narrow(0, static_cast<std::int64_t>(replica) * per_replica, per_replica);
+  const ContextParallel& context = s.model->shard.context;
+  const torch::Tensor inputs_at = context ? context->positions(seq) : torch::arange(seq, torch::kLong);
   std::vector<MicroBatchData> data;
   for (int i = 0; i < s.microbatches; ++i) {
     const torch::Tensor rows = mine.narrow(0, static_cast<std::int64_t>(i) * s.microbatch_size, s.microbatch_size);
-    data.push_back({rows.slice(1, 0, seq).contiguous().to(s.compute.device),
-                    rows.slice(1, 1, seq + 1).contiguous().to(s.compute.device)});
+    data.push_back({rows.index_select(1, inputs_at).contiguous().to(s.compute.device),
+                    rows.index_select(1, inputs_at + 1).contiguous().to(s.compute.device)});
   }
   synchronize(s.compute);
   reset_peak_memory(s.compute);

@@ -155,8 +155,15 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 }
 
 ParallelAttentionImpl::ParallelAttentionImpl(const BackendModelConfig& c, TensorParallel tp,
-                                             const LayerConjugates& conjugates)
-    : hidden(c.hidden), heads(c.heads), kv_heads(c.key_value_heads()), flash_attention(c.flash_attention) {
+                                             const LayerConjugates& conjugates, ContextParallel cp)
+    : hidden(c.hidden),
+      heads(c.heads),
+      kv_heads(c.key_value_heads()),
+      flash_attention(c.flash_attention),
+      cp_(cp && cp->degree() > 1 ? std::move(cp) : nullptr),
+      seq_len_(c.seq_len) {
+  if (cp_ && flash_attention)
+    throw std::invalid_argument("ParallelAttention: context parallelism with FlashAttention is not run here");
   if (heads <= 0 || (c.attention_head_dim <= 0 && hidden % heads != 0))
     throw std::invalid_argument("ParallelAttention: heads must divide hidden (or head_dim be set)");
   if (kv_heads <= 0 || heads % kv_heads != 0)
@@ -197,9 +204,19 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
     // The tables follow the model to its device and format (made on the CPU in fp32).
     if (rotary.cos.device() != y.device() || rotary.cos.scalar_type() != y.scalar_type())
       rotary = {rotary.cos.to(y.options()), rotary.sin.to(y.options())};
-    const torch::Tensor cos = rotary.cos.narrow(0, 0, s), sin = rotary.sin.narrow(0, 0, s);
+    // The rank's positions: the first s, or with context parallelism its chunks'.
+    torch::Tensor cos = rotary.cos.narrow(0, 0, s), sin = rotary.sin.narrow(0, 0, s);
+    if (cp_) {
+      const torch::Tensor at = cp_->positions(seq_len_).to(y.device());
+      cos = rotary.cos.index_select(0, at);
+      sin = rotary.sin.index_select(0, at);
+    }
     q = apply_rotary(q, cos, sin);
     k = apply_rotary(k, cos, sin);
+  }
+  if (cp_) {
+    const torch::Tensor ctx = context_attention(q, k, v, seq_len_, cp_);
+    return proj(ctx.permute({0, 2, 1, 3}).reshape({b, s, local_heads * d}));
   }
   // Each key/value head serves heads / kv_heads consecutive query heads: repeated for them
   // (their gradients summed back in backward).
@@ -226,12 +243,15 @@ torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) {
 }
 
 TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorParallel tp,
-                                           const LayerConjugates& conjugates, bool moe, ExpertParallel ep) {
+                                           const LayerConjugates& conjugates, bool moe, ExpertParallel ep,
+                                           ContextParallel cp) {
   ln1 = register_module("ln1", Norm(c.hidden, c.norm));
+  if (c.attention == AttentionKind::mla && cp && cp->degree() > 1)
+    throw std::invalid_argument("context parallelism around multi-head latent attention is not run by the backend");
   if (c.attention == AttentionKind::mla)
     latent = register_module("attention", LatentAttention(c, tp, conjugates));
   else
-    attention = register_module("attention", ParallelAttention(c, tp, conjugates));
+    attention = register_module("attention", ParallelAttention(c, tp, conjugates, std::move(cp)));
   ln2 = register_module("ln2", Norm(c.hidden, c.norm));
   if (moe) {
     ExpertShape shape;

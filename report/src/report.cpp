@@ -87,8 +87,12 @@ std::string describe_job(const Job& job) {
                               job.world_size());
   const std::string experts =
       m.is_moe() ? fmt::format(", expert {}", pc.expert_parallel_degree) : std::string();
-  s += fmt::format("  parallel: pipeline {} x tensor {} x data {} (sharded {}{}), placement {}\n",
-                   pc.pipeline_parallel_degree, pc.tensor_parallel_degree, job.data_parallel_degree(),
+  const std::string context = pc.context_parallel_degree > 1 ? fmt::format(" x context {} ({})",
+                                                                             pc.context_parallel_degree,
+                                                                             to_string(pc.cp_comm_type))
+                                                               : std::string();
+  s += fmt::format("  parallel: pipeline {} x tensor {}{} x data {} (sharded {}{}), placement {}\n",
+                   pc.pipeline_parallel_degree, pc.tensor_parallel_degree, context, job.data_parallel_degree(),
                    pc.sharded_data_parallel_degree, experts, pc.placement_strategy.smp_name());
   s += fmt::format("  batch: {} sequences of {} tokens = {} micro-batches of {} x {} accumulation steps "
                    "per data-parallel rank\n",

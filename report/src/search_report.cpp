@@ -20,6 +20,8 @@ nlohmann::json candidate_json(const search::Candidate& c) {
           {"pipeline_parallel_degree", c.job.parallel.pipeline_parallel_degree},
           {"tensor_parallel_degree", c.job.parallel.tensor_parallel_degree},
           {"data_parallel_degree", c.job.data_parallel_degree()},
+          {"context_parallel_degree", c.job.parallel.context_parallel_degree},
+          {"cp_comm_type", to_string(c.job.parallel.cp_comm_type)},
           {"sharded_data_parallel_degree", c.job.parallel.sharded_data_parallel_degree},
           {"microbatches", c.job.parallel.microbatches},
           {"microbatch_size", c.job.microbatch_size()},

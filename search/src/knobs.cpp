@@ -103,6 +103,22 @@ void add_split_knobs(std::vector<Knob>& k) {
       // The data-parallel degree is what the two model-parallel degrees leave.
       [](J j) { return fmt::format(" tp{} dp{}", j.parallel.tensor_parallel_degree, j.data_parallel_degree()); }));
   k.push_back(make_knob(
+      "context_parallel_degree", &S::context_degrees, parse_positive,
+      [](J j) { return j.parallel.context_parallel_degree; },
+      [](P p, Job& j) { j.parallel.context_parallel_degree = p.context; },
+      [](J j) {
+        const int cp = j.parallel.context_parallel_degree;
+        return cp > 1 ? fmt::format(" cp{}", cp) : std::string();
+      }));
+  k.push_back(make_knob(
+      "cp_comm_type", &S::context_comms,
+      [](const std::string& key, const std::string& v) { return parse_enum<ContextComm>(key, v, 4); },
+      [](J j) { return j.parallel.cp_comm_type; }, [](P p, Job& j) { j.parallel.cp_comm_type = p.context_comm; },
+      [](J j) {
+        return j.parallel.context_parallel_degree > 1 ? fmt::format("({})", to_string(j.parallel.cp_comm_type))
+                                                      : std::string();
+      }));
+  k.push_back(make_knob(
       "sharded_data_parallel_degree", &S::sharded_degrees, parse_positive,
       [](J j) { return j.parallel.sharded_data_parallel_degree; },
       [](P p, Job& j) { j.parallel.sharded_data_parallel_degree = p.sharded; },

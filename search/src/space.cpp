@@ -103,6 +103,7 @@ class Enumerator {
         if (!p || o) state_offloads_.emplace_back(o, p);  // parameters go with the optimizer
     flashes_ = or_default(space.flash_attention, half ? std::vector<bool>{false, true} : std::vector<bool>{false});
     algos_ = or_default(space.sharded_collectives, {CollectiveAlgorithm::ring, CollectiveAlgorithm::all_to_all});
+    comms_ = or_default(space.context_comms, {ContextComm::p2p, ContextComm::a2a});
     const auto& every = PlacementOrder::all();
     placements_ = or_default(space.placements, std::vector<PlacementOrder>(every.begin(), every.end()));
   }
@@ -122,7 +123,15 @@ class Enumerator {
           ++stats_.invalid;
           continue;
         }
-        degrees(pp, tp, world / (pp * tp));
+        const int axis = world / (pp * tp);  // data x context ranks
+        for (int cp : or_default(space_.context_degrees, context_degrees(axis))) {
+          if (axis % cp != 0) {
+            ++stats_.considered, ++stats_.invalid;
+            continue;
+          }
+          for (ContextComm comm : cp > 1 ? comms_ : std::vector<ContextComm>{comms_.front()})
+            degrees(pp, tp, cp, comm, axis);
+        }
       }
     return stats_;
   }
@@ -157,18 +166,31 @@ class Enumerator {
     return out;
   }
 
-  void degrees(int pp, int tp, int dp) {
-    const int B = base_.training.global_batch;
+  // Context parallelism's default degrees: 1, and the powers of two dividing the data
+  // axis that split a sequence into 2 cp chunks of whole tokens, kMinContextTokens or
+  // more on each rank.
+  std::vector<int> context_degrees(int axis) const {
+    std::vector<int> out{1};
+    const int s = base_.model.seq_len;
+    for (int c = 2; c <= axis && s / c >= kMinContextTokens; c *= 2)
+      if (axis % c == 0 && s % (2 * c) == 0) out.push_back(c);
+    return out;
+  }
+
+  // `axis` = data x context ranks: sharded groups and expert groups are made of them,
+  // the batch splits over the axis / cp data-parallel replicas.
+  void degrees(int pp, int tp, int cp, ContextComm comm, int axis) {
+    const int B = base_.training.global_batch, dp = axis / cp;
     std::vector<int> sdp_all, ep_all, b_all;
-    for (int d = 1; d <= dp; ++d)
-      if (dp % d == 0 && (is_power_of_two(d) || d == dp)) sdp_all.push_back(d);
+    for (int d = 1; d <= axis; ++d)
+      if (axis % d == 0 && (is_power_of_two(d) || d == axis)) sdp_all.push_back(d);
     // Expert groups: data-parallel ranks dividing the experts (a dense model: none).
     const int experts = base_.model.experts;
-    for (int d = 1; d <= dp; ++d)
-      if (dp % d == 0 && (d == 1 || (experts > 0 && experts % d == 0))) ep_all.push_back(d);
+    for (int d = 1; d <= axis; ++d)
+      if (axis % d == 0 && (d == 1 || (experts > 0 && experts % d == 0))) ep_all.push_back(d);
     for (int b = 1; b <= B; b *= 2)
       if (B % (static_cast<long>(dp) * b) == 0) b_all.push_back(b);
-    const std::vector<PlacementOrder> placements = distinct_placements(dp, pp, tp);
+    const std::vector<PlacementOrder> placements = distinct_placements(axis, pp, tp);
     for (int sdp : or_default(space_.sharded_degrees, sdp_all))
       for (int ep : or_default(space_.expert_degrees, ep_all))
       for (int b : or_default(space_.microbatch_sizes, b_all)) {
@@ -178,15 +200,17 @@ class Enumerator {
         }
         Point p;
         p.pipeline = pp, p.tensor = tp, p.sharded = sdp, p.expert = ep, p.microbatch_size = b;
+        p.context = cp, p.context_comm = comm;
         p.microbatches = B / (dp * b);
         for (const auto& [sched, v] : schedules(pp))
           for (PlacementOrder placement : placements) {
             p.schedule = sched, p.virtual_stages = v, p.placement = placement;
-            memory_knobs(p, dp);
+            memory_knobs(p, axis);
           }
       }
   }
 
+  // `dp`: the data axis (optimizer-state sharding splits over data x context ranks).
   void memory_knobs(Point p, int dp) {
     const int layers_per_stage = base_.model.layers / p.pipeline;
     // Sequence parallelism splits over the tensor-parallel group: only with one.
@@ -237,6 +261,7 @@ class Enumerator {
   std::vector<bool> offloads_, opt_shards_, flashes_;
   std::vector<std::pair<bool, bool>> state_offloads_;  // (offload_optimizer, offload_parameters)
   std::vector<CollectiveAlgorithm> algos_;
+  std::vector<ContextComm> comms_;
   std::vector<PlacementOrder> placements_;
 };
 
@@ -265,6 +290,8 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"ppP tpT dpD", "pipeline, tensor and data-parallel degrees (P x T x D = the GPUs)"},
       {"sdpS(coll)", "sharded data parallelism (ZeRO-3/FSDP) over S data-parallel ranks, its all-gathers and "
                      "reduce-scatters by the collective coll (ring, all_to_all, ...)"},
+      {"cpC(comm)", "context parallelism: each sequence split over C ranks, exchanging keys and values by comm "
+                    "(p2p ring, a2a all-to-alls, allgather)"},
       {"epE", "expert parallelism: the experts split over E data-parallel ranks"},
       {"mbMxS", "M micro-batches of S sequences each, per data-parallel replica and step"},
       {"gpipe", "pipeline schedule: every forward pass, then every backward pass"},
@@ -310,7 +337,7 @@ std::string describe_legend() {
 }
 
 std::string describe_legend_line() {
-  return "  notation: ppP tpT dpD degrees; mbMxS M micro-batches of S sequences; gpipe, 1f1b, 1f1b-vN schedules (N "
+  return "  notation: ppP tpT dpD degrees (cpC: context); mbMxS M micro-batches of S sequences; gpipe, 1f1b, 1f1b-vN schedules (N "
          "virtual stages);\n  DPT etc. axis order over ranks, slowest first; ckpt-* checkpointing; zero1 sharded "
          "optimizer state; flash FlashAttention;\n  sp sequence parallelism (the whole legend: partune search --help)\n";
 }

@@ -239,7 +239,7 @@ void check_size(const Job& job, const SimOptions& options) {
   if (all.bytes <= limit && all.ranks <= kMaxSimulatedRanks) return;
   double ranks = world;
   if (world <= kMaxSimulatedRanks && options.use_symmetry && !job.cluster.instance.ranks_share_host_compute()) {
-    if (const int block = replica_cluster_size(job); block > 0) ranks = ranks * block / job.data_parallel_degree();
+    if (const int block = replica_cluster_size(job); block > 0) ranks = ranks * block / job.data_context_degree();
     if (tensor_groups_are_symmetric(job)) ranks /= job.parallel.tensor_parallel_degree;
   }
   check_simulation_size(job, simulation_size(job, ranks, options.granularity, options.record_events), limit, hint);

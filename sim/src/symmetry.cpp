@@ -17,7 +17,7 @@ bool tensor_groups_are_symmetric(const Job& job) {
   // or PCIe switch (they move identical amounts at the same moments).
   const int tp = job.parallel.tensor_parallel_degree;
   if (tp <= 1) return false;
-  const Placement p(job.parallel.placement_strategy, job.data_parallel_degree(), job.parallel.pipeline_parallel_degree,
+  const Placement p(job.parallel.placement_strategy, job.data_context_degree(), job.parallel.pipeline_parallel_degree,
                     tp);
   return group_span(p, Axis::tensor, job.cluster.instance.gpus_per_node).nodes == 1 &&
          p.stride(Axis::tensor) * tp <= job.cluster.instance.gpus_per_node;
@@ -28,7 +28,7 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
     if (why_not) *why_not = reason;
     return 0;
   };
-  const int dp = job.data_parallel_degree(), world = job.world_size();
+  const int dp = job.data_context_degree(), world = job.world_size();
   const int sdp = job.parallel.sharded_data_parallel_degree;
   if (dp <= 1) return no("there is one data-parallel replica");
   const Placement p(job.parallel.placement_strategy, dp, job.parallel.pipeline_parallel_degree,
@@ -55,6 +55,8 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
   if (sdp > 1 && size % sdp != 0) return no("sharded groups would span simulated and mirrored replicas");
   const int ep = job.model.is_moe() ? job.parallel.expert_parallel_degree : 1;
   if (ep > 1 && size % ep != 0) return no("expert groups would span simulated and mirrored replicas");
+  const int cp = job.parallel.context_parallel_degree;
+  if (cp > 1 && size % cp != 0) return no("context groups would span simulated and mirrored replicas");
   // Exactness: a data-parallel group's members inside the block sit on one node, so every
   // network successor lies outside it and its mirror loads the same links.
   for (int r = 0; r < world; ++r) {

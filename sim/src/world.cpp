@@ -24,16 +24,16 @@ namespace partune::sim {
 namespace {
 
 // The communicators a rank may belong to, each with its own stream actor.
-constexpr CommGroup kCommunicators[] = {CommGroup::tensor,    CommGroup::data,   CommGroup::sharded,
+constexpr CommGroup kCommunicators[] = {CommGroup::tensor,    CommGroup::data,      CommGroup::sharded,
                                         CommGroup::replica,   CommGroup::embedding, CommGroup::expert,
-                                        CommGroup::expert_data};
+                                        CommGroup::expert_data, CommGroup::context};
 
 }  // namespace
 
 World::World(const Job& job, const SimOptions& options)
     : job_(job),
       options_(options),
-      placement_(job.parallel.placement_strategy, job.data_parallel_degree(),
+      placement_(job.parallel.placement_strategy, job.data_context_degree(),
                  job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
   // Ranks sharing a node's cores slow each other down: every one of them must run.
   const bool symmetry = options.use_symmetry && !job.cluster.instance.ranks_share_host_compute();
@@ -206,7 +206,7 @@ void World::make_rank_groups(Platform& platform, RankState& rs) {
   const int sdp = job_.parallel.sharded_data_parallel_degree;
   for (CommGroup g : kCommunicators) {
     if (g == CommGroup::sharded && sdp <= 1) continue;
-    if (g == CommGroup::replica && (sdp <= 1 || job_.data_parallel_degree() <= sdp)) continue;
+    if (g == CommGroup::replica && (sdp <= 1 || job_.data_context_degree() <= sdp)) continue;
     const int ep = job_.parallel.expert_parallel_degree;
     if ((g == CommGroup::expert || g == CommGroup::expert_data) && (ep <= 1 || !job_.model.is_moe())) continue;
     const std::vector<int> members = comm_group_members(job_, rs.rank, g);

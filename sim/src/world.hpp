@@ -27,7 +27,8 @@ inline int group_index(CommGroup g) { return static_cast<int>(g); }
 inline double& exposed_slot(ExposedComm& exposed, CommGroup g) {
   switch (g) {
     case CommGroup::tensor:
-    case CommGroup::expert: return exposed.tensor;  // inside the layers, as tensor collectives
+    case CommGroup::expert:
+    case CommGroup::context: return exposed.tensor;  // inside the layers, as tensor collectives
     case CommGroup::sharded: return exposed.sharded;
     default: return exposed.data;
   }
@@ -93,9 +94,9 @@ struct RankState {
   s4u::Host* compute_host = nullptr;  // == host, or the node's shared cores
   s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
   const RankProgram* program = nullptr;
-  GroupView groups[8];        // indexed by CommGroup
-  Stream streams[8];
-  long sequence[6] = {0, 0, 0, 0, 0, 0};
+  GroupView groups[kCommGroupCount];  // indexed by CommGroup
+  Stream streams[kCommGroupCount];
+  long sequence[kCommGroupCount] = {};
   // Results
   double compute_busy = 0;       // kernel time (without slow-downs)
   ExposedComm exposed;

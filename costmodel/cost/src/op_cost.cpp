@@ -103,7 +103,8 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
       case PlanOpKind::attention_core: t = attention_op_time(gpu, non_gemm_precision(p), op, flash_attention); break;
       case PlanOpKind::memory_bound: break;  // its bytes and launches are added up below
       case PlanOpKind::tensor_comm:
-      case PlanOpKind::expert_comm: continue;  // collectives are costed by collective.hpp
+      case PlanOpKind::expert_comm:
+      case PlanOpKind::context_comm: continue;  // collectives are costed by collective.hpp
     }
     add(op, fwd, t.fwd, op.bytes, op.kernels);
     add(op, bwd, t.bwd, op.backward_bytes, op.backward_kernels);

@@ -35,7 +35,7 @@ StageCollectives stage_tensor_collectives(const Job& job, int stage) {
 
 StageCostModel::StageCostModel(const Job& job)
     : job_(job),
-      placement_(job.parallel.placement_strategy, job.data_parallel_degree(), job.parallel.pipeline_parallel_degree,
+      placement_(job.parallel.placement_strategy, job.data_context_degree(), job.parallel.pipeline_parallel_degree,
                  job.parallel.tensor_parallel_degree) {
   const InstanceType& inst = job.cluster.instance;
   const PlanConfig c = plan_config(job);
@@ -54,13 +54,16 @@ StageCostModel::StageCostModel(const Job& job)
   layer_time_ = plan_time(inst.gpu, layer_, c.precision, c.flash_attention);
   moe_layer_time_ = plan_time(inst.gpu, moe_layer_, c.precision, c.flash_attention);
   expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), inst.gpus_per_node);
+  context_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.context_parallel_degree), inst.gpus_per_node);
   head_time_ = partune::head_time(inst.gpu, job.model, c);
   share_nics_by_stage();
-  // A hop carries one micro-batch's activation scattered over the tensor group (or its
-  // sequence shard: the same bytes), between two GPUs of one node or of two nodes.
+  // A hop carries one micro-batch's activation (a context rank's s / cp tokens) scattered
+  // over the tensor group (or its sequence shard: the same bytes), between two GPUs of
+  // one node or of two nodes.
   const GroupSpan pp_span = group_span(placement_, Axis::pipeline, inst.gpus_per_node);
   const GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
-  const double activation = c.sequences * job.model.seq_len * job.model.hidden * bytes_per_element(c.precision);
+  const double activation =
+      c.sequences * job.model.seq_len / c.context_degree * job.model.hidden * bytes_per_element(c.precision);
   hop_ = job.parallel.pipeline_parallel_degree > 1
              ? collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, activation / c.tensor_degree, pair,
                                inst, job.cluster.oversubscription)
@@ -86,7 +89,9 @@ void StageCostModel::share_nics_by_stage() {
 }
 
 double StageCostModel::tensor_collective_time(const TensorCollective& c, int stage) const {
-  const GroupSpan& span = c.group == PlanGroup::expert ? expert_span_ : tensor_span_[stage];
+  const GroupSpan& span = c.group == PlanGroup::expert    ? expert_span_
+                          : c.group == PlanGroup::context ? context_span_
+                                                          : tensor_span_[stage];
   return c.count *
          collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, span, job_.cluster.instance,
                          job_.cluster.oversubscription)
@@ -114,8 +119,9 @@ StageCollectives StageCostModel::collectives(int stage) const {
 }
 
 // Blocking collectives cost their whole time; overlapped ones (the sequence-parallel
-// re-gathers, beside the backward kernels) only what the kernels cannot hide, by the
-// ring's compute_overlap rule (the simulator applies the same).
+// re-gathers beside the backward kernels, context parallelism's p2p ring beside both
+// passes) only what the kernels cannot hide, by the ring's compute_overlap rule (the
+// simulator applies the same).
 StageCost StageCostModel::cost(int stage) const {
   const LayerMix L = job_.stage_mix(stage), K = job_.checkpointed_mix(stage);
   const Checkpointing policy = job_.parallel.activation_checkpointing;
@@ -132,11 +138,13 @@ StageCost StageCostModel::cost(int stage) const {
     s.backward += head_time_.logits_bwd;
   }
   const StageCollectives tc = collectives(stage);
-  double overlapped = 0, blocking = 0;
-  for (const TensorCollective& c : tc.forward) s.tensor_forward += tensor_collective_time(c, stage);
+  double overlapped = 0, blocking = 0, overlapped_forward = 0;
+  for (const TensorCollective& c : tc.forward)
+    (c.overlapped ? overlapped_forward : s.tensor_forward) += tensor_collective_time(c, stage);
   for (const auto* pass : {&tc.backward, &tc.recompute})
     for (const TensorCollective& c : *pass) (c.overlapped ? overlapped : blocking) += tensor_collective_time(c, stage);
   const double hide = job_.cluster.instance.ring.compute_overlap;
+  s.tensor_forward += overlapped_forward - hide * std::min(overlapped_forward, s.forward);
   s.tensor_backward = blocking + overlapped - hide * std::min(overlapped, s.backward);
   return s;
 }

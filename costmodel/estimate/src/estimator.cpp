@@ -66,7 +66,7 @@ struct Context {
         pp(pc.pipeline_parallel_degree),
         tp(pc.tensor_parallel_degree),
         sdp(pc.sharded_data_parallel_degree),
-        dp(j.data_parallel_degree()),
+        dp(j.data_context_degree()),  // the gradients' group: data x context ranks
         placement(pc.placement_strategy, dp, pp, tp),
         stages(j),
         rank(rank_parameters(stages.layer(false), stages.layer(true), stages.embedding(), stages.head())) {

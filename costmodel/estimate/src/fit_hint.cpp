@@ -68,7 +68,7 @@ std::vector<std::string> activation_knobs(const Job& job, const MemoryBreakdown&
 
 std::vector<std::string> state_knobs(const Job& job, const MemoryBreakdown& m) {
   const ParallelConfig& pc = job.parallel;
-  const int dp = job.data_parallel_degree(), sdp = pc.sharded_data_parallel_degree;
+  const int dp = job.data_context_degree(), sdp = pc.sharded_data_parallel_degree;
   const int ep = pc.expert_parallel_degree;
   std::vector<std::string> k;
   if (dp > 1 && sdp == 1 && !pc.shard_optimizer_state && m.optimizer_states > 0)

@@ -50,7 +50,7 @@ namespace {
 // that stay when the optimizer state is offloaded).
 double model_states(const Job& job, const RankParameters& rank, int stage, MemoryBreakdown& mb) {
   const ParallelConfig& pc = job.parallel;
-  const int sdp = pc.sharded_data_parallel_degree, dp = job.data_parallel_degree();
+  const int sdp = pc.sharded_data_parallel_degree, dp = job.data_context_degree();
   const ParameterBytes sb = parameter_bytes(job);
   const double params = stage_parameter_count(job, rank, stage);
   mb.parameters = params * sb.weights / sdp;

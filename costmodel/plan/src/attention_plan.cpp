@@ -20,21 +20,53 @@ struct CoreWidths {
 // unless FlashAttention recomputes them.
 PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, double scale, const CoreWidths& w) {
   const double t = c.tensor_degree, s = m.seq_len, b = c.sequences, H = m.heads / t;
+  // A context rank's share of the s x s pairs: its s / cp queries against every key (p2p,
+  // allgather), or every query of its heads / cp (a2a) - the same count.
+  const double sq = s / std::max(1, c.context_degree);
   PlanOp op;
   op.role = PlanOpRole::attention;
   op.kind = PlanOpKind::attention_core;
   // Q K^T and the context, all of the rank's heads, over the pairs a window keeps.
   op.score_fraction = m.attention_span_fraction();
-  op.flops = 2.0 * b * s * s * H * (w.qk + w.v) * op.score_fraction;
-  op.m = b * H * s * s;  // score elements
+  op.flops = 2.0 * b * sq * s * H * (w.qk + w.v) * op.score_fraction;
+  op.m = b * H * sq * s;  // score elements
   op.k = w.qk;
   op.params = m.attention_sinks ? H : 0.0;  // a sink logit per head, split with the heads
   op.stored = 2.0 * tokens * (H * w.qk + (w.key_heads * w.qk + w.value_heads * w.v) / t) * scale;
   // Without dropout only the softmax output stays (its backward needs nothing else).
   const double per_score = m.has_dropout() ? 5.0 : 2.0;
-  op.recomputable = c.flash_attention ? 0.0 : per_score * m.heads * s * s * b / t * scale;
+  op.recomputable = c.flash_attention ? 0.0 : per_score * m.heads * sq * s * b / t * scale;
   op.selective_recompute = true;
   return op;
+}
+
+// Context parallelism's exchange around the core (none without it). Per token of the
+// rank's s / cp and tensor rank: keys and values of (key_heads qk + value_heads v) / t
+// elements; queries H qk; the context H v. p2p and allgather move the context group's
+// keys and values (S = cp x the rank's); a2a sends the rank's Q, K and V and gets its
+// heads' share of every token, then sends the context back.
+void context_exchange(PlanBuilder& p, const CoreWidths& w, PlanOpRole role) {
+  const PlanConfig& c = p.c;
+  if (c.context_degree <= 1) return;
+  const double eb = bytes_per_element(c.precision), t = p.t, H = p.m.heads / t, T = p.tokens;
+  const double kv = (w.key_heads * w.qk + w.value_heads * w.v) / t;
+  PlanOp op;
+  op.role = role;
+  op.kind = PlanOpKind::context_comm;
+  op.context = c.context_comm;
+  if (c.context_comm != ContextComm::a2a)
+    op.comm_bytes = c.context_degree * T * kv * eb;
+  else
+    op.comm_bytes = T * (role == PlanOpRole::context_in ? H * w.qk + kv : H * w.v) * eb;
+  if (role == PlanOpRole::context_out && c.context_comm != ContextComm::a2a) return;
+  p.plan.ops.push_back(op);
+}
+
+// The core with context parallelism's exchanges before and after it.
+void core_with_context(PlanBuilder& p, const CoreWidths& w) {
+  context_exchange(p, w, PlanOpRole::context_in);
+  p.plan.ops.push_back(attention_core(p.m, p.c, p.tokens, p.scale, w));
+  context_exchange(p, w, PlanOpRole::context_out);
 }
 
 // After the core: the output projection (its bias replicated), the exit edge, the
@@ -107,7 +139,7 @@ void mla_attention(PlanBuilder& p) {
   p.gemm(PlanOpRole::kv_up, kl, H * (m.qk_nope_head_dim + dv), 2.0 * T * kl, 0.0);
   // Rotary positions on the queries' rotary part and the shared rotary key.
   p.memory_bound(PlanOpRole::rotary, 4.0 * T * (H * dr + dr), 2, 0.0);
-  p.plan.ops.push_back(attention_core(m, p.c, T, p.scale, {dqk, dv, m.heads * 1.0, m.heads * 1.0}));
+  core_with_context(p, {dqk, dv, m.heads * 1.0, m.heads * 1.0});
   attention_exit(p, m.heads * dv);
 }
 
@@ -139,7 +171,7 @@ void attention_half(PlanBuilder& p) {
   // Rotary positions rotate the rank's queries and keys in place, read and written once
   // (their backward is the inverse rotation: nothing kept).
   if (m.positions == PositionKind::rope) p.memory_bound(PlanOpRole::rotary, 4.0 * T * (q + kv) / t, 2, 0.0);
-  p.plan.ops.push_back(attention_core(m, p.c, T, p.scale, {d, d, 1.0 * m.kv_heads, 1.0 * m.kv_heads}));
+  core_with_context(p, {d, d, 1.0 * m.kv_heads, 1.0 * m.kv_heads});
   attention_exit(p, q);
 }
 

@@ -37,7 +37,9 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::kv_up: return "kv_up";
     case PlanOpRole::qk_norm: return "qk_norm";
     case PlanOpRole::rotary: return "rotary";
+    case PlanOpRole::context_in: return "context_in";
     case PlanOpRole::attention: return "attention";
+    case PlanOpRole::context_out: return "context_out";
     case PlanOpRole::projection: return "projection";
     case PlanOpRole::attention_out: return "attention_out";
     case PlanOpRole::attention_dropout_residual: return "attention_dropout_residual";
@@ -74,6 +76,8 @@ PlanConfig plan_config(const Job& job) {
   c.sequences = job.microbatch_size();
   c.tensor_degree = job.parallel.tensor_parallel_degree;
   c.expert_degree = job.parallel.expert_parallel_degree;
+  c.context_degree = job.parallel.context_parallel_degree;
+  c.context_comm = job.parallel.cp_comm_type;
   c.sequence_parallel = job.parallel.sequence_parallel && c.tensor_degree > 1;
   c.flash_attention = job.parallel.flash_attention;
   c.precision = job.training.precision;
@@ -241,7 +245,9 @@ bool recomputed(const PlanOp& op, Checkpointing policy) {
   switch (policy) {
     case Checkpointing::none: return false;
     case Checkpointing::selective: return op.selective_recompute;
-    case Checkpointing::full: return op.kind != PlanOpKind::tensor_comm && op.kind != PlanOpKind::expert_comm;
+    case Checkpointing::full:
+      return op.kind != PlanOpKind::tensor_comm && op.kind != PlanOpKind::expert_comm &&
+             op.kind != PlanOpKind::context_comm;
   }
   return false;
 }
@@ -341,6 +347,24 @@ void conjugate_collectives(const PlanOp& op, bool forward, std::vector<TensorCol
   }
 }
 
+// What one context-parallel exchange runs in a pass (layer_plan.hpp).
+void context_collectives(const PlanOp& op, bool forward, std::vector<TensorCollective>& out) {
+  auto add = [&](CollectiveKind kind, bool overlapped) {
+    out.push_back({kind, PlanGroup::context, op.comm_bytes, 1, overlapped});
+  };
+  switch (op.context) {
+    case ContextComm::a2a: add(CollectiveKind::all_to_all, false); break;
+    case ContextComm::p2p:
+    case ContextComm::allgather:
+    case ContextComm::a2a_p2p: {
+      const bool ring = op.context != ContextComm::allgather;
+      add(CollectiveKind::all_gather, ring);
+      if (!forward) add(CollectiveKind::reduce_scatter, ring);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass, Checkpointing policy) {
@@ -353,6 +377,7 @@ std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass
     if (op.kind == PlanOpKind::tensor_comm) conjugate_collectives(op, forward, out);
     if (op.kind == PlanOpKind::expert_comm)
       out.push_back({CollectiveKind::all_to_all, PlanGroup::expert, op.comm_bytes, 1, false});
+    if (op.kind == PlanOpKind::context_comm) context_collectives(op, forward, out);
   };
   if (forward) {
     for (const PlanOp& op : plan.ops) visit(op);

@@ -12,8 +12,9 @@ namespace partune::detail {
 // One norm's parameters over `hidden`: scale and shift (layernorm), scale (rmsnorm).
 inline double norm_params(const ModelSpec& m) { return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * m.hidden; }
 
-// Builds a plan op by op. `tokens` is b*s; `seq_tokens` the tokens one rank holds outside
-// the tensor-parallel regions (b*s/t with sequence parallelism, else b*s).
+// Builds a plan op by op. `tokens` is b*s/cp (a context rank's share of the micro-batch);
+// `seq_tokens` the tokens one rank holds outside the tensor-parallel regions (b*s/(cp t)
+// with sequence parallelism, else b*s/cp).
 struct PlanBuilder {
   const ModelSpec& m;
   const PlanConfig& c;
@@ -25,7 +26,7 @@ struct PlanBuilder {
       : m(model),
         c(config),
         t(config.tensor_degree),
-        tokens(config.sequences * model.seq_len),
+        tokens(config.sequences * model.seq_len / std::max(1, config.context_degree)),
         scale(bytes_per_element(config.precision) / 2.0) {
     plan.part = part;
     plan.ops.reserve(24);  // a layer has up to 21 ops: one allocation per plan

@@ -7,7 +7,7 @@ namespace partune::detail {
 ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& options)
     : job_(job),
       pc_(job.parallel),
-      placement_(pc_.placement_strategy, job.data_parallel_degree(), pc_.pipeline_parallel_degree,
+      placement_(pc_.placement_strategy, job.data_context_degree(), pc_.pipeline_parallel_degree,
                  pc_.tensor_parallel_degree),
       options_(options),
       costs_(job) {
@@ -19,7 +19,7 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   p_ = pc_.pipeline_parallel_degree;
   v_ = pc_.virtual_stages;
   tp_ = pc_.tensor_parallel_degree;
-  dp_ = job.data_parallel_degree();
+  dp_ = job.data_context_degree();  // the gradients' group: data x context ranks
   sdp_ = pc_.sharded_data_parallel_degree;
   stage_ = program_.coords.pipeline;
   head_first_ = job.lm_head_on_first_stage();
@@ -47,7 +47,7 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};
   shard_gradient_ = {layer.shard_gradient_params(), costs_.layer(true).shard_gradient_params(),
                      embedding.shard_gradient_params(), head.shard_gradient_params()};
-  activation_bytes_ = b_ * m.seq_len * m.hidden * eb_;
+  activation_bytes_ = b_ * m.seq_len / pc_.context_parallel_degree * m.hidden * eb_;
   stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
   sharded_ = sdp_ > 1;
   if (sharded_) sharding_ = sharding_plan(job, layer);
@@ -184,22 +184,20 @@ void ProgramBuilder::forward(int mb, int chunk) {
       if (sharded_) gather_layer(mb, chunk, l, n, false);
       const int first = l == 0 ? embedding : 0, last = l == n - 1 ? head : 0;
       const bool e = moe(chunk, l);
-      push(compute(OpKind::forward, mb, chunk, l, 1,
-                   layer_[e].forward() + first * head_.embedding_fwd + last * head_.logits_fwd));
-      tensor_collectives_after({{&embedding_comm_.forward, first}, {&layer_comm_[e].forward, 1},
-                                {&head_comm_.forward, last}},
-                               mb, chunk, l);
+      compute_with_collectives(compute(OpKind::forward, mb, chunk, l, 1,
+                                       layer_[e].forward() + first * head_.embedding_fwd + last * head_.logits_fwd),
+                               {{&embedding_comm_.forward, first}, {&layer_comm_[e].forward, 1},
+                                {&head_comm_.forward, last}});
       if (offloading() && l < ckpt) start_after_previous(copy(OpKind::offload, mb, chunk, l));
     }
   } else {
     const LayerMix mix = job_.chunk_mix(stage_, chunk, 0, n);
-    push(compute(OpKind::forward, mb, chunk, -1, n,
-                 mix.dense * layer_[0].forward() + mix.moe * layer_[1].forward() + extra));
-    tensor_collectives_after({{&embedding_comm_.forward, embedding},
+    compute_with_collectives(compute(OpKind::forward, mb, chunk, -1, n,
+                                     mix.dense * layer_[0].forward() + mix.moe * layer_[1].forward() + extra),
+                             {{&embedding_comm_.forward, embedding},
                               {&layer_comm_[0].forward, mix.dense},
                               {&layer_comm_[1].forward, mix.moe},
-                              {&head_comm_.forward, head}},
-                             mb, chunk, -1);
+                              {&head_comm_.forward, head}});
   }
   if (offloading() && !per_layer_ && ckpt > 0) start_after_previous(copy(OpKind::offload, mb, chunk, -1));
   if (!last_model_stage(chunk)) {

@@ -66,18 +66,15 @@ void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
   if (sharded_) gather_layer(mb, chunk, l, layers(chunk), true);
   if (offloading() && per_layer_) reload_layers_from(mb, chunk, l);
   if (recompute > 0 && l < checkpointed(chunk)) {
-    push(compute(OpKind::recompute, mb, chunk, l, 1, recompute));
-    tensor_collectives_after({{&layer_comm_[e].recompute, 1}}, mb, chunk, l);
+    compute_with_collectives(compute(OpKind::recompute, mb, chunk, l, 1, recompute), {{&layer_comm_[e].recompute, 1}});
   }
   const int first = l == 0 && first_model_stage(chunk) ? 1 : 0;
   const int last = l == layers(chunk) - 1 && runs_head(chunk) ? 1 : 0;
   const std::initializer_list<Part> parts = {
       {&head_comm_.backward, last}, {&layer_comm_[e].backward, 1}, {&embedding_comm_.backward, first}};
-  const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, l);
-  push(compute(OpKind::backward, mb, chunk, l, 1,
-               layer_[e].backward() + last * head_.logits_bwd + first * head_.embedding_bwd));
-  wait_all(beside);
-  tensor_collectives_after(parts, mb, chunk, l);
+  compute_with_collectives(
+      compute(OpKind::backward, mb, chunk, l, 1, layer_[e].backward() + last * head_.logits_bwd + first * head_.embedding_bwd),
+      parts);
   // A layer with experts reduces its experts' gradients over the expert-data group.
   const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
   const double bucket = layer_param_bytes_[e] - experts + extra_gradient_bytes(chunk, l);
@@ -97,21 +94,18 @@ void ProgramBuilder::backward_chunk(int mb, int chunk) {
   const LayerMix k = job_.chunk_mix(stage_, chunk, 0, ckpt), mix = job_.chunk_mix(stage_, chunk, 0, layers(chunk));
   const double recompute = k.dense * layer_[0].recompute(policy) + k.moe * layer_[1].recompute(policy);
   if (recompute > 0 && ckpt > 0) {
-    push(compute(OpKind::recompute, mb, chunk, -1, ckpt, recompute));
-    tensor_collectives_after({{&layer_comm_[0].recompute, k.dense}, {&layer_comm_[1].recompute, k.moe}}, mb, chunk,
-                             -1);
+    compute_with_collectives(compute(OpKind::recompute, mb, chunk, -1, ckpt, recompute),
+                             {{&layer_comm_[0].recompute, k.dense}, {&layer_comm_[1].recompute, k.moe}});
   }
   const int first = first_model_stage(chunk) ? 1 : 0, last = runs_head(chunk) ? 1 : 0;
   const std::initializer_list<Part> parts = {{&head_comm_.backward, last},
                                              {&layer_comm_[0].backward, mix.dense},
                                              {&layer_comm_[1].backward, mix.moe},
                                              {&embedding_comm_.backward, first}};
-  const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, -1);
-  push(compute(OpKind::backward, mb, chunk, -1, layers(chunk),
-               mix.dense * layer_[0].backward() + mix.moe * layer_[1].backward() + first * head_.embedding_bwd +
-                   last * head_.logits_bwd));
-  wait_all(beside);
-  tensor_collectives_after(parts, mb, chunk, -1);
+  compute_with_collectives(compute(OpKind::backward, mb, chunk, -1, layers(chunk),
+                                   mix.dense * layer_[0].backward() + mix.moe * layer_[1].backward() +
+                                       first * head_.embedding_bwd + last * head_.logits_bwd),
+                           parts);
 }
 
 }  // namespace partune::detail

@@ -82,7 +82,9 @@ class ProgramBuilder {
                                                  : OpKind::all_reduce;
   }
   static CommGroup comm_group(const TensorCollective& c) {
-    return c.group == PlanGroup::expert ? CommGroup::expert : CommGroup::tensor;
+    return c.group == PlanGroup::expert    ? CommGroup::expert
+           : c.group == PlanGroup::context ? CommGroup::context
+                                           : CommGroup::tensor;
   }
   // Is model layer `l` of `chunk` one with experts; the plan lists of each kind.
   bool moe(int chunk, int l) const { return job_.model.is_moe_layer(job_.global_layer(stage_, chunk, l)); }
@@ -92,6 +94,9 @@ class ProgramBuilder {
   // beside; the returned indices are awaited after it (wait_all).
   std::vector<int> tensor_collectives_beside(std::initializer_list<Part> parts, int mb, int chunk, int layer);
   void wait_all(const std::vector<int>& indices);
+  // A compute instruction with the collectives of `parts`: the overlapped ones started
+  // before it and awaited after it, then the blocking ones.
+  void compute_with_collectives(const Instruction& work, std::initializer_list<Part> parts);
   Instruction p2p(OpKind kind, int peer, int mb, int chunk) const;
 
   // --- sharded data parallel (sharding.hpp): each layer's gather units are gathered

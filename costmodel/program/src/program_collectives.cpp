@@ -42,6 +42,14 @@ void ProgramBuilder::wait_all(const std::vector<int>& indices) {
   for (int i : indices) wait(i);
 }
 
+void ProgramBuilder::compute_with_collectives(const Instruction& work, std::initializer_list<Part> parts) {
+  const int mb = work.microbatch, chunk = work.chunk, layer = work.layer;
+  const std::vector<int> beside = tensor_collectives_beside(parts, mb, chunk, layer);
+  push(work);
+  wait_all(beside);
+  tensor_collectives_after(parts, mb, chunk, layer);
+}
+
 void ProgramBuilder::gather_layer(int mb, int chunk, int layer, int layers_in_chunk, bool descending) {
   if (prefetched_ < 0) prefetched_ = start_gather(mb, chunk, layer);
   wait(prefetched_);

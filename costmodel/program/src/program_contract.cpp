@@ -44,6 +44,7 @@ const char* to_string(CommGroup g) {
     case CommGroup::embedding: return "embedding";
     case CommGroup::expert: return "expert";
     case CommGroup::expert_data: return "expert_data";
+    case CommGroup::context: return "context";
   }
   return "?";
 }
@@ -59,7 +60,7 @@ bool is_collective(OpKind k) {
 }
 
 std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
-  const Placement p(job.parallel.placement_strategy, job.data_parallel_degree(), job.parallel.pipeline_parallel_degree,
+  const Placement p(job.parallel.placement_strategy, job.data_context_degree(), job.parallel.pipeline_parallel_degree,
                     job.parallel.tensor_parallel_degree);
   const int sdp = job.parallel.sharded_data_parallel_degree;
   switch (kind) {
@@ -78,6 +79,14 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
       const std::vector<int> dp = p.group(rank, Axis::data);
       const int first = p.coords(rank).data / ep * ep;
       return std::vector<int>(dp.begin() + first, dp.begin() + first + ep);
+    }
+    case CommGroup::context: {
+      // Consecutive members of the data axis form a context group (Megatron's tp-cp-dp).
+      const int cp = job.parallel.context_parallel_degree;
+      if (cp <= 1) break;
+      const std::vector<int> axis = p.group(rank, Axis::data);
+      const int first = p.coords(rank).data / cp * cp;
+      return std::vector<int>(axis.begin() + first, axis.begin() + first + cp);
     }
     case CommGroup::expert_data: {
       // The same expert rank in every expert group.

@@ -147,6 +147,10 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   p["tensor_parallel_degree"] = pc.tensor_parallel_degree;
   p["sharded_data_parallel_degree"] = pc.sharded_data_parallel_degree;
   if (pc.expert_parallel_degree > 1) p["expert_parallel_degree"] = pc.expert_parallel_degree;
+  if (pc.context_parallel_degree > 1) {
+    p["context_parallel_degree"] = pc.context_parallel_degree;
+    p["cp_comm_type"] = enum_name(pc.cp_comm_type);
+  }
   p["microbatches"] = pc.microbatches;
   if (pc.active_microbatches > 0) p["active_microbatches"] = pc.active_microbatches;
   p["pipeline"] = enum_name(pc.pipeline);

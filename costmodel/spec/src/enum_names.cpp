@@ -94,4 +94,13 @@ const std::vector<EnumName<LossPrecision>>& enum_names<LossPrecision>() {
   return table;
 }
 
+template <>
+const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>() {
+  static const std::vector<EnumName<ContextComm>> table = {{ContextComm::p2p, "p2p"},
+                                                           {ContextComm::a2a, "a2a"},
+                                                           {ContextComm::allgather, "allgather"},
+                                                           {ContextComm::a2a_p2p, "a2a+p2p"}};
+  return table;
+}
+
 }  // namespace partune

@@ -19,6 +19,7 @@ const char* to_string(LmHeadStage h) { return enum_name(h); }
 const char* to_string(ShardingFlavor f) { return enum_name(f); }
 const char* to_string(BackwardPrefetch b) { return enum_name(b); }
 const char* to_string(LossPrecision p) { return enum_name(p); }
+const char* to_string(ContextComm c) { return enum_name(c); }
 
 bool Job::chunk_layers_listed() const {
   return parallel.virtual_stages > 1 &&
@@ -100,7 +101,7 @@ LayerMix Job::checkpointed_mix(int stage) const {
 }
 
 int Job::expert_data_parallel_degree() const {
-  return std::max(1, data_parallel_degree() / std::max(1, parallel.expert_parallel_degree));
+  return std::max(1, data_context_degree() / std::max(1, parallel.expert_parallel_degree));
 }
 
 double Job::expert_optimizer_shard_fraction() const {
@@ -113,13 +114,18 @@ double Job::gradient_bytes_per_element() const {
 }
 
 int Job::data_parallel_degree() const {
+  const int cp = std::max(1, parallel.context_parallel_degree);
+  return data_context_degree() / cp;
+}
+
+int Job::data_context_degree() const {
   const int mp = parallel.pipeline_parallel_degree * parallel.tensor_parallel_degree;
   return mp > 0 ? world_size() / mp : 0;
 }
 
 double Job::optimizer_shard_fraction() const {
   if (parallel.sharded_data_parallel_degree > 1) return 1.0 / parallel.sharded_data_parallel_degree;
-  if (parallel.shard_optimizer_state && data_parallel_degree() > 0) return 1.0 / data_parallel_degree();
+  if (parallel.shard_optimizer_state && data_context_degree() > 0) return 1.0 / data_context_degree();
   return 1.0;
 }
 
@@ -139,7 +145,7 @@ JobViolation bad(const char* key, std::string reason) { return JobViolation{key,
 // parallelism (one shard group per data-parallel group) is not combined with it.
 JobViolation check_experts(const Job& job) {
   const auto& m = job.model;
-  const int ep = job.parallel.expert_parallel_degree, dp = job.data_parallel_degree();
+  const int ep = job.parallel.expert_parallel_degree, dp = job.data_context_degree();
   if (ep < 1) return bad("parallel.expert_parallel_degree", "must be >= 1");
   if (!m.is_moe()) {
     if (ep > 1) return bad("parallel.expert_parallel_degree", "the model has no experts (model.experts is 0)");
@@ -148,7 +154,8 @@ JobViolation check_experts(const Job& job) {
   if (dp % ep != 0)
     return bad("parallel.expert_parallel_degree",
                fmt::format("{} does not divide the data-parallel degree {} (expert groups are made of "
-                           "data-parallel ranks)", ep, dp));
+                           "data-parallel ranks{})", ep, dp,
+                           job.context_parallel_degree() > 1 ? ", context ranks included" : ""));
   if (m.experts % ep != 0)
     return bad("parallel.expert_parallel_degree", fmt::format("{} does not divide the model's {} experts", ep, m.experts));
   const int tp = job.parallel.tensor_parallel_degree;
@@ -162,6 +169,40 @@ JobViolation check_experts(const Job& job) {
     return bad("parallel.sharded_data_parallel_degree",
                "sharded data parallelism is not combined with a mixture-of-experts model here: use "
                "expert_parallel_degree with shard_optimizer_state");
+  return {};
+}
+
+// Context parallelism (Megatron-core's rules): the degree divides the data axis; the
+// sequence splits into 2 cp chunks (causal load balancing) and, with sequence
+// parallelism, each rank's s / cp tokens over the tensor group; a2a splits each tensor
+// rank's query and key/value heads over the context group; a2a+p2p is not modelled.
+JobViolation check_context(const Job& job) {
+  const auto& m = job.model;
+  const auto& pc = job.parallel;
+  const int cp = pc.context_parallel_degree, tp = pc.tensor_parallel_degree;
+  const char* key = "parallel.context_parallel_degree";
+  if (cp < 1) return bad(key, "must be >= 1");
+  if (cp == 1) return {};
+  const int axis = job.data_context_degree();
+  if (axis % cp != 0)
+    return bad(key, fmt::format("{} does not divide the {} GPUs / (pp {} x tp {}) = {}", cp, job.world_size(),
+                                pc.pipeline_parallel_degree, tp, axis));
+  if (m.seq_len % (2 * cp) != 0)
+    return bad(key, fmt::format("the sequence length {} does not split into 2 x {} chunks (causal load balancing)",
+                                m.seq_len, cp));
+  if (pc.sequence_parallel && (m.seq_len / cp) % tp != 0)
+    return bad("parallel.sequence_parallel",
+               fmt::format("a context rank's {} tokens do not split over tensor degree {}", m.seq_len / cp, tp));
+  if (pc.cp_comm_type == ContextComm::a2a_p2p)
+    return bad("parallel.cp_comm_type", "a2a+p2p (hierarchical context parallelism) is not modelled: use p2p, a2a "
+                                        "or allgather");
+  if (pc.cp_comm_type == ContextComm::a2a) {
+    const int heads = m.heads / tp, kv = std::max(1, m.is_mla() ? m.heads / tp : m.kv_heads / tp);
+    if (heads % cp != 0 || kv % cp != 0)
+      return bad("parallel.cp_comm_type",
+                 fmt::format("a2a splits each tensor rank's {} query and {} key/value heads over the {} context "
+                             "ranks: they do not divide (use p2p)", heads, kv, cp));
+  }
   return {};
 }
 
@@ -182,11 +223,12 @@ JobViolation check_degrees(const Job& job) {
   if (world % (pp * tp) != 0)
     return bad("parallel", fmt::format("pipeline ({}) x tensor ({}) = {} does not divide the {} GPUs "
                                        "of the cluster", pp, tp, pp * tp, world));
-  const int dp = job.data_parallel_degree();
+  if (JobViolation v = check_context(job)) return v;
+  const int dp = job.data_context_degree();
   if (dp % sdp != 0)
     return bad("parallel.sharded_data_parallel_degree",
-               fmt::format("{} does not divide the data-parallel degree {} (= {} GPUs / (pp {} x tp {}))",
-                           sdp, dp, world, pp, tp));
+               fmt::format("{} does not divide the data-parallel degree {} (= {} GPUs / (pp {} x tp {}){})",
+                           sdp, dp, world, pp, tp, pc.context_parallel_degree > 1 ? ", context ranks included" : ""));
   if (m.heads % tp != 0)
     return bad("parallel.tensor_parallel_degree",
                fmt::format("{} does not divide the model's {} attention heads", tp, m.heads));

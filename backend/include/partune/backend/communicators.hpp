@@ -78,7 +78,7 @@ class Communicators {
   CommBackendKind backend_ = CommBackendKind::gloo;
   bool staged_ = false;
   Communicator world_, transfers_;
-  std::array<Communicator, 8> groups_;  // indexed by CommGroup
+  std::array<Communicator, kCommGroupCount> groups_;  // indexed by CommGroup
 };
 
 }  // namespace partune::backend

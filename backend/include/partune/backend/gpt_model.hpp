@@ -45,6 +45,7 @@
 #include <torch/torch.h>
 
 #include "partune/backend/conjugates.hpp"
+#include "partune/backend/context_parallel.hpp"
 #include "partune/backend/expert_parallel.hpp"
 #include "partune/backend/parallel_linear.hpp"
 #include "partune/backend/scaling.hpp"
@@ -62,6 +63,7 @@ struct ModelShard {
   bool head = true;         // holds ln_f and the LM head: runs logits() / head_loss()
   LayerConjugates conjugates;  // the plan's region edges (default: Megatron's f / g)
   ExpertParallel expert;       // the expert group (null: degree 1); layers with experts only
+  ContextParallel context;     // the context group (null: degree 1): each sequence split over it
 };
 
 class GPTModelImpl : public torch::nn::Module {

@@ -31,6 +31,7 @@
 #include <torch/torch.h>
 
 #include "partune/backend/conjugates.hpp"
+#include "partune/backend/context_parallel.hpp"
 #include "partune/backend/expert_parallel.hpp"
 #include "partune/backend/parallel_linear.hpp"
 #include "partune/backend/scaling.hpp"
@@ -124,8 +125,11 @@ class ParallelAttentionImpl : public torch::nn::Module {
   // heads, the group's degree does not divide heads or kv_heads, or rotary positions meet
   // an odd head dim. config.flash_attention: the core is kernels::flash_attention (no
   // s x s scores kept), else causal_attention above.
+  // With a context group (`cp`), the layer holds the rank's s / cp tokens of each
+  // sequence at their global positions, and the core is context_attention
+  // (context_parallel.hpp); FlashAttention is refused with it.
   ParallelAttentionImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
-                        const LayerConjugates& conjugates = {});
+                        const LayerConjugates& conjugates = {}, ContextParallel cp = nullptr);
   // x: [batch, seq, hidden] -> [batch, seq, hidden] (seq / t of both with sequence parallelism)
   torch::Tensor forward(const torch::Tensor& x);
 
@@ -141,6 +145,10 @@ class ParallelAttentionImpl : public torch::nn::Module {
   // the rotary positions; whole on every tensor rank (their gradients summed over the
   // group: GPTModel::sequence_parallel_parameters).
   Norm q_norm{nullptr}, k_norm{nullptr};
+
+ private:
+  ContextParallel cp_;
+  std::int64_t seq_len_ = 0;  // the whole sequence's (the rotary tables' length)
 };
 TORCH_MODULE(ParallelAttention);
 
@@ -206,7 +214,8 @@ class TransformerLayerImpl : public torch::nn::Module {
  public:
   // With `moe`, the MLP is the mixture of experts over `ep` (expert_parallel.hpp).
   TransformerLayerImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
-                       const LayerConjugates& conjugates = {}, bool moe = false, ExpertParallel ep = nullptr);
+                       const LayerConjugates& conjugates = {}, bool moe = false, ExpertParallel ep = nullptr,
+                       ContextParallel cp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
 
   Norm ln1{nullptr}, ln2{nullptr};

@@ -9,11 +9,19 @@
 
 namespace partune::search {
 
+// Context parallelism's default degrees keep at least this many tokens of a sequence on
+// a rank (shorter sequences are not split).
+inline constexpr int kMinContextTokens = 4096;
+
 struct SearchSpace {
   std::vector<int> pipeline_degrees;
   std::vector<int> tensor_degrees;
   std::vector<int> sharded_degrees;       // sharded_data_parallel_degree
   std::vector<int> expert_degrees;        // expert_parallel_degree (mixtures of experts)
+  // context_parallel_degree: default 1 and, for long sequences, the powers of two that
+  // leave each context rank at least kMinContextTokens tokens; cp_comm_type: p2p and a2a.
+  std::vector<int> context_degrees;
+  std::vector<ContextComm> context_comms;
   std::vector<int> microbatch_sizes;      // sequences per micro-batch
   std::vector<PipelineSchedule> schedules;
   std::vector<int> virtual_stages;
@@ -49,7 +57,8 @@ void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::st
 // One point of the space: the knobs that vary, applied to a base job (model, cluster,
 // batch, precision and optimizer stay the base's). Plain data, so millions fit in memory.
 struct Point {
-  int pipeline = 1, tensor = 1, sharded = 1, expert = 1;
+  int pipeline = 1, tensor = 1, sharded = 1, expert = 1, context = 1;
+  ContextComm context_comm = ContextComm::p2p;
   int microbatch_size = 1, microbatches = 1, virtual_stages = 1;
   PipelineSchedule schedule = PipelineSchedule::interleaved;
   PlacementOrder placement;

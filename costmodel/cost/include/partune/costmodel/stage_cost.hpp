@@ -27,7 +27,8 @@ StageCollectives stage_tensor_collectives(const Job& job, int stage);
 
 struct StageCost {
   double forward = 0, backward = 0, recompute = 0;  // kernels
-  double tensor_forward = 0;    // blocking tensor collectives of the forward
+  double tensor_forward = 0;    // blocking tensor collectives of the forward, plus the
+                                // exposed part of the overlapped ones (context's p2p ring)
   double tensor_backward = 0;   // of the backward and the recompute, plus the exposed part
                                 // of the overlapped ones (sequence-parallel re-gathers)
   double forward_slot() const { return forward + tensor_forward; }
@@ -64,6 +65,9 @@ class StageCostModel {
   const LayerTime& layer_time(bool moe) const { return moe ? moe_layer_time_ : layer_time_; }
   // The span of the expert groups (expert_parallel_degree consecutive data-parallel ranks).
   const GroupSpan& expert_span() const { return expert_span_; }
+  // The span of the context groups (context_parallel_degree consecutive members of the
+  // data axis).
+  const GroupSpan& context_span() const { return context_span_; }
   const LayerPlan& embedding() const { return embedding_; }
   const LayerPlan& head() const { return head_; }
   // The span of the stage's tensor groups (the worst of them).
@@ -80,7 +84,7 @@ class StageCostModel {
   bool uniform_tensor_ = true;
   LayerPlan layer_, moe_layer_, embedding_, head_;
   LayerTime layer_time_, moe_layer_time_;
-  GroupSpan expert_span_;
+  GroupSpan expert_span_, context_span_;
   HeadTime head_time_;
   double hop_ = 0;
 };

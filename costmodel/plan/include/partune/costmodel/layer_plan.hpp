@@ -42,6 +42,8 @@ enum class PlanOpKind : std::uint8_t {
   tensor_comm,     // a conjugate at a tensor-parallel region edge
   expert_comm,     // an all-to-all over the expert group (MoE dispatch, combine): one
                    // forward and one backward
+  context_comm,    // context parallelism's exchange around the attention core, by
+                   // ContextComm (context_collectives says what each runs per pass)
 };
 
 // Where the plan's ops sit: a transformer layer, the embedding, or the LM head.
@@ -61,7 +63,10 @@ enum class PlanOpRole : std::uint8_t {
   kv_up,
   qk_norm,  // QK-norm only (ModelSpec::qk_norm)
   rotary,   // rotary positions only
+  context_in,  // context_comm (context parallelism): keys and values exchanged (p2p,
+               // allgather), or Q, K and V from the sequence split to the head split (a2a)
   attention,
+  context_out,  // context_comm (a2a only): the context back to the sequence split
   projection,
   attention_out,  // tensor_comm: leaving the attention region
   attention_dropout_residual,
@@ -120,7 +125,9 @@ struct PlanOp {
   // recomputation repeats every op that computes (`recomputed` below).
   bool selective_recompute = false;
   // tensor_comm: the conjugate and its payload (collective.hpp's S: the full activation).
+  // context_comm: the exchange and its payload (S of the collectives it runs).
   Conjugate conjugate = Conjugate::f;
+  ContextComm context = ContextComm::p2p;
   double comm_bytes = 0;
   int comm_count = 1;  // collectives of that size (loss_reduce: 3)
   // Parameter elements of the op replicated over the tensor group whose gradient on a
@@ -181,6 +188,8 @@ struct PlanConfig {
   double sequences = 1;  // micro-batch size b
   int tensor_degree = 1;
   int expert_degree = 1;  // expert_parallel_degree (MoE layers)
+  int context_degree = 1;  // context_parallel_degree: each rank holds s / cp tokens
+  ContextComm context_comm = ContextComm::p2p;
   bool sequence_parallel = false;
   bool flash_attention = false;
   Precision precision = Precision::fp16;
@@ -200,18 +209,26 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c);
 // --- Collectives of a plan, in the order they run: the tensor group's and, in a layer
 // with experts, the expert group's all-to-alls.
 enum class PlanPass : std::uint8_t { forward, backward, recompute };
-enum class PlanGroup : std::uint8_t { tensor, expert };
+enum class PlanGroup : std::uint8_t { tensor, expert, context };
 struct TensorCollective {
   CollectiveKind kind = CollectiveKind::all_reduce;
   PlanGroup group = PlanGroup::tensor;
   double bytes = 0;    // S, collective.hpp's convention
   int count = 1;
-  // Runs beside the backward kernels (the sequence-parallel re-gather of a GEMM's input
-  // for its weight gradient) rather than between dependent kernels.
+  // Runs beside the kernels (the sequence-parallel re-gather of a GEMM's input for its
+  // weight gradient, in backward; context parallelism's p2p ring, beside the attention
+  // core's blocks) rather than between dependent kernels.
   bool overlapped = false;
 };
-// The collectives `pass` runs over the tensor group (none when tensor_degree is 1) and
-// the expert group (none when expert_degree is 1).
+// The collectives `pass` runs over the tensor group (none when tensor_degree is 1), the
+// expert group (none when expert_degree is 1) and the context group (none when
+// context_degree is 1). Context parallelism's, per exchange (S: context_comm's bytes):
+//   p2p:       forward an all-gather of K and V beside the core (the ring's cp - 1 steps
+//              move what a ring all-gather moves); backward K and V again and the
+//              reduce-scatter of their gradients, both beside the core's backward;
+//   allgather: the same collectives, blocking;
+//   a2a:       one all-to-all forward and one backward at each of context_in and
+//              context_out.
 // recompute: the forward's collectives again under full checkpointing, none otherwise
 // (selective recomputation repeats only the attention core).
 std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass,

@@ -21,7 +21,7 @@ struct EnumName {
 
 // Every value of E with its name, in declaration order. Specialised for Precision,
 // AttentionKind, MlpKind, NormKind, PositionKind, Optimizer, PipelineSchedule, Checkpointing, CollectiveAlgorithm and
-// LmHeadStage, ShardingFlavor, BackwardPrefetch and LossPrecision (enum_names.cpp).
+// LmHeadStage, ShardingFlavor, BackwardPrefetch, LossPrecision and ContextComm (enum_names.cpp).
 template <typename E>
 const std::vector<EnumName<E>>& enum_names();
 
@@ -51,6 +51,8 @@ template <>
 const std::vector<EnumName<BackwardPrefetch>>& enum_names<BackwardPrefetch>();
 template <>
 const std::vector<EnumName<LossPrecision>>& enum_names<LossPrecision>();
+template <>
+const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>();
 
 // The name of a value ("?" for a value outside the table, e.g. a cast integer).
 template <typename E>

@@ -30,6 +30,15 @@ enum class BackwardPrefetch { pre, post, none };
 // in place over the logits (Megatron's --fp16-lm-cross-entropy; a module cast to half
 // precision as a whole, as SMP's fp16/bf16 modes do).
 enum class LossPrecision { fp32, training };
+// Context parallelism's exchange, as Megatron-core's cp_comm_type names it: p2p passes
+// each rank's keys and values around a ring of the context group, each step beside a
+// block of the attention core (ring attention; backward passes them again with their
+// gradients); a2a swaps the sequence split for a split of the heads around the core
+// (all-to-alls of Q, K, V and of the context: DeepSpeed-Ulysses); allgather gathers the
+// keys and values before the core and reduce-scatters their gradients after it;
+// a2a_p2p ("a2a+p2p") is Megatron-core's hierarchical mix (a2a inside a sub-group, p2p
+// across), which the job rules refuse as not modelled.
+enum class ContextComm { p2p, a2a, allgather, a2a_p2p };
 
 const char* to_string(Optimizer o);
 const char* to_string(PipelineSchedule s);
@@ -39,6 +48,7 @@ const char* to_string(LmHeadStage h);
 const char* to_string(ShardingFlavor f);
 const char* to_string(BackwardPrefetch b);
 const char* to_string(LossPrecision p);
+const char* to_string(ContextComm c);
 
 // The knobs of parallel.sharding (docs/scenarios.md). -1 = the flavour's public default
 // (sharding.hpp's sharding_settings).
@@ -71,6 +81,15 @@ struct ParallelConfig {
   // experts' gradients are reduced over the expert-data-parallel group (the same expert
   // rank in every expert group of the data-parallel group).
   int expert_parallel_degree = 1;
+  // Context parallelism (Megatron-core): every sequence split over this many ranks, each
+  // holding s / cp tokens in every layer (two chunks of s / 2cp, i and 2cp - 1 - i, so
+  // that causal attention's work is even), exchanging keys and values by cp_comm_type
+  // around the attention core. A context group is `context_parallel_degree` consecutive
+  // ranks of the data axis (Megatron's order tp-cp-ep-dp-pp: tensor ranks fastest, then
+  // context, then data); the context ranks hold the same weights, so gradients are
+  // reduced, and optimizer state and sharded parameters split, over data x context.
+  int context_parallel_degree = 1;
+  ContextComm cp_comm_type = ContextComm::p2p;
   int microbatches = 1;          // per pipeline pass (per accumulation step)
   int active_microbatches = 0;   // 0 = pipeline_parallel_degree + 2 (SMP's default)
   PipelineSchedule pipeline = PipelineSchedule::interleaved;
@@ -143,12 +162,19 @@ struct Job {
   // Bytes of a gradient element as it is kept and reduced: 4 under grad_reduce_in_fp32,
   // else the training precision's.
   double gradient_bytes_per_element() const;
-  // Data-parallel degree derived from the others: world / (pp * tp). Sharded data
-  // parallelism splits each data-parallel group into groups of this size.
+  // Data-parallel degree derived from the others: world / (pp * tp * cp), the replicas
+  // that split the global batch.
   int data_parallel_degree() const;
+  // The placement's data axis, world / (pp * tp): data x context ranks. Gradients are
+  // reduced over it (Megatron's data-parallel group with context), optimizer state is
+  // sharded over it, and sharded data parallelism, the expert groups and the context
+  // groups are runs of consecutive members of it. Equal to data_parallel_degree without
+  // context parallelism.
+  int data_context_degree() const;
+  int context_parallel_degree() const { return parallel.context_parallel_degree; }
   int microbatch_size() const;  // sequences per micro-batch per data-parallel rank
   // The share of a stage's parameters whose optimizer state (and step) is this rank's:
-  // 1 / sharded degree when sharded, 1 / data degree with shard_optimizer_state (ZeRO-1),
+  // 1 / sharded degree when sharded, 1 / data_context_degree with shard_optimizer_state (ZeRO-1),
   // else 1. Memory, the programs' optimizer step and the estimator all use it.
   double optimizer_shard_fraction() const;
 
@@ -177,7 +203,7 @@ struct Job {
   LayerMix stage_mix(int stage) const;
   LayerMix checkpointed_mix(int stage) const;
   LayerMix chunk_mix(int stage, int chunk, int first, int count) const;
-  // data_parallel_degree / expert_parallel_degree: the group over which the experts'
+  // data_context_degree / expert_parallel_degree: the group over which the experts'
   // gradients are reduced.
   int expert_data_parallel_degree() const;
   // optimizer_shard_fraction for the experts' parameters (their optimizer slice under
