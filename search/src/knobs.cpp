@@ -90,18 +90,8 @@ using S = SearchSpace;
 using J = const Job&;
 using P = const Point&;
 
-// How the work is split: degrees, micro-batches, schedule, placement.
-void add_split_knobs(std::vector<Knob>& k) {
-  k.push_back(make_knob(
-      "pipeline_parallel_degree", &S::pipeline_degrees, parse_positive,
-      [](J j) { return j.parallel.pipeline_parallel_degree; },
-      [](P p, Job& j) { j.parallel.pipeline_parallel_degree = p.pipeline; },
-      [](J j) { return fmt::format("pp{}", j.parallel.pipeline_parallel_degree); }));
-  k.push_back(make_knob(
-      "tensor_parallel_degree", &S::tensor_degrees, parse_positive, [](J j) { return j.parallel.tensor_parallel_degree; },
-      [](P p, Job& j) { j.parallel.tensor_parallel_degree = p.tensor; },
-      // The data-parallel degree is what the two model-parallel degrees leave.
-      [](J j) { return fmt::format(" tp{} dp{}", j.parallel.tensor_parallel_degree, j.data_parallel_degree()); }));
+// Context parallelism: its degree and how the context ranks exchange keys and values.
+void add_context_knobs(std::vector<Knob>& k) {
   k.push_back(make_knob(
       "context_parallel_degree", &S::context_degrees, parse_positive,
       [](J j) { return j.parallel.context_parallel_degree; },
@@ -118,6 +108,21 @@ void add_split_knobs(std::vector<Knob>& k) {
         return j.parallel.context_parallel_degree > 1 ? fmt::format("({})", to_string(j.parallel.cp_comm_type))
                                                       : std::string();
       }));
+}
+
+// How the work is split: degrees, micro-batches, schedule, placement.
+void add_split_knobs(std::vector<Knob>& k) {
+  k.push_back(make_knob(
+      "pipeline_parallel_degree", &S::pipeline_degrees, parse_positive,
+      [](J j) { return j.parallel.pipeline_parallel_degree; },
+      [](P p, Job& j) { j.parallel.pipeline_parallel_degree = p.pipeline; },
+      [](J j) { return fmt::format("pp{}", j.parallel.pipeline_parallel_degree); }));
+  k.push_back(make_knob(
+      "tensor_parallel_degree", &S::tensor_degrees, parse_positive, [](J j) { return j.parallel.tensor_parallel_degree; },
+      [](P p, Job& j) { j.parallel.tensor_parallel_degree = p.tensor; },
+      // The data-parallel degree is what the two model-parallel degrees leave.
+      [](J j) { return fmt::format(" tp{} dp{}", j.parallel.tensor_parallel_degree, j.data_parallel_degree()); }));
+  add_context_knobs(k);
   k.push_back(make_knob(
       "sharded_data_parallel_degree", &S::sharded_degrees, parse_positive,
       [](J j) { return j.parallel.sharded_data_parallel_degree; },
