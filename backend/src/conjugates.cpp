@@ -61,6 +61,18 @@ struct ScatterToSequence : public torch::autograd::Function<ScatterToSequence> {
   }
 };
 
+// sp_gather alone: all-gather forward, reduce-scatter of the gradient backward.
+struct GatherSequence : public torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& shard, std::int64_t group) {
+    ctx->saved_data["group"] = group;
+    return group_of(group).all_gather(shard, kSequenceDim);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    TensorParallelGroup& group = group_of(ctx->saved_data["group"].toInt());
+    return {group.reduce_scatter_sum(grad_outputs[0].contiguous(), kSequenceDim), torch::Tensor()};
+  }
+};
+
 std::int64_t address_of(const TensorParallel& tp) { return reinterpret_cast<std::int64_t>(tp.get()); }
 
 [[noreturn]] void not_at(Conjugate c, const char* edge) {
@@ -97,6 +109,11 @@ torch::Tensor leave_region(const torch::Tensor& y, Conjugate exit, const TensorP
       return ScatterToSequence::apply(y, address_of(tp));
     default: not_at(exit, "the exit of a row-parallel region");
   }
+}
+
+torch::Tensor gather_sequence(const torch::Tensor& x, const TensorParallel& tp) {
+  if (!parallel(tp)) return x;
+  return GatherSequence::apply(x, address_of(tp));
 }
 
 Slice sequence_slice(std::int64_t n, const TensorParallel& tp) {

@@ -242,6 +242,9 @@ void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, co
     all.push_back({Init::one, {d}, held([](auto& l) { return l.attention->q_norm->weight; }), whole});
     all.push_back({Init::one, {d}, held([](auto& l) { return l.attention->k_norm->weight; }), whole});
   }
+  // The sink logits of the rank's heads (gpt-oss draws them; here from the model's normal).
+  if (c.attention_sinks)
+    all.push_back({Init::normal, {c.heads}, held([](auto& l) { return l.attention->sinks; }), rows(parts.heads)});
   add_mlp(all, c, parts, L, layer_has_experts);
 }
 
@@ -348,7 +351,9 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> held_layers;
   for (int i : shard.layers)
     held_layers.emplace_back(layer_key(i),
-                             TransformerLayer(c, tp, shard.conjugates, c.is_moe_layer(i), shard.expert, shard.context).ptr());
+                             TransformerLayer(c, tp, shard.conjugates, c.is_moe_layer(i), shard.expert, shard.context,
+                                              c.window_of_layer(i))
+                                 .ptr());
   layers = register_module("layers", torch::nn::ModuleDict(held_layers));
   if (shard.head) {
     ln_f = register_module("ln_f", Norm(c.hidden, c.norm));

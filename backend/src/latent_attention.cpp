@@ -12,10 +12,11 @@ namespace partune::backend {
 LatentAttentionImpl::LatentAttentionImpl(const BackendModelConfig& c, TensorParallel tp,
                                          const LayerConjugates& conjugates)
     : nope(c.qk_nope_head_dim), rope(c.qk_rope_head_dim), value(c.v_head_dim), flash_attention(c.flash_attention),
+      sequence_parallel(conjugates.splits_sequence()),
       tp_(std::move(tp)) {
-  if (conjugates.splits_sequence())
-    throw std::invalid_argument("LatentAttention: sequence parallelism around multi-head latent attention is not run "
-                                "by the backend");
+  if (sequence_parallel && c.q_lora_rank == 0)
+    throw std::invalid_argument("LatentAttention: sequence parallelism without a query latent (q_lora_rank 0) is not "
+                                "run by the backend");
   if (flash_attention && value > nope + rope)
     throw std::invalid_argument("LatentAttention: FlashAttention with v_head_dim above qk_nope + qk_rope is not run");
   if (rope % 2 != 0) throw std::invalid_argument("LatentAttention: qk_rope_head_dim " + std::to_string(rope) + " is odd");
@@ -35,17 +36,29 @@ LatentAttentionImpl::LatentAttentionImpl(const BackendModelConfig& c, TensorPara
 }
 
 torch::Tensor LatentAttentionImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor in = copy_to_tensor_region(x, tp_);  // f: attention_in
-  const std::int64_t b = in.size(0), s = in.size(1), H = local_heads, dqk = nope + rope;
+  // The latents: the down projections on the rank's rows. Without sequence parallelism
+  // the region's f comes first; with it they run on the sequence shard and the latents
+  // (not the hidden state) are all-gathered (the plan's attention_in).
+  torch::Tensor in, q_latent, compressed;  // compressed: [b, s, kl + rope]
+  if (sequence_parallel) {
+    const torch::Tensor shard = torch::cat({torch::matmul(x, q_down.t()), torch::matmul(x, kv_down.t())}, -1);
+    const torch::Tensor both = gather_sequence(shard, tp_);
+    q_latent = both.narrow(-1, 0, q_down.size(0));
+    compressed = both.narrow(-1, q_down.size(0), kv_down.size(0));
+  } else {
+    in = copy_to_tensor_region(x, tp_);  // f: attention_in
+    if (q_down.defined()) q_latent = torch::matmul(in, q_down.t());
+    compressed = torch::matmul(in, kv_down.t());
+  }
+  const std::int64_t b = compressed.size(0), s = compressed.size(1), H = local_heads, dqk = nope + rope;
   const auto heads_of = [&](const torch::Tensor& y, std::int64_t width) {
     return y.view({b, s, H, width}).permute({0, 2, 1, 3});  // [b, H, s, width]
   };
-  const torch::Tensor q = heads_of(torch::matmul(q_down.defined() ? q_norm(torch::matmul(in, q_down.t())) : in, q_up.t()), dqk);
-  const torch::Tensor compressed = torch::matmul(in, kv_down.t());  // [b, s, kl + rope]
+  const torch::Tensor q = heads_of(torch::matmul(q_latent.defined() ? q_norm(q_latent) : in, q_up.t()), dqk);
   const std::int64_t kl = kv_norm->weight.size(0);
   const torch::Tensor kv = heads_of(torch::matmul(kv_norm(compressed.narrow(-1, 0, kl)), kv_up.t()), nope + value);
-  if (rotary.cos.device() != in.device() || rotary.cos.scalar_type() != in.scalar_type())
-    rotary = {rotary.cos.to(in.options()), rotary.sin.to(in.options())};
+  if (rotary.cos.device() != compressed.device() || rotary.cos.scalar_type() != compressed.scalar_type())
+    rotary = {rotary.cos.to(compressed.options()), rotary.sin.to(compressed.options())};
   const torch::Tensor cos = rotary.cos.narrow(0, 0, s), sin = rotary.sin.narrow(0, 0, s);
   const torch::Tensor q_pe = apply_rotary(q.narrow(-1, nope, rope), cos, sin);
   const torch::Tensor k_pe = apply_rotary(compressed.narrow(-1, kl, rope).unsqueeze(1), cos, sin);  // one for all heads

@@ -21,6 +21,9 @@ void apply_config(const BackendModelConfig& c, ModelSpec& m) {
   m.heads = c.heads;
   m.attention_head_dim = c.attention_head_dim;
   m.qk_norm = c.qk_norm;
+  m.sliding_window = c.sliding_window;
+  m.full_attention_every = c.full_attention_every;
+  m.attention_sinks = c.attention_sinks;
   m.q_lora_rank = c.q_lora_rank;
   m.kv_lora_rank = c.kv_lora_rank;
   m.qk_rope_head_dim = c.qk_rope_head_dim;
@@ -93,9 +96,6 @@ void scale_latent_attention(const ModelSpec& model, BackendModelConfig& c) {
 }  // namespace
 
 BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
-  if (model.sliding_window > 0 || model.attention_sinks)
-    throw std::invalid_argument(std::string("model.") + (model.sliding_window > 0 ? "sliding_window" : "attention_sinks") +
-                                ": priced by the cost model but not yet run by the backend");
   // (The sizes first: the plans behind total_parameters divide by the heads.)
   const bool small = model.layers >= 1 && model.hidden >= 1 && model.heads >= 1 &&
                      (scale.whole || (total_parameters(model) <= kSmallModelParams && model.seq_len <= kSmallSeqLen));
@@ -123,6 +123,11 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
   c.positions = model.positions;
   c.bias = model.bias;
   c.qk_norm = model.qk_norm;
+  // The window as the model has it (a shorter scaled sequence may fall inside it) and
+  // the sinks.
+  c.sliding_window = model.sliding_window;
+  c.full_attention_every = model.full_attention_every;
+  c.attention_sinks = model.attention_sinks;
   if (model.is_mla()) scale_latent_attention(model, c);
   // Experts as the job has them; their width follows the hidden size as ffn_hidden does.
   c.experts = model.experts;
@@ -155,6 +160,7 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   ModelSpec& m = j.model;
   const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
                     m.kv_heads == c.key_value_heads() && m.head_dim() == c.head_dim() && m.qk_norm == c.qk_norm &&
+                    m.sliding_window == c.sliding_window && m.attention_sinks == c.attention_sinks &&
                     m.q_lora_rank == c.q_lora_rank && m.kv_lora_rank == c.kv_lora_rank && m.v_head_dim == c.v_head_dim &&
                     m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
                     m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
@@ -194,6 +200,10 @@ std::string block_variants(const BackendModelConfig& c) {
   if (c.experts > 0 && c.shared_expert_ffn_hidden > 0) s += fmt::format("shared experts of {}, ", c.shared_expert_ffn_hidden);
   if (c.experts > 0 && c.first_dense_layers > 0) s += fmt::format("first {} layers dense, ", c.first_dense_layers);
   if (c.qk_norm) s += "qk-norm, ";
+  if (c.sliding_window > 0)
+    s += fmt::format("window {}{}, ", c.sliding_window,
+                     c.full_attention_every > 0 ? fmt::format(" (every {}th layer full)", c.full_attention_every) : "");
+  if (c.attention_sinks) s += "attention sinks, ";
   if (c.attention == AttentionKind::mla)
     s += fmt::format("latents q {} kv {}, head {}+{} value {}, ", c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim,
                      c.qk_rope_head_dim, c.v_head_dim);

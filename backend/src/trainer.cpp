@@ -115,6 +115,13 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
   if (job.parallel.context_parallel_degree > 1 && job.parallel.flash_attention)
     return "context parallelism with flash_attention is not run by the LibTorch backend (its kernels take one "
            "aligned causal mask): set flash_attention: false";
+  if ((config.sliding_window > 0 || config.attention_sinks) &&
+      (job.parallel.flash_attention || job.parallel.context_parallel_degree > 1 || job.model.is_mla()))
+    return fmt::format("{} with {} is not run by the LibTorch backend",
+                       config.sliding_window > 0 ? "a sliding window" : "attention sinks",
+                       job.parallel.flash_attention ? "flash_attention (set flash_attention: false)"
+                       : job.model.is_mla()         ? "multi-head latent attention"
+                                                    : "context parallelism");
   if (job.parallel.context_parallel_degree > 1 && job.model.is_mla())
     return "context parallelism around multi-head latent attention is not run by the LibTorch backend";
   if (const int cp = job.parallel.context_parallel_degree; cp > 1) {

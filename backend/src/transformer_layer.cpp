@@ -120,6 +120,22 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return CheckpointedCore::apply(q, k, v, reinterpret_cast<std::int64_t>(&core));
 }
 
+torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 std::int64_t window, const torch::Tensor& sinks) {
+  const std::int64_t s = q.size(-2);
+  const torch::Tensor i = torch::arange(s, torch::dtype(torch::kLong).device(q.device())).unsqueeze(1);
+  const torch::Tensor j = i.transpose(0, 1);
+  torch::Tensor masked = j > i;  // the future
+  if (window > 0) masked = masked | (i - j >= window);  // beyond the window
+  const torch::Tensor scores = (torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1))))
+                                   .masked_fill(masked, -std::numeric_limits<float>::infinity());
+  if (!sinks.defined()) return torch::matmul(torch::softmax(scores, -1), v);
+  const auto sz = scores.sizes();
+  const torch::Tensor sink = sinks.view({1, sz[1], 1, 1}).expand({sz[0], sz[1], sz[2], 1});
+  const torch::Tensor p = torch::softmax(torch::cat({scores, sink}, -1), -1).narrow(-1, 0, s);
+  return torch::matmul(p, v);
+}
+
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   return RmsNormFunction::apply(x, weight, eps);
 }
@@ -155,15 +171,20 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 }
 
 ParallelAttentionImpl::ParallelAttentionImpl(const BackendModelConfig& c, TensorParallel tp,
-                                             const LayerConjugates& conjugates, ContextParallel cp)
+                                             const LayerConjugates& conjugates, ContextParallel cp,
+                                             std::int64_t window_)
     : hidden(c.hidden),
       heads(c.heads),
       kv_heads(c.key_value_heads()),
       flash_attention(c.flash_attention),
+      window(window_),
       cp_(cp && cp->degree() > 1 ? std::move(cp) : nullptr),
       seq_len_(c.seq_len) {
   if (cp_ && flash_attention)
     throw std::invalid_argument("ParallelAttention: context parallelism with FlashAttention is not run here");
+  if ((window > 0 || c.attention_sinks) && (flash_attention || cp_))
+    throw std::invalid_argument(std::string("ParallelAttention: ") + (window > 0 ? "a sliding window" : "attention sinks") +
+                                " with " + (cp_ ? "context parallelism" : "FlashAttention") + " is not run here");
   if (heads <= 0 || (c.attention_head_dim <= 0 && hidden % heads != 0))
     throw std::invalid_argument("ParallelAttention: heads must divide hidden (or head_dim be set)");
   if (kv_heads <= 0 || heads % kv_heads != 0)
@@ -182,6 +203,7 @@ ParallelAttentionImpl::ParallelAttentionImpl(const BackendModelConfig& c, Tensor
     q_norm = register_module("q_norm", Norm(head_dim, NormKind::rmsnorm));
     k_norm = register_module("k_norm", Norm(head_dim, NormKind::rmsnorm));
   }
+  if (c.attention_sinks) sinks = register_parameter("sinks", torch::zeros({local_heads}));
 }
 
 torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
@@ -225,7 +247,9 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
     v = v.repeat_interleave(local_heads / local_kv_heads, 1);
   }
   // FlashAttention keeps no scores, so selective recomputation has nothing of it to recompute.
-  const torch::Tensor ctx = flash_attention ? kernels::fused_attention(q, k, v, true) : causal_attention(q, k, v);
+  const torch::Tensor ctx = window > 0 || sinks.defined() ? windowed_attention(q, k, v, window, sinks)
+                            : flash_attention             ? kernels::fused_attention(q, k, v, true)
+                                                          : causal_attention(q, k, v);
   // The local heads' context is this rank's column block of proj's input.
   return proj(ctx.permute({0, 2, 1, 3}).reshape({b, s, local_heads * d}));
 }
@@ -244,14 +268,14 @@ torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) {
 
 TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorParallel tp,
                                            const LayerConjugates& conjugates, bool moe, ExpertParallel ep,
-                                           ContextParallel cp) {
+                                           ContextParallel cp, std::int64_t window) {
   ln1 = register_module("ln1", Norm(c.hidden, c.norm));
   if (c.attention == AttentionKind::mla && cp && cp->degree() > 1)
     throw std::invalid_argument("context parallelism around multi-head latent attention is not run by the backend");
   if (c.attention == AttentionKind::mla)
     latent = register_module("attention", LatentAttention(c, tp, conjugates));
   else
-    attention = register_module("attention", ParallelAttention(c, tp, conjugates, std::move(cp)));
+    attention = register_module("attention", ParallelAttention(c, tp, conjugates, std::move(cp), window));
   ln2 = register_module("ln2", Norm(c.hidden, c.norm));
   if (moe) {
     ExpertShape shape;

@@ -512,12 +512,14 @@ TEST_CASE("qwen3 block multi-rank: head_dim and QK-norm over tensor 2", "[backen
 
 // DeepSeek's multi-head latent attention (tiny-mla.yaml): its down projections and latent
 // norms whole on each tensor rank (gradients summed over the group), up projections and
-// the output projection split by heads; FlashAttention with the values padded.
-TEST_CASE("mla block multi-rank: latent attention over tensor 2, pipeline 2 and data 2", "[backend][multirank][llama]") {
+// the output projection split by heads; FlashAttention with the values padded; with
+// sequence parallelism the latents gathered from the shards.
+TEST_CASE("mla block multi-rank: latent attention over tensor 2 (and sequence parallelism), pipeline 2 and data 2", "[backend][multirank][llama]") {
   const std::string mla = std::string(PARTUNE_SOURCE_DIR) + "/tests/backend/data/tiny-mla.yaml";
   partune::test::check_equivalent(mla, "--set tensor_parallel_degree=2", 2, "", kSteps);
   partune::test::check_equivalent(mla, "--set tensor_parallel_degree=2 --set flash_attention=true", 2,
                                   "--set flash_attention=true", kSteps);
+  partune::test::check_equivalent(mla, "--set tensor_parallel_degree=2 --set sequence_parallel=true", 2, "", kSteps);
   partune::test::check_equivalent(mla, "--set pipeline_parallel_degree=2", 2, "", kSteps);
   partune::test::check_equivalent(mla, "", 2, "", kSteps);
 }

@@ -45,7 +45,8 @@ Job unusual_job() {
 
 // The same job's values, written out by hand, key by key.
 const std::vector<std::pair<std::string, std::string>> kValues = {
-    {"pipeline_parallel_degree", "2"},  {"tensor_parallel_degree", "2"},   {"sharded_data_parallel_degree", "2"},
+    {"pipeline_parallel_degree", "2"},  {"tensor_parallel_degree", "2"},   {"context_parallel_degree", "1"},
+    {"cp_comm_type", "p2p"},            {"sharded_data_parallel_degree", "2"},
     {"expert_parallel_degree", "1"},    {"sharded_collective", "all_to_all"}, {"microbatch_size", "2"},       {"pipeline", "interleaved"},
     {"virtual_stages", "2"},            {"placement_strategy", "PDT"},     {"activation_checkpointing", "selective"},
     {"checkpointed_layers", "2"},       {"offload_activations", "true"},   {"offload_optimizer", "true"},
@@ -58,6 +59,8 @@ Job changed(Job j, const std::string& key) {
   ParallelConfig& pc = j.parallel;
   if (key == "pipeline_parallel_degree") pc.pipeline_parallel_degree = 4;
   else if (key == "tensor_parallel_degree") pc.tensor_parallel_degree = 4;
+  else if (key == "context_parallel_degree") pc.context_parallel_degree = 2;
+  else if (key == "cp_comm_type") pc.cp_comm_type = ContextComm::a2a;
   else if (key == "sharded_data_parallel_degree") pc.sharded_data_parallel_degree = 4;
   else if (key == "expert_parallel_degree") pc.expert_parallel_degree = 2;  // (a dense model: a job rule refuses it)
   else if (key == "sharded_collective") pc.sharded_collective = CollectiveAlgorithm::ring;
@@ -156,4 +159,10 @@ TEST_CASE("describe: a candidate's description, written out by hand", "[search][
   gpipe.parallel.stage_layers = {5, 7};
   gpipe.parallel.activation_checkpointing = Checkpointing::full;
   CHECK(describe(gpipe) == "pp2 tp1 dp4 mb2x2 gpipe DPT ckpt-full stages[5,7]");
+  // Context parallelism shows its degree and exchange; the data-parallel degree is what
+  // it leaves of the data axis.
+  Job context = plain;
+  context.parallel.context_parallel_degree = 2;
+  context.parallel.cp_comm_type = ContextComm::a2a;
+  CHECK(describe(context) == "pp1 tp1 dp4 cp2(a2a) mb2x2 DPT");
 }

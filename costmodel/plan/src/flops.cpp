@@ -20,6 +20,7 @@ struct PerKind {
 PerKind per_kind(const ModelSpec& m) {
   PerKind k{layer_mix(m, 0, m.layers), m};
   k.routed.capacity_factor = 1.0;
+  k.routed.expert_load_skew = 0.0;  // the routed tokens, however they are spread
   return k;
 }
 }  // namespace

@@ -131,7 +131,9 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
 LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::layer);
   const double h = m.hidden, f = m.expert_ffn_hidden, t = p.t, T = p.tokens, E = m.experts;
-  const double R = m.capacity_factor * m.experts_per_token * T;  // routed rows on a rank
+  // Routed rows on a rank: padded to capacity, on the busiest expert rank when the
+  // router's load is skewed (ModelSpec::expert_load_skew).
+  const double R = m.capacity_factor * m.experts_per_token * T * m.busiest_expert_rank_load(c.expert_degree);
   const double local = E / std::max(1, c.expert_degree);         // experts on a rank
   const double b = m.bias ? 1.0 : 0.0, swiglu = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
   const double routed_bytes = R * h * bytes_per_element(c.precision);

@@ -124,7 +124,8 @@ namespace {
 // name, seq_len and dropout allowed beside it to override what it says.
 ModelSpec parse_hf_model(const Reader& r) {
   r.allow_only(
-      {"kind", "name", "description", "source", "from_hf", "seq_len", "dropout", "multi_token_prediction"});
+      {"kind", "name", "description", "source", "from_hf", "seq_len", "dropout", "multi_token_prediction",
+       "expert_load_skew"});
   const std::string path = resolve_path(r.file(), r.get_string("from_hf"));
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) r.fail("from_hf", "'" + path + "' is not a readable file");
@@ -136,6 +137,10 @@ ModelSpec parse_hf_model(const Reader& r) {
   m.name = r.get_string("name", m.name);
   m.seq_len = r.get_int("seq_len", 1, limits::kMaxSeqLen, m.seq_len);
   m.dropout = r.get_in_range("dropout", 0, 0.99, m.dropout);
+  if (r.has("expert_load_skew")) {
+    if (!m.is_moe()) r.fail("expert_load_skew", "applies to a mixture of experts: the config has no experts");
+    m.expert_load_skew = r.get_in_range("expert_load_skew", 0.0, 4.0, 0.0);
+  }
   return m;
 }
 
@@ -147,7 +152,7 @@ void parse_experts(const Reader& r, ModelSpec& m) {
   if (m.experts == 1) r.fail("experts", "one expert is a dense MLP: use 0 (no experts) or 2 and more");
   if (m.experts == 0) {
     for (const char* key : {"experts_per_token", "moe_every", "expert_ffn_hidden", "capacity_factor",
-                            "shared_expert_ffn_hidden", "first_dense_layers"})
+                            "shared_expert_ffn_hidden", "first_dense_layers", "expert_load_skew"})
       if (r.has(key)) r.fail(key, "applies to a mixture of experts: set model.experts");
     return;
   }
@@ -157,6 +162,7 @@ void parse_experts(const Reader& r, ModelSpec& m) {
   m.capacity_factor = r.get_in_range("capacity_factor", 1.0, 16.0, 1.0);
   m.shared_expert_ffn_hidden = r.get_int("shared_expert_ffn_hidden", 0, limits::kMaxFfnHidden, 0);
   m.first_dense_layers = r.get_int("first_dense_layers", 0, limits::kMaxLayers, 0);
+  m.expert_load_skew = r.get_in_range("expert_load_skew", 0.0, 4.0, 0.0);
 }
 
 // attention: mla (DeepSeek-V2/V3): every head has its own keys and values (kv_heads =
@@ -187,7 +193,7 @@ ModelSpec parse_model(const Reader& r) {
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
                 "shared_expert_ffn_hidden", "first_dense_layers",
-                "capacity_factor"});
+                "capacity_factor", "expert_load_skew"});
   ModelSpec m;
   m.name = r.get_string("name", "model");
   m.layers = r.get_int("layers", 1, limits::kMaxLayers);

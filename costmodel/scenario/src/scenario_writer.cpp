@@ -137,6 +137,7 @@ YAML::Node model_node(const ModelSpec& m) {
     model["capacity_factor"] = m.capacity_factor;
     if (m.shared_expert_ffn_hidden > 0) model["shared_expert_ffn_hidden"] = m.shared_expert_ffn_hidden;
     if (m.first_dense_layers > 0) model["first_dense_layers"] = m.first_dense_layers;
+    if (m.expert_load_skew > 0) model["expert_load_skew"] = m.expert_load_skew;
   }
   return model;
 }

@@ -48,6 +48,11 @@ torch::Tensor enter_region(const torch::Tensor& x, const torch::Tensor& weight, 
 // `exit` g or sp_scatter.
 torch::Tensor leave_region(const torch::Tensor& y, Conjugate exit, const TensorParallel& tp);
 
+// sp_gather on its own (no GEMM fused): the rank-ordered sequence shards of `x` [b, s/t,
+// ...] all-gathered forward; the gradient reduce-scattered back to shards. Multi-head
+// latent attention gathers its latents with it.
+torch::Tensor gather_sequence(const torch::Tensor& x, const TensorParallel& tp);
+
 // This rank's part of a size-n sequence: [r n/t, (r + 1) n/t); the whole at degree 1.
 Slice sequence_slice(std::int64_t n, const TensorParallel& tp);
 

@@ -52,6 +52,17 @@ struct BackendModelConfig {
   }
   int query_width() const { return heads * head_dim(); }
   bool qk_norm = false;  // ModelSpec's: RMSNorm of every query and key head (Qwen3)
+  // ModelSpec's sliding window (0: none), the period of its full-attention layers, and
+  // gpt-oss's attention sinks (a learned logit per head in each softmax's denominator).
+  int sliding_window = 0, full_attention_every = 0;
+  bool attention_sinks = false;
+  // The window a layer's queries look back over (0: the whole sequence): ModelSpec's rule.
+  int window_of_layer(int layer) const {
+    ModelSpec m;
+    m.sliding_window = sliding_window;
+    m.full_attention_every = full_attention_every;
+    return m.is_full_attention_layer(layer) ? 0 : sliding_window;
+  }
   // Multi-head latent attention (attention mla): ModelSpec's latent keys.
   int q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, qk_nope_head_dim = 0, v_head_dim = 0;
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }

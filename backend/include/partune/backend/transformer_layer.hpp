@@ -119,6 +119,13 @@ class SelectiveRecompute {
 // head_dim]. Checkpointed (above) inside a SelectiveRecompute scope.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
+// The same with a sliding window and attention sinks (gpt-oss), through LibTorch's
+// autograd (not checkpointed): query i attends to keys j with i - window < j <= i
+// (window 0: every j <= i), and with `sinks` [heads] defined each head's softmax has one
+// more logit in its denominator, p_ij = exp(s_ij) / (exp(sink) + sum_j' exp(s_ij')).
+torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 std::int64_t window, const torch::Tensor& sinks);
+
 class ParallelAttentionImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when heads do not divide hidden, kv_heads do not divide
@@ -127,9 +134,13 @@ class ParallelAttentionImpl : public torch::nn::Module {
   // s x s scores kept), else causal_attention above.
   // With a context group (`cp`), the layer holds the rank's s / cp tokens of each
   // sequence at their global positions, and the core is context_attention
-  // (context_parallel.hpp); FlashAttention is refused with it.
+  // (context_parallel.hpp); FlashAttention is refused with it. `window` > 0: the layer's
+  // queries look back over that many positions (themselves included); with the config's
+  // attention_sinks a learned logit per head joins each softmax's denominator
+  // (windowed_attention). Neither runs with FlashAttention or a context group (refused).
   ParallelAttentionImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
-                        const LayerConjugates& conjugates = {}, ContextParallel cp = nullptr);
+                        const LayerConjugates& conjugates = {}, ContextParallel cp = nullptr,
+                        std::int64_t window = 0);
   // x: [batch, seq, hidden] -> [batch, seq, hidden] (seq / t of both with sequence parallelism)
   torch::Tensor forward(const torch::Tensor& x);
 
@@ -145,6 +156,8 @@ class ParallelAttentionImpl : public torch::nn::Module {
   // the rotary positions; whole on every tensor rank (their gradients summed over the
   // group: GPTModel::sequence_parallel_parameters).
   Norm q_norm{nullptr}, k_norm{nullptr};
+  std::int64_t window = 0;  // 0: the whole causal past
+  torch::Tensor sinks;      // [local_heads]: the rank's heads' sink logits (attention_sinks)
 
  private:
   ContextParallel cp_;
@@ -182,12 +195,14 @@ TORCH_MODULE(ParallelMLP);
 // tensor rank: their gradients on a rank cover its heads and are summed over the group
 // (GPTModel::sequence_parallel_parameters). The up projections' rows and the output
 // projection's columns are the rank's heads. FlashAttention runs with the values padded to
-// dqk (its kernel takes one head width) and the padding dropped after. Sequence
-// parallelism (the latent all-gathered) is not run here: refused.
+// dqk (its kernel takes one head width) and the padding dropped after. With sequence
+// parallelism the down projections run on the rank's sequence shard and the latents are
+// all-gathered (gather_sequence; their gradients reduce-scattered back), the output
+// leaving by sp_scatter; without a query latent (q_lora_rank 0) that is refused.
 class LatentAttentionImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the group's degree does not divide the heads, with
-  // sequence parallelism, or for an odd qk_rope_head_dim.
+  // sequence parallelism and no query latent, or for an odd qk_rope_head_dim.
   LatentAttentionImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
                       const LayerConjugates& conjugates = {});
   // x: [batch, seq, hidden] -> [batch, seq, hidden]
@@ -195,6 +210,7 @@ class LatentAttentionImpl : public torch::nn::Module {
 
   std::int64_t local_heads, nope, rope, value;  // this rank's heads; the widths per head
   bool flash_attention = false;
+  bool sequence_parallel = false;  // the latents gathered from sequence shards
   RotaryTables rotary;  // [seq_len, qk_rope_head_dim]
   torch::Tensor q_down;   // [q_lora_rank, hidden] (undefined without a query latent), whole
   Norm q_norm{nullptr};   // over q_lora_rank, whole
@@ -213,9 +229,10 @@ TORCH_MODULE(LatentAttention);
 class TransformerLayerImpl : public torch::nn::Module {
  public:
   // With `moe`, the MLP is the mixture of experts over `ep` (expert_parallel.hpp).
+  // `window`: the layer's sliding window (BackendModelConfig::window_of_layer; 0: none).
   TransformerLayerImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
                        const LayerConjugates& conjugates = {}, bool moe = false, ExpertParallel ep = nullptr,
-                       ContextParallel cp = nullptr);
+                       ContextParallel cp = nullptr, std::int64_t window = 0);
   torch::Tensor forward(const torch::Tensor& x);
 
   Norm ln1{nullptr}, ln2{nullptr};

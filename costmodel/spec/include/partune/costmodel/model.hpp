@@ -57,6 +57,17 @@ struct ModelSpec {
   // DeepSeek's first_k_dense_replace: the first this many layers are dense (a dense MLP of
   // ffn_hidden) whatever moe_every says.
   int first_dense_layers = 0;
+  // Routing imbalance, as a stated distribution of the experts' loads: expert i (0-based)
+  // receives a share proportional to (i + 1)^(-expert_load_skew) of the routed tokens
+  // (Zipf; 0 = balanced, every expert 1 / experts). Each expert computes its padded
+  // capacity (capacity_factor x its even share) or, when its load exceeds that, its load
+  // (dropless); the experts sit on the expert ranks in contiguous blocks (Megatron-core's
+  // layout), so the rank holding the most loaded ones paces the layer.
+  double expert_load_skew = 0;
+  // The rows the busiest of `expert_degree` expert ranks computes over the balanced
+  // padded rows (capacity_factor x experts_per_token x its tokens): 1 when balanced,
+  // (ep / (E cf)) max over ranks of the sum over its experts of max(cf, E share_i).
+  double busiest_expert_rank_load(int expert_degree) const;
   bool is_moe() const { return experts > 0; }
   // Whether model layer `layer` (0-based) has experts: from layer first_dense_layers on,
   // every moe_every-th (layers 0, k, 2k, ... counted from 0). The one rule (moe_layer_at).
