@@ -98,11 +98,28 @@ Resolved resolve_reference(const YAML::Node& value, const std::string& file, con
       }
     }
     if (!exists(path)) throw ScenarioError(file, key, "file '" + path + "' does not exist");
+    YAML::Node node;
     try {
-      return {load_yaml_file(path), path, ""};
+      node = load_yaml_file(path);
     } catch (const ScenarioError& e) {
       // The referenced file is refused: say which key of which file pointed at it.
       throw ScenarioError(file, key, e.what());
+    }
+    // A file may itself start from another (`base:` at its top, relative to it): a chain
+    // of at most kMaxBaseDepth files, so that a cycle is an error, not a hang.
+    if (!node.IsMap() || !node["base"].IsDefined()) return {node, path, ""};
+    static thread_local int depth = 0;
+    constexpr int kMaxBaseDepth = 8;
+    if (depth >= kMaxBaseDepth)
+      throw ScenarioError(path, "base", "a chain of more than 8 base: files (a cycle?)");
+    ++depth;
+    try {
+      Resolved r = resolve_reference(node, path, "", preset_kind);
+      --depth;
+      return r;
+    } catch (...) {
+      --depth;
+      throw;
     }
   };
   if (value.IsScalar()) return load_ref(value.as<std::string>());
