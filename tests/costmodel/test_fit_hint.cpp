@@ -213,3 +213,25 @@ TEST_CASE("GPT-3 175B over one node's tensor group: the model states, with no on
   CHECK_THAT(e.not_fit_reason, Contains("with a higher pipeline_parallel_degree or offload_optimizer: true"));
   CHECK_THAT(e.not_fit_reason, !Contains("shard"));
 }
+
+TEST_CASE("a long sequence that does not fit: the hint names context parallelism, and it shrinks the job",
+          "[fit_hint][context]") {
+  // LLaMA-3 70B at 128k tokens on 32 p5 nodes, tensor 8 x pipeline 4 x data 8, selective
+  // checkpointing: one sequence's activations on a stage outgrow the H100. Split in two,
+  // the same micro-batches in flight keep half the tokens each.
+  Job j = load_job(std::string(PARTUNE_SOURCE_DIR) + "/scenarios/jobs/llama-3-70b-128k-p5.yaml");
+  j.parallel.context_parallel_degree = 1;
+  j.training.global_batch = 32;
+  j.parallel.microbatches = 4;  // 32 sequences over data 8: one a micro-batch, 4 in flight
+  j.parallel.activation_checkpointing = Checkpointing::selective;
+  require_valid(j);
+  const Estimate e = estimate(j);
+  REQUIRE_FALSE(e.fits);
+  CHECK_THAT(e.not_fit_reason,
+             Contains("context_parallel_degree: 2 (each rank keeps 65536 of the 131072 tokens; 1 now)"));
+  Job split = j;
+  split.parallel.context_parallel_degree = 2;
+  split.parallel.microbatches = 8;  // data 4 now: still one sequence a micro-batch, 4 in flight
+  require_valid(split);
+  CHECK(estimate(split).memory.total() < e.memory.total());
+}

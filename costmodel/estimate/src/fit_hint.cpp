@@ -60,6 +60,11 @@ std::vector<std::string> activation_knobs(const Job& job, const MemoryBreakdown&
     k.push_back("offload_activations: true");
   if (job.microbatch_size() > 1) k.push_back(smaller_microbatch(job));
   if (pc.tensor_parallel_degree > 1 && !pc.sequence_parallel) k.push_back("sequence_parallel: true");
+  // A long sequence: split it over more ranks (each keeps s / cp of every layer).
+  const int cp = pc.context_parallel_degree, axis = job.data_context_degree();
+  if (job.model.seq_len >= 16384 && axis % (2 * cp) == 0 && job.model.seq_len % (4 * cp) == 0)
+    k.push_back(fmt::format("context_parallel_degree: {} (each rank keeps {} of the {} tokens; {} now)", 2 * cp,
+                            job.model.seq_len / (2 * cp), job.model.seq_len, cp));
   if (k.empty() && pc.pipeline_parallel_degree < job.model.layers)
     k.push_back("a higher pipeline_parallel_degree (fewer layers a stage)");
   if (k.empty()) k.push_back("a shorter seq_len");
