@@ -110,7 +110,8 @@ class Enumerator {
 
   EnumerationStats run() {
     const ModelSpec& m = base_.model;
-    const int world = base_.world_size(), G = base_.cluster.instance.gpus_per_node;
+    // Tensor groups up to the NVLink level: a node, or an NVLink domain of several.
+    const int world = base_.world_size(), G = base_.cluster.instance.fabric_gpus();
     std::vector<int> pp_all, tp_all;
     for (int d = 1; d <= std::min(world, m.layers); ++d)
       if (world % d == 0 && m.layers % d == 0) pp_all.push_back(d);

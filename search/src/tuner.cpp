@@ -53,7 +53,7 @@ void repartition(Candidate& c, double memory_weight, SearchReport& report) {
 // The two ways of crossing nodes with model parallelism: the fastest fitting candidate
 // of each (simulated with the top K when asked).
 void find_contrasts(const Job& base, const std::vector<Fitting>& fitting, SearchReport& report) {
-  const int G = base.cluster.instance.gpus_per_node;
+  const int G = base.cluster.instance.fabric_gpus();  // "across nodes": beyond NVLink
   const Fitting* best_tp = nullptr;
   const Fitting* best_pp = nullptr;
   for (const Fitting& f : fitting) {

@@ -28,7 +28,10 @@ int network_port_of(const InstanceType& inst, int local_gpu) {
 }
 
 Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool mirrors)
-    : job_(job), gpus_per_node_(job.cluster.instance.gpus_per_node), mirrors_(mirrors) {
+    : job_(job),
+      gpus_per_node_(job.cluster.instance.gpus_per_node),
+      fabric_gpus_(job.cluster.instance.fabric_gpus()),
+      mirrors_(mirrors) {
   const InstanceType& inst = job.cluster.instance;
   const int world = job.world_size(), nodes = job.cluster.nodes;
   zone_ = s4u::create_full_zone("cluster");
@@ -115,7 +118,7 @@ void Platform::route(int from, int to) {
   const bool to_mirror = to >= kMirrorBase;
   const int dst = to_mirror ? to - kMirrorBase : to;
   std::vector<s4u::LinkInRoute> links;
-  if (!to_mirror && node_of(from) == node_of(dst)) {
+  if (!to_mirror && domain_of(from) == domain_of(dst)) {  // NVLink: the node, or its NVLink domain
     links = {s4u::LinkInRoute(nvswitch_port_[from], Dir::UP), s4u::LinkInRoute(nvswitch_port_[dst], Dir::DOWN)};
   } else {
     // GPUDirect RDMA: GPU -> its NIC -> fabric -> the peer's NIC -> peer GPU.
@@ -137,10 +140,11 @@ void Platform::connect_pair(int from, int to) {
 
 void Platform::connect_group(int rank, const std::vector<int>& members, GroupSpan& span,
                              s4u::Host*& intra_successor, s4u::Host*& net_successor, int& simulated_members) {
-  // Group layout: its nodes in order, and the members on each.
+  // Group layout: its NVLink levels (nodes, or NVLink domains) in order, and the members
+  // on each.
   std::vector<int> nodes;
   for (int m : members)
-    if (nodes.empty() || nodes.back() != node_of(m)) nodes.push_back(node_of(m));
+    if (nodes.empty() || nodes.back() != domain_of(m)) nodes.push_back(domain_of(m));
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   span.size = static_cast<int>(members.size());
@@ -149,9 +153,9 @@ void Platform::connect_group(int rank, const std::vector<int>& members, GroupSpa
   simulated_members = 0;
   for (int m : members) simulated_members += simulated_[m] ? 1 : 0;
 
-  std::vector<int> local;  // members on rank's node, in rank order
+  std::vector<int> local;  // members on rank's NVLink level, in rank order
   for (int m : members)
-    if (node_of(m) == node_of(rank)) local.push_back(m);
+    if (domain_of(m) == domain_of(rank)) local.push_back(m);
   const int position = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
   if (local.size() > 1) {
     const int next = local[(position + 1) % local.size()];
@@ -164,11 +168,11 @@ void Platform::connect_group(int rank, const std::vector<int>& members, GroupSpa
     }
   }
   if (nodes.size() > 1) {
-    const int my_node = static_cast<int>(std::find(nodes.begin(), nodes.end(), node_of(rank)) - nodes.begin());
+    const int my_node = static_cast<int>(std::find(nodes.begin(), nodes.end(), domain_of(rank)) - nodes.begin());
     const int next_node = nodes[(my_node + 1) % nodes.size()];
     std::vector<int> there;
     for (int m : members)
-      if (node_of(m) == next_node) there.push_back(m);
+      if (domain_of(m) == next_node) there.push_back(m);
     const int peer = there[std::min<std::size_t>(position, there.size() - 1)];
     if (simulated_[peer]) {
       route(rank, peer);

@@ -36,7 +36,8 @@ class Platform {
   simgrid::s4u::Host* compute_host(int rank) const;
 
   // Successors of `rank` inside `members` (its communicator): the next member on its
-  // node, and the member at its local position on the next node of the group. With
+  // NVLink level (node or NVLink domain), and the member at its local position on the
+  // next one of the group. With
   // mirrors, a member whose successor is not simulated sends to its own mirror instead
   // (through its NIC, or through its NVSwitch port for a successor on its node), which
   // by symmetry loads the links as the real peer would.
@@ -49,10 +50,13 @@ class Platform {
  private:
   void route(int from_rank, int to_rank);
   int node_of(int rank) const { return rank / gpus_per_node_; }
+  // The NVLink level the rank's NVSwitch port reaches: its node, or its NVLink domain
+  // (InstanceType::fabric_gpus consecutive ranks).
+  int domain_of(int rank) const { return rank / fabric_gpus_; }
   int nic_of(int rank) const;
 
   const Job& job_;
-  int gpus_per_node_;
+  int gpus_per_node_, fabric_gpus_;
   bool mirrors_;
   simgrid::s4u::NetZone* zone_;
   std::vector<simgrid::s4u::Host*> gpu_, mirror_, intra_mirror_, cpu_;

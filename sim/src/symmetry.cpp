@@ -31,6 +31,8 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
   const int dp = job.data_context_degree(), world = job.world_size();
   const int sdp = job.parallel.sharded_data_parallel_degree;
   if (dp <= 1) return no("there is one data-parallel replica");
+  if (job.cluster.instance.fabric_gpus() > job.cluster.instance.gpus_per_node)
+    return no("NVLink domains span nodes: every rank is simulated");
   const Placement p(job.parallel.placement_strategy, dp, job.parallel.pipeline_parallel_degree,
                     job.parallel.tensor_parallel_degree);
   const int G = job.cluster.instance.gpus_per_node;

@@ -39,11 +39,12 @@ StageCostModel::StageCostModel(const Job& job)
                  job.parallel.tensor_parallel_degree) {
   const InstanceType& inst = job.cluster.instance;
   const PlanConfig c = plan_config(job);
-  const GroupSpan worst = group_span(placement_, Axis::tensor, inst.gpus_per_node);
+  const int fabric = inst.fabric_gpus();  // the NVLink level: a node or an NVLink domain
+  const GroupSpan worst = group_span(placement_, Axis::tensor, fabric);
   const int pp = job.parallel.pipeline_parallel_degree;
   tensor_span_.assign(pp, worst);
-  if (worst.nodes > 1 && placement_.stride(Axis::tensor) % inst.gpus_per_node != 0) {
-    for (int s = 0; s < pp; ++s) tensor_span_[s] = stage_tensor_span(placement_, s, inst.gpus_per_node);
+  if (worst.nodes > 1 && placement_.stride(Axis::tensor) % fabric != 0) {
+    for (int s = 0; s < pp; ++s) tensor_span_[s] = stage_tensor_span(placement_, s, fabric);
     for (const GroupSpan& g : tensor_span_)
       uniform_tensor_ = uniform_tensor_ && g.nodes == worst.nodes && g.per_node == worst.per_node;
   }
@@ -53,14 +54,14 @@ StageCostModel::StageCostModel(const Job& job)
   head_ = head_plan(job.model, c);
   layer_time_ = plan_time(inst.gpu, layer_, c.precision, c.flash_attention);
   moe_layer_time_ = plan_time(inst.gpu, moe_layer_, c.precision, c.flash_attention);
-  expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), inst.gpus_per_node);
-  context_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.context_parallel_degree), inst.gpus_per_node);
+  expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), fabric);
+  context_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.context_parallel_degree), fabric);
   head_time_ = partune::head_time(inst.gpu, job.model, c);
   share_nics_by_stage();
   // A hop carries one micro-batch's activation (a context rank's s / cp tokens) scattered
   // over the tensor group (or its sequence shard: the same bytes), between two GPUs of
   // one node or of two nodes.
-  const GroupSpan pp_span = group_span(placement_, Axis::pipeline, inst.gpus_per_node);
+  const GroupSpan pp_span = group_span(placement_, Axis::pipeline, fabric);
   const GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
   const double activation =
       c.sequences * job.model.seq_len / c.context_degree * job.model.hidden * bytes_per_element(c.precision);

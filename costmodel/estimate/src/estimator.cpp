@@ -70,8 +70,8 @@ struct Context {
         placement(pc.placement_strategy, dp, pp, tp),
         stages(j),
         rank(rank_parameters(stages.layer(false), stages.layer(true), stages.embedding(), stages.head())) {
-    dp_span = group_span(placement, Axis::data, inst.gpus_per_node);
-    sdp_span = subgroup_span(placement, Axis::data, sdp, inst.gpus_per_node);
+    dp_span = group_span(placement, Axis::data, inst.fabric_gpus());
+    sdp_span = subgroup_span(placement, Axis::data, sdp, inst.fabric_gpus());
     const int ep = j.model.is_moe() ? pc.expert_parallel_degree : 1;
     if (ep > 1) {
       // Members ep apart in the data-parallel group: spread over the nodes its expert
@@ -358,7 +358,7 @@ double step_end_sums(const Context& c, int stage) {
     sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, shard * c.gb * owned,
                   c.stages.tensor_span(stage));
   if (c.job.model.tied_embeddings && c.pp > 1 && !head_first) {
-    const GroupSpan ends = group_span(c.placement, Axis::pipeline, c.inst.gpus_per_node);
+    const GroupSpan ends = group_span(c.placement, Axis::pipeline, c.inst.fabric_gpus());
     const GroupSpan pair{2, ends.nodes > 1 ? 2 : 1, ends.nodes > 1 ? 1 : 2};
     const double bytes = c.rank.head_projection * c.gb * owned;  // the token table's gradient shard
     sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, bytes, pair);

@@ -82,7 +82,7 @@ std::vector<std::string> state_knobs(const Job& job, const MemoryBreakdown& m) {
   if (dp > 1 && sdp < dp && ep == 1) k.push_back(fmt::format("sharded_data_parallel_degree up to {}", dp));
   if (job.model.is_moe() && ep < std::min(job.model.experts, dp))
     k.push_back(fmt::format("a higher expert_parallel_degree ({} now)", ep));
-  const bool tp_room = pc.tensor_parallel_degree < job.cluster.instance.gpus_per_node;
+  const bool tp_room = pc.tensor_parallel_degree < job.cluster.instance.fabric_gpus();
   const bool pp_room = pc.pipeline_parallel_degree < job.model.layers;
   if (tp_room && pp_room)
     k.push_back("a higher tensor_parallel_degree or pipeline_parallel_degree");

@@ -85,8 +85,14 @@ void read_gpu(const Reader& r, InstanceType& it) {
 // instance_type.intra_node, .network and .pcie: the links a node's GPUs talk over.
 void read_links(const Reader& r, InstanceType& it) {
   const Reader in = r.child("intra_node");
-  in.allow_only({"fabric", "bw_GBps", "latency_us", "efficiency"});
+  in.allow_only({"fabric", "bw_GBps", "latency_us", "efficiency", "domain_gpus"});
   it.intra_node_fabric = in.get_string("fabric", "nvswitch");
+  if (in.has("domain_gpus")) {
+    it.nvlink_domain_gpus = in.get_int("domain_gpus", it.gpus_per_node, limits::kMaxRanks);
+    if (it.nvlink_domain_gpus % it.gpus_per_node != 0)
+      in.fail("domain_gpus", "an NVLink domain is whole nodes: " + std::to_string(it.nvlink_domain_gpus) +
+                                 " is not a multiple of gpus_per_node " + std::to_string(it.gpus_per_node));
+  }
   it.intra_node.bw = in.get_positive("bw_GBps") * units::giga;
   it.intra_node.latency = in.get_positive("latency_us") * units::us;
   it.intra_node.efficiency = in.get_fraction("efficiency", 1.0);

@@ -55,6 +55,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["intra_node"]["bw_GBps"] = it.intra_node.bw / units::giga;
   n["intra_node"]["latency_us"] = it.intra_node.latency / units::us;
   n["intra_node"]["efficiency"] = it.intra_node.efficiency;
+  if (it.nvlink_domain_gpus > 0) n["intra_node"]["domain_gpus"] = it.nvlink_domain_gpus;
   n["network"]["nics_per_node"] = it.nics_per_node;
   n["network"]["nic_bw_Gbps"] = it.nic.bw * 8 / units::giga;
   n["network"]["latency_us"] = it.nic.latency / units::us;

@@ -217,9 +217,11 @@ JobViolation check_degrees(const Job& job) {
   if (pp < 1) return bad("parallel.pipeline_parallel_degree", "must be >= 1");
   if (tp < 1) return bad("parallel.tensor_parallel_degree", "must be >= 1");
   if (sdp < 1) return bad("parallel.sharded_data_parallel_degree", "must be >= 1");
-  if (tp > job.cluster.instance.gpus_per_node)
+  const InstanceType& inst = job.cluster.instance;
+  if (tp > inst.fabric_gpus())
     return bad("parallel.tensor_parallel_degree",
-               fmt::format("{} is larger than a node ({} GPUs)", tp, job.cluster.instance.gpus_per_node));
+               fmt::format("{} is larger than {} ({} GPUs)", tp,
+                           inst.nvlink_domain_gpus > 0 ? "an NVLink domain" : "a node", inst.fabric_gpus()));
   if (world % (pp * tp) != 0)
     return bad("parallel", fmt::format("pipeline ({}) x tensor ({}) = {} does not divide the {} GPUs "
                                        "of the cluster", pp, tp, pp * tp, world));

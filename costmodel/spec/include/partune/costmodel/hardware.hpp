@@ -105,6 +105,12 @@ struct InstanceType {
   std::string name;
   InstancePrice price;
   int gpus_per_node = 8;
+  // GPUs that reach each other over NVLink (intra_node.domain_gpus): the node (0, the
+  // default), or an NVLink domain of several consecutive nodes (GB200 NVL72: 72 GPUs on
+  // 18 trays of 4). Collectives, placement spans and the simulator's routes treat the
+  // domain as the NVLink level; NICs, PCIe and the host stay the node's.
+  int nvlink_domain_gpus = 0;
+  int fabric_gpus() const { return nvlink_domain_gpus > 0 ? nvlink_domain_gpus : gpus_per_node; }
   GpuProfile gpu;
   std::string intra_node_fabric = "nvswitch";
   LinkLevel intra_node;      // per GPU
