@@ -266,11 +266,13 @@ Communicators::Communicators(const Job& job, int rank, c10::intrusive_ptr<c10d::
   world_ = connect(store, "world", all, rank, timeout);
   transfers_ = backend_ == CommBackendKind::nccl ? connect(store, "transfers", all, rank, timeout, backend_) : world_;
   for (CommGroup kind : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica,
-                         CommGroup::embedding, CommGroup::expert, CommGroup::expert_data, CommGroup::context}) {
+                         CommGroup::embedding, CommGroup::expert, CommGroup::expert_data, CommGroup::context,
+                         CommGroup::context_a2a}) {
     if ((kind == CommGroup::expert || kind == CommGroup::expert_data) &&
         (!job.model.is_moe() || job.parallel.expert_parallel_degree <= 1))
       continue;  // (comm_group_members divides by the expert degree)
-    if (kind == CommGroup::context && job.parallel.context_parallel_degree <= 1) continue;
+    if ((kind == CommGroup::context || kind == CommGroup::context_a2a) && job.parallel.context_parallel_degree <= 1)
+      continue;
     // Tensor groups come ordered by tensor coordinate (Placement::group), which is also
     // rank order: a rank grows with each coordinate.
     groups_[static_cast<std::size_t>(kind)] =

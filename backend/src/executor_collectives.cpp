@@ -89,7 +89,8 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
       return;
     }
     case CommGroup::expert:
-    case CommGroup::context: return;  // the layers' exchanges: booked by TensorCallBook
+    case CommGroup::context:
+    case CommGroup::context_a2a: return;  // the layers' exchanges: booked by TensorCallBook
     case CommGroup::expert_data:
       if (ins.kind != OpKind::all_reduce)
         throw std::runtime_error(fmt::format("{}: the experts' gradients are all-reduced here (no optimizer sharding "

@@ -122,6 +122,9 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
                        job.parallel.flash_attention ? "flash_attention (set flash_attention: false)"
                        : job.model.is_mla()         ? "multi-head latent attention"
                                                     : "context parallelism");
+  if (job.parallel.context_parallel_degree > 1 && job.parallel.cp_comm_type == ContextComm::a2a_p2p)
+    return "cp_comm_type a2a+p2p is priced by the cost model and the simulator but not run by the LibTorch backend "
+           "(p2p, a2a and allgather are)";
   if (job.parallel.context_parallel_degree > 1 && job.model.is_mla())
     return "context parallelism around multi-head latent attention is not run by the LibTorch backend";
   if (const int cp = job.parallel.context_parallel_degree; cp > 1) {

@@ -26,7 +26,7 @@ namespace {
 // The communicators a rank may belong to, each with its own stream actor.
 constexpr CommGroup kCommunicators[] = {CommGroup::tensor,    CommGroup::data,      CommGroup::sharded,
                                         CommGroup::replica,   CommGroup::embedding, CommGroup::expert,
-                                        CommGroup::expert_data, CommGroup::context};
+                                        CommGroup::expert_data, CommGroup::context, CommGroup::context_a2a};
 
 }  // namespace
 

@@ -28,7 +28,8 @@ inline double& exposed_slot(ExposedComm& exposed, CommGroup g) {
   switch (g) {
     case CommGroup::tensor:
     case CommGroup::expert:
-    case CommGroup::context: return exposed.tensor;  // inside the layers, as tensor collectives
+    case CommGroup::context:
+    case CommGroup::context_a2a: return exposed.tensor;  // inside the layers, as tensor collectives
     case CommGroup::sharded: return exposed.sharded;
     default: return exposed.data;
   }

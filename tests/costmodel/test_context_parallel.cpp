@@ -96,7 +96,10 @@ TEST_CASE("context parallelism's rules name the key", "[context][job][bad-input]
   CHECK(scenario_error_key(short_seq, "f.yaml") == "parallel.context_parallel_degree");
   // a2a splits a tensor rank's 8 query and 1 key/value heads over the context ranks.
   CHECK(scenario_error_key(long_job(4, 2, "a2a"), "f.yaml") == "parallel.cp_comm_type");
-  CHECK(scenario_error_key(long_job(4, 2, "a2a+p2p"), "f.yaml") == "parallel.cp_comm_type");
+  // a2a+p2p wants its a2a sub-group's size; the size is a2a+p2p's alone.
+  CHECK(scenario_error_key(long_job(4, 2, "a2a+p2p"), "f.yaml") == "parallel.context_a2a_degree");
+  CHECK(scenario_error_key(long_job(4, 2, "p2p", ", context_a2a_degree: 2"), "f.yaml") ==
+        "parallel.context_a2a_degree");
   CHECK(scenario_error_key(long_job(4, 2, "ring"), "f.yaml") == "parallel.cp_comm_type");
   CHECK(scenario_error_key(long_job(4, 2, "allgather"), "f.yaml") == "(no error)");
 }
@@ -182,4 +185,43 @@ TEST_CASE("context parallelism survives the scenario writer", "[context][writer]
   const Job back = parse_job(job_yaml(j, "test"), "written.yaml");
   CHECK(back.parallel.context_parallel_degree == 2);
   CHECK(back.parallel.cp_comm_type == ContextComm::allgather);
+}
+
+namespace {
+
+// LLaMA-3 8B at 32k tokens on 2 p5 nodes, tensor 4: a data axis of 4 = context 4, split
+// as a2a 2 x p2p 2.
+Job hierarchical() {
+  return parse_job("kind: job\nname: t\nmodel: {base: llama-3-8b, seq_len: 32768}\n"
+                   "cluster: {instance_type: p5.48xlarge, nodes: 2}\ntraining: {global_batch: 4, precision: bf16}\n"
+                   "parallel: {tensor_parallel_degree: 4, flash_attention: true, microbatches: 4, "
+                   "context_parallel_degree: 4, cp_comm_type: a2a+p2p, context_a2a_degree: 2}\n",
+                   "h.yaml");
+}
+
+}  // namespace
+
+TEST_CASE("a2a+p2p: a2a inside runs of 2 context ranks, p2p around the ring of their like members",
+          "[context][groups][plan]") {
+  const Job j = hierarchical();
+  // The data axis of rank 0 is 0, 4, 8, 12 (tensor ranks fastest): written out by hand.
+  CHECK(comm_group_members(j, 0, CommGroup::context_a2a) == std::vector<int>{0, 4});
+  CHECK(comm_group_members(j, 0, CommGroup::context) == std::vector<int>{0, 8});
+  CHECK(comm_group_members(j, 4, CommGroup::context) == std::vector<int>{4, 12});
+  CHECK(comm_group_members(j, 9, CommGroup::context_a2a) == std::vector<int>{9, 13});
+  // 8192 tokens a rank; a tensor rank of 4 has 8 query heads and 2 key/value heads of
+  // 128. The a2a sends Q, K and V (8 + 2 + 2 heads x 128 a token); the ring carries the
+  // keys and values the rank holds after it: 4 heads / 2 of the sub-group's 2 x 8192
+  // tokens, the same 2 x 2 x 128 elements a token of its own, for 2 sub-groups.
+  const LayerPlan lp = transformer_layer_plan(j.model, plan_config(j));
+  const double T = 8192;
+  CHECK(lp.op(PlanOpRole::context_in).comm_bytes == T * (8 + 2 + 2) * 128 * 2);
+  CHECK(lp.op(PlanOpRole::context_in).context_sub_group);
+  CHECK(lp.op(PlanOpRole::context_ring).comm_bytes == 2 * T * 4 * 128 * 2);
+  CHECK(lp.op(PlanOpRole::context_out).comm_bytes == T * 8 * 128 * 2);
+  const auto bwd = tensor_collectives(lp, PlanPass::backward);
+  CHECK(count(bwd, CollectiveKind::all_to_all, PlanGroup::context_a2a) == 2);
+  CHECK(count(bwd, CollectiveKind::all_gather, PlanGroup::context) == 1);
+  CHECK(count(bwd, CollectiveKind::reduce_scatter, PlanGroup::context) == 1);
+  CHECK(parse_job(job_yaml(j, "test"), "w.yaml").parallel.context_a2a_degree == 2);
 }

@@ -49,3 +49,16 @@ TEST_CASE("the p2p ring beside the core is cheaper than the same bytes gathered 
   CHECK(ring < gathered);
   CHECK(estimate(long_job(2, "p2p")).step_time < estimate(long_job(2, "allgather")).step_time);
 }
+
+TEST_CASE("a2a+p2p simulates to the estimate", "[sim][context]") {
+  // LLaMA-3 8B at 32k on 2 p5 nodes, tensor 4, context 4 = a2a 2 x p2p 2.
+  const Job job = parse_job("kind: job\nname: t\nmodel: {base: llama-3-8b, seq_len: 32768}\n"
+                            "cluster: {instance_type: p5.48xlarge, nodes: 2}\n"
+                            "training: {global_batch: 4, precision: bf16}\n"
+                            "parallel: {tensor_parallel_degree: 4, flash_attention: true, microbatches: 4, "
+                            "context_parallel_degree: 4, cp_comm_type: a2a+p2p, context_a2a_degree: 2}\n",
+                            "h.yaml");
+  sim::SimOptions every_rank;
+  every_rank.use_symmetry = false;
+  CHECK(sim::simulate(job, every_rank).metrics.step_time == Approx(estimate(job).step_time).epsilon(0.05));
+}

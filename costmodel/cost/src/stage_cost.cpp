@@ -56,6 +56,16 @@ StageCostModel::StageCostModel(const Job& job)
   moe_layer_time_ = plan_time(inst.gpu, moe_layer_, c.precision, c.flash_attention);
   expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), fabric);
   context_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.context_parallel_degree), fabric);
+  if (job.parallel.cp_comm_type == ContextComm::a2a_p2p && job.parallel.context_a2a_degree > 1) {
+    // a2a+p2p: the a2a sub-groups are runs of the data axis; the ring takes every a-th
+    // member of a context group (rank 0's stands for all).
+    const int a = job.parallel.context_a2a_degree;
+    context_a2a_span_ = subgroup_span(placement_, Axis::data, a, fabric);
+    const std::vector<int> axis = placement_.group(0, Axis::data);
+    std::vector<int> ring;
+    for (int i = 0; i < job.parallel.context_parallel_degree; i += a) ring.push_back(axis[i]);
+    context_span_ = members_span(ring, fabric);
+  }
   head_time_ = partune::head_time(inst.gpu, job.model, c);
   share_nics_by_stage();
   // A hop carries one micro-batch's activation (a context rank's s / cp tokens) scattered
@@ -90,9 +100,10 @@ void StageCostModel::share_nics_by_stage() {
 }
 
 double StageCostModel::tensor_collective_time(const TensorCollective& c, int stage) const {
-  const GroupSpan& span = c.group == PlanGroup::expert    ? expert_span_
-                          : c.group == PlanGroup::context ? context_span_
-                                                          : tensor_span_[stage];
+  const GroupSpan& span = c.group == PlanGroup::expert        ? expert_span_
+                          : c.group == PlanGroup::context     ? context_span_
+                          : c.group == PlanGroup::context_a2a ? context_a2a_span_
+                                                              : tensor_span_[stage];
   return c.count *
          collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, span, job_.cluster.instance,
                          job_.cluster.oversubscription)

@@ -44,22 +44,35 @@ PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, do
 // rank's s / cp and tensor rank: keys and values of (key_heads qk + value_heads v) / t
 // elements; queries H qk; the context H v. p2p and allgather move the context group's
 // keys and values (S = cp x the rank's); a2a sends the rank's Q, K and V and gets its
-// heads' share of every token, then sends the context back.
+// heads' share of every token, then sends the context back. a2a+p2p runs the a2a over
+// its sub-group of a ranks, after which a rank holds H / a heads of a T tokens: the same
+// key/value bytes as before, passed around the ring of cp / a sub-groups.
 void context_exchange(PlanBuilder& p, const CoreWidths& w, PlanOpRole role) {
   const PlanConfig& c = p.c;
   if (c.context_degree <= 1) return;
   const double eb = bytes_per_element(c.precision), t = p.t, H = p.m.heads / t, T = p.tokens;
   const double kv = (w.key_heads * w.qk + w.value_heads * w.v) / t;
-  PlanOp op;
-  op.role = role;
-  op.kind = PlanOpKind::context_comm;
-  op.context = c.context_comm;
-  if (c.context_comm != ContextComm::a2a)
-    op.comm_bytes = c.context_degree * T * kv * eb;
-  else
-    op.comm_bytes = T * (role == PlanOpRole::context_in ? H * w.qk + kv : H * w.v) * eb;
-  if (role == PlanOpRole::context_out && c.context_comm != ContextComm::a2a) return;
-  p.plan.ops.push_back(op);
+  const bool hierarchical = c.context_comm == ContextComm::a2a_p2p;
+  const auto push = [&](PlanOpRole r, ContextComm kind, double bytes, bool sub_group) {
+    PlanOp op;
+    op.role = r;
+    op.kind = PlanOpKind::context_comm;
+    op.context = kind;
+    op.comm_bytes = bytes;
+    op.context_sub_group = sub_group;
+    p.plan.ops.push_back(op);
+  };
+  if (role == PlanOpRole::context_in) {
+    if (c.context_comm == ContextComm::p2p || c.context_comm == ContextComm::allgather)
+      push(role, c.context_comm, c.context_degree * T * kv * eb, false);
+    if (c.context_comm == ContextComm::a2a || hierarchical)
+      push(role, ContextComm::a2a, T * (H * w.qk + kv) * eb, hierarchical);
+    if (hierarchical)
+      push(PlanOpRole::context_ring, ContextComm::p2p,
+           static_cast<double>(c.context_degree) / std::max(1, c.context_a2a_degree) * T * kv * eb, false);
+  } else if (c.context_comm == ContextComm::a2a || hierarchical) {
+    push(role, ContextComm::a2a, T * H * w.v * eb, hierarchical);
+  }
 }
 
 // The core with context parallelism's exchanges before and after it.

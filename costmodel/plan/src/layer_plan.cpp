@@ -38,6 +38,7 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::qk_norm: return "qk_norm";
     case PlanOpRole::rotary: return "rotary";
     case PlanOpRole::context_in: return "context_in";
+    case PlanOpRole::context_ring: return "context_ring";
     case PlanOpRole::attention: return "attention";
     case PlanOpRole::context_out: return "context_out";
     case PlanOpRole::projection: return "projection";
@@ -78,6 +79,7 @@ PlanConfig plan_config(const Job& job) {
   c.expert_degree = job.parallel.expert_parallel_degree;
   c.context_degree = job.parallel.context_parallel_degree;
   c.context_comm = job.parallel.cp_comm_type;
+  c.context_a2a_degree = job.parallel.context_a2a_degree;
   c.sequence_parallel = job.parallel.sequence_parallel && c.tensor_degree > 1;
   c.flash_attention = job.parallel.flash_attention;
   c.precision = job.training.precision;
@@ -351,9 +353,8 @@ void conjugate_collectives(const PlanOp& op, bool forward, std::vector<TensorCol
 
 // What one context-parallel exchange runs in a pass (layer_plan.hpp).
 void context_collectives(const PlanOp& op, bool forward, std::vector<TensorCollective>& out) {
-  auto add = [&](CollectiveKind kind, bool overlapped) {
-    out.push_back({kind, PlanGroup::context, op.comm_bytes, 1, overlapped});
-  };
+  const PlanGroup group = op.context_sub_group ? PlanGroup::context_a2a : PlanGroup::context;
+  auto add = [&](CollectiveKind kind, bool overlapped) { out.push_back({kind, group, op.comm_bytes, 1, overlapped}); };
   switch (op.context) {
     case ContextComm::a2a: add(CollectiveKind::all_to_all, false); break;
     case ContextComm::p2p:

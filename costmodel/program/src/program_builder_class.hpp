@@ -82,9 +82,10 @@ class ProgramBuilder {
                                                  : OpKind::all_reduce;
   }
   static CommGroup comm_group(const TensorCollective& c) {
-    return c.group == PlanGroup::expert    ? CommGroup::expert
-           : c.group == PlanGroup::context ? CommGroup::context
-                                           : CommGroup::tensor;
+    return c.group == PlanGroup::expert        ? CommGroup::expert
+           : c.group == PlanGroup::context     ? CommGroup::context
+           : c.group == PlanGroup::context_a2a ? CommGroup::context_a2a
+                                               : CommGroup::tensor;
   }
   // Is model layer `l` of `chunk` one with experts; the plan lists of each kind.
   bool moe(int chunk, int l) const { return job_.model.is_moe_layer(job_.global_layer(stage_, chunk, l)); }

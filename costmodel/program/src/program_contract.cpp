@@ -45,6 +45,7 @@ const char* to_string(CommGroup g) {
     case CommGroup::expert: return "expert";
     case CommGroup::expert_data: return "expert_data";
     case CommGroup::context: return "context";
+    case CommGroup::context_a2a: return "context_a2a";
   }
   return "?";
 }
@@ -80,13 +81,26 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
       const int first = p.coords(rank).data / ep * ep;
       return std::vector<int>(dp.begin() + first, dp.begin() + first + ep);
     }
-    case CommGroup::context: {
-      // Consecutive members of the data axis form a context group (Megatron's tp-cp-dp).
-      const int cp = job.parallel.context_parallel_degree;
-      if (cp <= 1) break;
+    case CommGroup::context:
+    case CommGroup::context_a2a: {
+      // Consecutive members of the data axis form a context group (Megatron's tp-cp-dp);
+      // with a2a+p2p, runs of a of them the a2a sub-groups, and the members at one place
+      // in their sub-group the ring.
+      const ParallelConfig& pc = job.parallel;
+      const int cp = pc.context_parallel_degree;
+      const bool hierarchical = pc.cp_comm_type == ContextComm::a2a_p2p && pc.context_a2a_degree > 1;
+      if (cp <= 1 || (kind == CommGroup::context_a2a && !hierarchical)) break;
       const std::vector<int> axis = p.group(rank, Axis::data);
-      const int first = p.coords(rank).data / cp * cp;
-      return std::vector<int>(axis.begin() + first, axis.begin() + first + cp);
+      const int d = p.coords(rank).data, first = d / cp * cp;
+      if (!hierarchical) return std::vector<int>(axis.begin() + first, axis.begin() + first + cp);
+      const int a = pc.context_a2a_degree;
+      std::vector<int> out;
+      if (kind == CommGroup::context_a2a) {
+        const int sub = d / a * a;
+        return std::vector<int>(axis.begin() + sub, axis.begin() + sub + a);
+      }
+      for (int i = first + d % a; i < first + cp; i += a) out.push_back(axis[i]);
+      return out;
     }
     case CommGroup::expert_data: {
       // The same expert rank in every expert group.

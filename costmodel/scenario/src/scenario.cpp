@@ -300,13 +300,14 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "flash_attention", "sequence_parallel", "overlap_p2p_comm", "grad_reduce_in_fp32", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
                 "lm_head_stage", "checkpointed_layers", "expert_parallel_degree", "context_parallel_degree",
-                "cp_comm_type"});
+                "cp_comm_type", "context_a2a_degree"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1, limits::kMaxLayers, 1);
   p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1, limits::kMaxGpusPerNode, 1);
   p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1, limits::kMaxRanks, 1);
   p.expert_parallel_degree = r.get_int("expert_parallel_degree", 1, limits::kMaxRanks, 1);
   p.context_parallel_degree = r.get_int("context_parallel_degree", 1, limits::kMaxRanks, 1);
   p.cp_comm_type = get_enum(r, "cp_comm_type", ContextComm::p2p);
+  p.context_a2a_degree = r.get_int("context_a2a_degree", 0, limits::kMaxRanks, 0);
   p.microbatches = r.get_int("microbatches", 1, limits::kMaxMicrobatches, 1);
   p.active_microbatches = r.get_int("active_microbatches", 0, limits::kMaxMicrobatches, 0);
   p.pipeline = get_enum(r, "pipeline", PipelineSchedule::interleaved);

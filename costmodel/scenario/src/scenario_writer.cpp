@@ -152,6 +152,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (pc.context_parallel_degree > 1) {
     p["context_parallel_degree"] = pc.context_parallel_degree;
     p["cp_comm_type"] = enum_name(pc.cp_comm_type);
+    if (pc.context_a2a_degree > 0) p["context_a2a_degree"] = pc.context_a2a_degree;
   }
   p["microbatches"] = pc.microbatches;
   if (pc.active_microbatches > 0) p["active_microbatches"] = pc.active_microbatches;

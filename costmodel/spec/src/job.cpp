@@ -175,7 +175,8 @@ JobViolation check_experts(const Job& job) {
 // Context parallelism (Megatron-core's rules): the degree divides the data axis; the
 // sequence splits into 2 cp chunks (causal load balancing) and, with sequence
 // parallelism, each rank's s / cp tokens over the tensor group; a2a splits each tensor
-// rank's query and key/value heads over the context group; a2a+p2p is not modelled.
+// rank's query and key/value heads over the context group (a2a+p2p: over its a2a
+// sub-group, whose size divides cp and leaves a ring of at least 2).
 JobViolation check_context(const Job& job) {
   const auto& m = job.model;
   const auto& pc = job.parallel;
@@ -193,15 +194,20 @@ JobViolation check_context(const Job& job) {
   if (pc.sequence_parallel && (m.seq_len / cp) % tp != 0)
     return bad("parallel.sequence_parallel",
                fmt::format("a context rank's {} tokens do not split over tensor degree {}", m.seq_len / cp, tp));
-  if (pc.cp_comm_type == ContextComm::a2a_p2p)
-    return bad("parallel.cp_comm_type", "a2a+p2p (hierarchical context parallelism) is not modelled: use p2p, a2a "
-                                        "or allgather");
-  if (pc.cp_comm_type == ContextComm::a2a) {
+  const bool hierarchical = pc.cp_comm_type == ContextComm::a2a_p2p;
+  const int a2a = hierarchical ? pc.context_a2a_degree : cp;  // ranks the heads split over
+  if (hierarchical && (a2a < 2 || cp % a2a != 0 || cp / a2a < 2))
+    return bad("parallel.context_a2a_degree",
+               fmt::format("a2a+p2p needs an a2a sub-group of 2 or more ranks dividing the context degree {} into "
+                           "rings of 2 or more (got {})", cp, a2a));
+  if (!hierarchical && pc.context_a2a_degree != 0)
+    return bad("parallel.context_a2a_degree", "applies to cp_comm_type a2a+p2p");
+  if (pc.cp_comm_type == ContextComm::a2a || hierarchical) {
     const int heads = m.heads / tp, kv = std::max(1, m.is_mla() ? m.heads / tp : m.kv_heads / tp);
-    if (heads % cp != 0 || kv % cp != 0)
+    if (heads % a2a != 0 || kv % a2a != 0)
       return bad("parallel.cp_comm_type",
-                 fmt::format("a2a splits each tensor rank's {} query and {} key/value heads over the {} context "
-                             "ranks: they do not divide (use p2p)", heads, kv, cp));
+                 fmt::format("{} splits each tensor rank's {} query and {} key/value heads over {} context ranks: "
+                             "they do not divide (use p2p)", to_string(pc.cp_comm_type), heads, kv, a2a));
   }
   return {};
 }

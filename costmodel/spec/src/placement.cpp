@@ -127,6 +127,11 @@ GroupSpan span_of(const std::vector<int>& members, int gpus_per_node) {
 
 }  // namespace
 
+GroupSpan members_span(std::vector<int> members, int gpus_per_node) {
+  std::sort(members.begin(), members.end());
+  return span_of(members, gpus_per_node);
+}
+
 GroupSpan stage_tensor_span(const Placement& p, int stage, int gpus_per_node) {
   GroupSpan worst{p.degree(Axis::tensor), 0, p.degree(Axis::tensor)};
   for (int d = 0; d < p.degree(Axis::data); ++d) {

@@ -84,7 +84,7 @@ class StageCostModel {
   bool uniform_tensor_ = true;
   LayerPlan layer_, moe_layer_, embedding_, head_;
   LayerTime layer_time_, moe_layer_time_;
-  GroupSpan expert_span_, context_span_;
+  GroupSpan expert_span_, context_span_, context_a2a_span_;
   HeadTime head_time_;
   double hop_ = 0;
 };

@@ -64,7 +64,9 @@ enum class PlanOpRole : std::uint8_t {
   qk_norm,  // QK-norm only (ModelSpec::qk_norm)
   rotary,   // rotary positions only
   context_in,  // context_comm (context parallelism): keys and values exchanged (p2p,
-               // allgather), or Q, K and V from the sequence split to the head split (a2a)
+               // allgather), or Q, K and V from the sequence split to the head split (a2a;
+               // a2a+p2p: over the a2a sub-group)
+  context_ring,  // context_comm, a2a+p2p only: keys and values around the ring of sub-groups
   attention,
   context_out,  // context_comm (a2a only): the context back to the sequence split
   projection,
@@ -128,6 +130,7 @@ struct PlanOp {
   // context_comm: the exchange and its payload (S of the collectives it runs).
   Conjugate conjugate = Conjugate::f;
   ContextComm context = ContextComm::p2p;
+  bool context_sub_group = false;  // context_comm over the a2a sub-group (a2a+p2p)
   double comm_bytes = 0;
   int comm_count = 1;  // collectives of that size (loss_reduce: 3)
   // Parameter elements of the op replicated over the tensor group whose gradient on a
@@ -190,6 +193,7 @@ struct PlanConfig {
   int expert_degree = 1;  // expert_parallel_degree (MoE layers)
   int context_degree = 1;  // context_parallel_degree: each rank holds s / cp tokens
   ContextComm context_comm = ContextComm::p2p;
+  int context_a2a_degree = 0;  // a2a+p2p: the a2a sub-group's size
   bool sequence_parallel = false;
   bool flash_attention = false;
   Precision precision = Precision::fp16;
@@ -209,7 +213,7 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c);
 // --- Collectives of a plan, in the order they run: the tensor group's and, in a layer
 // with experts, the expert group's all-to-alls.
 enum class PlanPass : std::uint8_t { forward, backward, recompute };
-enum class PlanGroup : std::uint8_t { tensor, expert, context };
+enum class PlanGroup : std::uint8_t { tensor, expert, context, context_a2a };
 struct TensorCollective {
   CollectiveKind kind = CollectiveKind::all_reduce;
   PlanGroup group = PlanGroup::tensor;
@@ -228,7 +232,10 @@ struct TensorCollective {
 //              reduce-scatter of their gradients, both beside the core's backward;
 //   allgather: the same collectives, blocking;
 //   a2a:       one all-to-all forward and one backward at each of context_in and
-//              context_out.
+//              context_out;
+//   a2a+p2p:   the a2a's over the a2a sub-group (context_a2a), then p2p's around the
+//              ring of sub-groups (context_ring) on the keys and values of the rank's
+//              heads / a over its sub-group's tokens.
 // recompute: the forward's collectives again under full checkpointing, none otherwise
 // (selective recomputation repeats only the attention core).
 std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass,

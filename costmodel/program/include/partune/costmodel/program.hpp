@@ -68,10 +68,14 @@ enum class CommGroup : std::uint8_t {
   expert_data,  // the same expert rank in every expert group of the data-parallel group:
                 // the experts' gradient all-reduce (or RS + AG with optimizer sharding)
   context,      // context group (context_parallel_degree consecutive members of the data
-                // axis): the key/value exchanges or all-to-alls around each attention core
+                // axis): the key/value exchanges or all-to-alls around each attention core;
+                // with a2a+p2p the ring only: the members whose place in their a2a
+                // sub-group is this rank's
+  context_a2a,  // a2a+p2p: the context_a2a_degree consecutive members of the context group
+                // exchanging heads
 };
 // Communicator kinds, for arrays indexed by CommGroup.
-inline constexpr int kCommGroupCount = static_cast<int>(CommGroup::context) + 1;
+inline constexpr int kCommGroupCount = static_cast<int>(CommGroup::context_a2a) + 1;
 const char* to_string(CommGroup g);
 // The members of `rank`'s communicator of this kind, in rank order ({rank} alone when
 // the job has no such group for it). The simulator and the backend build their

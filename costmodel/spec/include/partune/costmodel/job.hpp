@@ -36,8 +36,9 @@ enum class LossPrecision { fp32, training };
 // gradients); a2a swaps the sequence split for a split of the heads around the core
 // (all-to-alls of Q, K, V and of the context: DeepSpeed-Ulysses); allgather gathers the
 // keys and values before the core and reduce-scatters their gradients after it;
-// a2a_p2p ("a2a+p2p") is Megatron-core's hierarchical mix (a2a inside a sub-group, p2p
-// across), which the job rules refuse as not modelled.
+// a2a_p2p ("a2a+p2p") is Megatron-core's hierarchical mix: a2a inside sub-groups of
+// context_a2a_degree consecutive context ranks, p2p around the ring of the sub-groups'
+// like members (hierarchical_context_parallel_sizes [a2a, p2p]).
 enum class ContextComm { p2p, a2a, allgather, a2a_p2p };
 
 const char* to_string(Optimizer o);
@@ -90,6 +91,9 @@ struct ParallelConfig {
   // reduced, and optimizer state and sharded parameters split, over data x context.
   int context_parallel_degree = 1;
   ContextComm cp_comm_type = ContextComm::p2p;
+  // a2a+p2p only: the a2a sub-group's size (Megatron's hierarchical_context_parallel_sizes
+  // [a2a, cp / a2a]); 0 otherwise.
+  int context_a2a_degree = 0;
   int microbatches = 1;          // per pipeline pass (per accumulation step)
   int active_microbatches = 0;   // 0 = pipeline_parallel_degree + 2 (SMP's default)
   PipelineSchedule pipeline = PipelineSchedule::interleaved;

@@ -80,6 +80,8 @@ struct GroupSpan {
   double nic_sharers = 0;
 };
 GroupSpan group_span(const Placement& p, Axis axis, int gpus_per_node);
+// The span of a group given by its members (global ranks, any order).
+GroupSpan members_span(std::vector<int> members, int gpus_per_node);
 // A sharded-data-parallel group: `sdp` consecutive members of a data-parallel group.
 GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gpus_per_node);
 // The worst tensor group of one pipeline stage (groups of a degree that does not divide a
