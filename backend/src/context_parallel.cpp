@@ -123,19 +123,12 @@ torch::Tensor ContextParallelGroup::reduce_scatter(const torch::Tensor& t, int d
 torch::Tensor ContextParallelGroup::exchange(const torch::Tensor& t) {
   if (degree_ == 1) return t;
   const auto start = std::chrono::steady_clock::now();
-  torch::Tensor in = t.contiguous();
-  torch::Tensor out = torch::empty_like(in);
-  std::vector<std::int64_t> equal;
-  group_->alltoall_base(out, in, equal, equal)->wait();
+  torch::Tensor out = all_to_all_equal_blocks(group_, t);
   count(kAllToAll, since(start));
   return out;
 }
 
-TensorCalls ContextParallelGroup::take_tally() {
-  const TensorCalls t = tally_;
-  tally_ = TensorCalls{};
-  return t;
-}
+TensorCalls ContextParallelGroup::take_tally() { return tally_.take(); }
 
 namespace {
 

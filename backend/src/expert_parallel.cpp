@@ -53,20 +53,13 @@ torch::Tensor ExpertParallelGroup::exchange(const torch::Tensor& t) {
     throw std::invalid_argument("expert exchange: dimension 0 (" + std::to_string(t.size(0)) +
                                 ") does not split into " + std::to_string(degree_) + " blocks");
   const auto start = std::chrono::steady_clock::now();
-  torch::Tensor in = t.contiguous();
-  torch::Tensor out = torch::empty_like(in);
-  std::vector<std::int64_t> equal;  // empty split sizes: equal blocks
-  group_->alltoall_base(out, in, equal, equal)->wait();
+  torch::Tensor out = all_to_all_equal_blocks(group_, t);
   tally_.calls[kAllToAll] += 1;
   tally_.seconds[kAllToAll] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 
-TensorCalls ExpertParallelGroup::take_tally() {
-  const TensorCalls t = tally_;
-  tally_ = TensorCalls{};
-  return t;
-}
+TensorCalls ExpertParallelGroup::take_tally() { return tally_.take(); }
 
 torch::Tensor expert_exchange(const torch::Tensor& t, const ExpertParallel& ep) {
   if (!parallel(ep)) return t;

@@ -111,10 +111,14 @@ double TensorParallelGroup::take_gradient_seconds() {
   return s;
 }
 
-TensorCalls TensorParallelGroup::take_tally() {
-  const TensorCalls t = tally_;
-  tally_ = TensorCalls{};
-  return t;
+TensorCalls TensorParallelGroup::take_tally() { return tally_.take(); }
+
+torch::Tensor all_to_all_equal_blocks(const CommBackendPtr& group, const torch::Tensor& t) {
+  torch::Tensor in = t.contiguous();
+  torch::Tensor out = torch::empty_like(in);
+  std::vector<std::int64_t> equal;  // empty split sizes: equal blocks
+  group->alltoall_base(out, in, equal, equal)->wait();
+  return out;
 }
 
 namespace {

@@ -127,14 +127,6 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
            "(p2p, a2a and allgather are)";
   if (job.parallel.context_parallel_degree > 1 && job.model.is_mla())
     return "context parallelism around multi-head latent attention is not run by the LibTorch backend";
-  if (const int cp = job.parallel.context_parallel_degree; cp > 1) {
-    if (config.seq_len % (2 * cp) != 0)
-      return fmt::format("the sequence of {} tokens that runs does not split into 2 x {} context chunks", config.seq_len,
-                         cp);
-    if (job.parallel.cp_comm_type == ContextComm::a2a && ((config.heads / t) % cp != 0 || (config.key_value_heads() / t) % cp != 0))
-      return fmt::format("cp_comm_type a2a: context degree {} does not divide the {} query and {} key/value heads "
-                         "of a tensor rank that runs", cp, config.heads / t, config.key_value_heads() / t);
-  }
   if (job.model.is_moe() && job.parallel.sequence_parallel)
     return "sequence parallelism around a mixture of experts is not run by the LibTorch backend";
   if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)

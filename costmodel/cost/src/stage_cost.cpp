@@ -68,15 +68,14 @@ StageCostModel::StageCostModel(const Job& job)
   }
   head_time_ = partune::head_time(inst.gpu, job.model, c);
   share_nics_by_stage();
-  // A hop carries one micro-batch's activation (a context rank's s / cp tokens) scattered
-  // over the tensor group (or its sequence shard: the same bytes), between two GPUs of
-  // one node or of two nodes.
+  // A hop carries one micro-batch's activation (the plan's: a context rank's s / cp
+  // tokens) scattered over the tensor group (or its sequence shard: the same bytes),
+  // between two GPUs of one node or of two nodes.
   const GroupSpan pp_span = group_span(placement_, Axis::pipeline, fabric);
   const GroupSpan pair{2, pp_span.nodes > 1 ? 2 : 1, pp_span.nodes > 1 ? 1 : 2};
-  const double activation =
-      c.sequences * job.model.seq_len / c.context_degree * job.model.hidden * bytes_per_element(c.precision);
+  hop_bytes_ = layer_.activation_bytes / c.tensor_degree;
   hop_ = job.parallel.pipeline_parallel_degree > 1
-             ? collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, activation / c.tensor_degree, pair,
+             ? collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, hop_bytes_, pair,
                                inst, job.cluster.oversubscription)
                    .total()
              : 0.0;

@@ -54,13 +54,7 @@ void context_exchange(PlanBuilder& p, const CoreWidths& w, PlanOpRole role) {
   const double kv = (w.key_heads * w.qk + w.value_heads * w.v) / t;
   const bool hierarchical = c.context_comm == ContextComm::a2a_p2p;
   const auto push = [&](PlanOpRole r, ContextComm kind, double bytes, bool sub_group) {
-    PlanOp op;
-    op.role = r;
-    op.kind = PlanOpKind::context_comm;
-    op.context = kind;
-    op.comm_bytes = bytes;
-    op.context_sub_group = sub_group;
-    p.plan.ops.push_back(op);
+    p.context_comm(r, kind, bytes, sub_group);
   };
   if (role == PlanOpRole::context_in) {
     if (c.context_comm == ContextComm::p2p || c.context_comm == ContextComm::allgather)

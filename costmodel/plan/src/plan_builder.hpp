@@ -31,6 +31,7 @@ struct PlanBuilder {
     plan.part = part;
     plan.ops.reserve(24);  // a layer has up to 21 ops: one allocation per plan
     seq_tokens = c.sequence_parallel ? tokens / t : tokens;
+    plan.activation_bytes = activation_bytes();
   }
 
   // Y[tokens x out] = X[tokens x in] W: keeps its input (`stored_input` bytes) for the
@@ -94,6 +95,17 @@ struct PlanBuilder {
     op.role = role;
     op.kind = PlanOpKind::expert_comm;
     op.comm_bytes = bytes;
+    plan.ops.push_back(op);
+  }
+  // A context-parallel exchange around the attention core (the caller checks there is a
+  // context group): its kind, payload, and whether it runs over the a2a sub-group.
+  void context_comm(PlanOpRole role, ContextComm kind, double bytes, bool sub_group) {
+    PlanOp op;
+    op.role = role;
+    op.kind = PlanOpKind::context_comm;
+    op.context = kind;
+    op.comm_bytes = bytes;
+    op.context_sub_group = sub_group;
     plan.ops.push_back(op);
   }
   // The dropout mask's byte per element (none without dropout).

@@ -47,7 +47,6 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};
   shard_gradient_ = {layer.shard_gradient_params(), costs_.layer(true).shard_gradient_params(),
                      embedding.shard_gradient_params(), head.shard_gradient_params()};
-  activation_bytes_ = b_ * m.seq_len / pc_.context_parallel_degree * m.hidden * eb_;
   stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
   sharded_ = sdp_ > 1;
   if (sharded_) sharding_ = sharding_plan(job, layer);
@@ -165,7 +164,7 @@ Instruction ProgramBuilder::p2p(OpKind kind, int peer, int mb, int chunk) const 
   Instruction in;
   in.kind = kind;
   in.peer = peer;
-  in.bytes = activation_bytes_ / tp_;  // scatter-gather over the tensor-parallel group
+  in.bytes = costs_.hop_bytes();  // the plan's activation, scatter-gathered over the tensor group
   in.microbatch = mb;
   in.chunk = static_cast<std::int16_t>(chunk);
   in.posted_early = pc_.overlap_p2p_comm && (kind == OpKind::recv_activation || kind == OpKind::recv_gradient);

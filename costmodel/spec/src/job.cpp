@@ -155,7 +155,7 @@ JobViolation check_experts(const Job& job) {
     return bad("parallel.expert_parallel_degree",
                fmt::format("{} does not divide the data-parallel degree {} (expert groups are made of "
                            "data-parallel ranks{})", ep, dp,
-                           job.context_parallel_degree() > 1 ? ", context ranks included" : ""));
+                           job.parallel.context_parallel_degree > 1 ? ", context ranks included" : ""));
   if (m.experts % ep != 0)
     return bad("parallel.expert_parallel_degree", fmt::format("{} does not divide the model's {} experts", ep, m.experts));
   const int tp = job.parallel.tensor_parallel_degree;

@@ -58,10 +58,7 @@ struct BackendModelConfig {
   bool attention_sinks = false;
   // The window a layer's queries look back over (0: the whole sequence): ModelSpec's rule.
   int window_of_layer(int layer) const {
-    ModelSpec m;
-    m.sliding_window = sliding_window;
-    m.full_attention_every = full_attention_every;
-    return m.is_full_attention_layer(layer) ? 0 : sliding_window;
+    return ModelSpec::full_attention_at(layer, sliding_window, full_attention_every) ? 0 : sliding_window;
   }
   // Multi-head latent attention (attention mla): ModelSpec's latent keys.
   int q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, qk_nope_head_dim = 0, v_head_dim = 0;

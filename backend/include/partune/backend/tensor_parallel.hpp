@@ -38,7 +38,18 @@ struct TensorCalls {
     return s;
   }
   TensorCalls& operator+=(const TensorCalls& o);
+  // The tally so far, leaving it empty.
+  TensorCalls take() {
+    const TensorCalls t = *this;
+    *this = TensorCalls{};
+    return t;
+  }
 };
+
+// An all-to-all of equal blocks along dimension 0 over `group` (blocking, untimed): block
+// i goes to rank i, block j of the result came from rank j. The expert and context
+// groups' exchanges.
+torch::Tensor all_to_all_equal_blocks(const CommBackendPtr& group, const torch::Tensor& t);
 
 class TensorParallelGroup {
  public:

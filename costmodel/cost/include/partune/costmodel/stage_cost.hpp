@@ -53,8 +53,10 @@ class StageCostModel {
   // Whether every stage's tensor groups lie alike on the nodes (stages then differ only
   // by what they hold: first, middle, last).
   bool uniform_tensor_groups() const { return uniform_tensor_; }
-  // One activation (or gradient) transfer between neighbouring stages.
+  // One activation (or gradient) transfer between neighbouring stages: its time, and its
+  // bytes (the plan's activation over the tensor group).
   double pipeline_hop() const { return hop_; }
+  double hop_bytes() const { return hop_bytes_; }
 
   const LayerPlan& layer() const { return layer_; }
   // A layer with experts (the dense plan again for a dense model).
@@ -86,7 +88,7 @@ class StageCostModel {
   LayerTime layer_time_, moe_layer_time_;
   GroupSpan expert_span_, context_span_, context_a2a_span_;
   HeadTime head_time_;
-  double hop_ = 0;
+  double hop_ = 0, hop_bytes_ = 0;
 };
 
 }  // namespace partune

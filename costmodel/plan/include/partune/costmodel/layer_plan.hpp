@@ -158,6 +158,10 @@ struct LayerPlan {
   // What the layer keeps when fully checkpointed (its input; the sequence shard with
   // sequence parallelism).
   double input_bytes = 0;
+  // One micro-batch's hidden states on this rank, b s/cp x hidden in the training
+  // precision: what a layer passes on (a pipeline hop carries 1/t of it) and the tensor
+  // collectives' S.
+  double activation_bytes = 0;
 
   // Sums over the ops.
   double forward_flops() const;

@@ -175,7 +175,6 @@ struct Job {
   // groups are runs of consecutive members of it. Equal to data_parallel_degree without
   // context parallelism.
   int data_context_degree() const;
-  int context_parallel_degree() const { return parallel.context_parallel_degree; }
   int microbatch_size() const;  // sequences per micro-batch per data-parallel rank
   // The share of a stage's parameters whose optimizer state (and step) is this rank's:
   // 1 / sharded degree when sharded, 1 / data_context_degree with shard_optimizer_state (ZeRO-1),

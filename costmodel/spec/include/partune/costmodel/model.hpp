@@ -102,6 +102,10 @@ struct ModelSpec {
   int sliding_window = 0;
   int full_attention_every = 0;
   bool is_full_attention_layer(int layer) const {
+    return full_attention_at(layer, sliding_window, full_attention_every);
+  }
+  // The one rule, for callers that hold the two keys without a ModelSpec (the backend).
+  static bool full_attention_at(int layer, int sliding_window, int full_attention_every) {
     return sliding_window == 0 || (full_attention_every > 0 && (layer + 1) % full_attention_every == 0);
   }
   // The attention core's share of the s x s score pairs it computes, averaged over the
