@@ -3,6 +3,7 @@
 #include "partune/backend/conjugates.hpp"
 
 #include "partune/backend/fp8_linear.hpp"
+#include "partune/backend/weight_gradients.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,7 @@ struct GatherLinear : public torch::autograd::Function<GatherLinear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& shard, const torch::Tensor& weight,
                                std::int64_t group) {
     ctx->saved_data["group"] = group;
+    ctx->saved_data["weight"] = weight;  // the parameter itself: its dW may be deferred
     ctx->save_for_backward({shard, weight});
     const torch::Tensor whole = group_of(group).all_gather(shard, kSequenceDim);
     return torch::nn::functional::linear(whole, weight);
@@ -42,6 +44,10 @@ struct GatherLinear : public torch::autograd::Function<GatherLinear> {
     const torch::Tensor grad = grad_outputs[0].contiguous();  // [b, s, out / t]
     const torch::Tensor whole = group.all_gather(shard, kSequenceDim);  // the re-gather
     const torch::Tensor grad_input = group.reduce_scatter_sum(grad.matmul(weight), kSequenceDim);
+    if (split_backward()) {  // dW now, or in the W step of a split backward
+      WeightGradientStore::accumulate(ctx->saved_data["weight"].toTensor(), grad, whole);
+      return {grad_input, torch::Tensor(), torch::Tensor()};
+    }
     const torch::Tensor grad_weight =
         grad.reshape({-1, grad.size(-1)}).t().matmul(whole.reshape({-1, whole.size(-1)}));
     return {grad_input, grad_weight, torch::Tensor()};

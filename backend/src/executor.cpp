@@ -246,6 +246,7 @@ void Impl::execute(const Instruction& ins, std::size_t i, const std::set<PartKey
       release_after(ins);
       break;
     case OpKind::recompute: recompute(ins, i); break;
+    case OpKind::backward_weight: backward_weight(ins, i); break;
     case OpKind::backward:
       backward(ins, i);
       release_after(ins);
@@ -318,6 +319,12 @@ ProgramExecutor::ProgramExecutor(const Job& job, RankProgram program, GPTModel m
                                  const Communicators* comms)
     : impl_(std::make_unique<Impl>(job, std::move(program), std::move(model), comms)) {
   check_executable(job, impl_->program);
+  // A schedule that splits backward lists backward_weight instructions: the projections
+  // then defer their weight gradients (weight_gradients.hpp).
+  const auto& ops = impl_->program.ops;
+  set_split_backward(std::any_of(ops.begin(), ops.end(), [](const Instruction& in) {
+    return in.kind == OpKind::backward_weight;
+  }));
   impl_->build_buckets();
   impl_->build_optimizer(settings);
 }

@@ -1,5 +1,6 @@
 // A part's forward, recompute and backward, and the offload of its input (executor_state.hpp).
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -111,6 +112,9 @@ void Impl::recompute(const Instruction& ins, std::size_t i) {
 
 void Impl::backward(const Instruction& ins, std::size_t i) {
   Part& part = part_of(ins, i, "backward");
+  // A split backward (B): the projections leave their weight gradients to the part's store.
+  std::optional<WeightGradientStore::Scope> deferring;
+  if (split_backward()) deferring.emplace(part.weight_gradients);
   if (part.head) {
     if (!part.loss.requires_grad())
       throw std::runtime_error(fmt::format("{}: the head ran without autograd", describe(ins, i)));
@@ -144,6 +148,10 @@ void Impl::backward(const Instruction& ins, std::size_t i) {
   part.loss = torch::Tensor();
   part.output = torch::Tensor();
   part.attention_cores.clear();  // their Q, K, V go with the graph
+}
+
+void Impl::backward_weight(const Instruction& ins, std::size_t i) {
+  part_of(ins, i, "backward_weight").weight_gradients.run();
 }
 
 void Impl::offload(const Instruction& ins, std::size_t i) {

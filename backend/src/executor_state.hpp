@@ -21,6 +21,7 @@
 #include "partune/backend/compute_device.hpp"
 #include "partune/backend/executor.hpp"
 #include "partune/backend/parameter_shards.hpp"
+#include "partune/backend/weight_gradients.hpp"
 
 namespace partune::backend {
 
@@ -51,6 +52,8 @@ struct Part {
                               // unless checkpointed: then the recomputed layers' output)
   torch::Tensor head_input;   // checkpointed with the head: the leaf the head's graph starts from
   torch::Tensor loss;         // with the head: the scaled loss
+  // A split backward: the weight gradients its backward (B) deferred to its backward_weight (W).
+  WeightGradientStore weight_gradients;
 };
 
 // Drops what a part kept once its backward (or its send) no longer needs it.
@@ -168,6 +171,7 @@ struct ProgramExecutor::Impl {
   Part& part_of(const Instruction& ins, std::size_t i, const char* what);
   void recompute(const Instruction& ins, std::size_t i);
   void backward(const Instruction& ins, std::size_t i);
+  void backward_weight(const Instruction& ins, std::size_t i);
   void offload(const Instruction& ins, std::size_t i);
   void reload(const Instruction& ins, std::size_t i);
   template <class Pred>

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "partune/backend/torch_compat.hpp"
+#include "partune/backend/weight_gradients.hpp"
 
 #ifdef PARTUNE_NO_FP8_GEMMS  // configured out (-DPARTUNE_FP8_GEMMS=OFF)
 #undef PARTUNE_HAVE_SCALED_MM
@@ -93,6 +94,10 @@ torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const
     return bias.defined() ? y + bias : y;
   }
 #endif
+  if (split_backward()) {
+    const torch::Tensor y = split_linear(x, weight);
+    return bias.defined() ? y + bias : y;
+  }
   return torch::nn::functional::linear(x, weight, bias);
 }
 

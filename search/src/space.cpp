@@ -156,7 +156,8 @@ class Enumerator {
   std::vector<std::pair<PipelineSchedule, int>> schedules(int pp) const {
     std::vector<std::pair<PipelineSchedule, int>> out;
     const auto kinds = or_default(space_.schedules, pp > 1 ? std::vector<PipelineSchedule>{PipelineSchedule::simple,
-                                                                                           PipelineSchedule::interleaved}
+                                                                                           PipelineSchedule::interleaved,
+                                                                                           PipelineSchedule::zb_h1}
                                                            : std::vector<PipelineSchedule>{PipelineSchedule::interleaved});
     for (PipelineSchedule sc : kinds) {
       const auto vs = or_default(space_.virtual_stages, sc == PipelineSchedule::interleaved && pp > 1
@@ -298,6 +299,7 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"gpipe", "pipeline schedule: every forward pass, then every backward pass"},
       {"1f1b", "pipeline schedule: one forward, one backward (1F1B)"},
       {"1f1b-vN", "interleaved 1F1B: N model chunks (virtual stages) per GPU"},
+      {"zb-h1", "zero-bubble pipeline schedule ZB-H1: weight gradients deferred into the drain's bubble"},
       {"DPT, PDT, ...", "placement: the order of the data (D), pipeline (P) and tensor (T) axes over global ranks, "
                         "slowest first; the last letter's groups are consecutive ranks (inside a node)"},
       {"ckpt-selective", "activation checkpointing: attention's score part recomputed in backward"},
@@ -338,8 +340,8 @@ std::string describe_legend() {
 }
 
 std::string describe_legend_line() {
-  return "  notation: ppP tpT dpD degrees (cpC: context); mbMxS M micro-batches of S sequences; gpipe, 1f1b, 1f1b-vN schedules (N "
-         "virtual stages);\n  DPT etc. axis order over ranks, slowest first; ckpt-* checkpointing; zero1 sharded "
+  return "  notation: ppP tpT dpD degrees (cpC: context); mbMxS M micro-batches of S sequences; gpipe, 1f1b, 1f1b-vN, zb-h1 "
+         "schedules (N virtual stages);\n  DPT etc. axis order over ranks, slowest first; ckpt-* checkpointing; zero1 sharded "
          "optimizer state; flash FlashAttention;\n  sp sequence parallelism (the whole legend: partune search --help)\n";
 }
 

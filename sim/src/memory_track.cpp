@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "partune/costmodel/schedule.hpp"
+
 namespace partune::sim {
 
 MemoryTrack::MemoryTrack(const Job& job, int stage, double static_bytes, const ActivationSizes& sizes)
@@ -10,6 +12,7 @@ MemoryTrack::MemoryTrack(const Job& job, int stage, double static_bytes, const A
       chunks_(job.parallel.virtual_stages),
       head_first_(job.lm_head_on_first_stage()),
       head_stage_rank_(stage == job.lm_head_stage()),
+      split_(splits_backward(job.parallel.pipeline)),
       sizes_(sizes),
       static_(static_bytes),
       peak_(static_bytes) {}
@@ -37,6 +40,10 @@ bool MemoryTrack::holds_logits(const Instruction& in) const {
   return in.chunk == chunks_ - 1 && (in.layer < 0 || in.layer == job_.layers_in_chunk(stage_, in.chunk) - 1);
 }
 
+double MemoryTrack::layers_of(const Instruction& in) const {
+  return in.layer >= 0 ? 1.0 : job_.layers_in_chunk(stage_, in.chunk);
+}
+
 void MemoryTrack::compute_done(const Instruction& in) {
   const std::pair<int, int> mb{in.microbatch, in.chunk};
   if (in.kind == OpKind::forward || in.kind == OpKind::backward) {
@@ -45,7 +52,10 @@ void MemoryTrack::compute_done(const Instruction& in) {
     const bool logits = holds_logits(in) && !(in.kind == OpKind::backward && logits_released_.erase(mb));
     const double bytes = stored_bytes(in) + (logits ? sizes_.logits : 0);
     change(in.kind == OpKind::forward ? bytes : -bytes);
+    // A split backward keeps what its W needs until that W runs.
+    if (in.kind == OpKind::backward && split_) change(layers_of(in) * sizes_.weight_held);
   }
+  if (in.kind == OpKind::backward_weight) change(-layers_of(in) * sizes_.weight_held);
   if (in.kind == OpKind::recompute && holds_logits(in) && sizes_.logits > 0 && logits_released_.insert(mb).second)
     change(-sizes_.logits);
   // Recomputing a checkpointed layer materialises what it did not keep.

@@ -19,6 +19,7 @@ struct ActivationSizes {
   double stored_full = 0;          // a layer that is not checkpointed
   double logits = 0;               // the logits of one micro-batch
   double working = 0;              // what recomputing a checkpointed layer materialises
+  double weight_held = 0;          // a split backward: what a layer keeps from its B to its W
 };
 
 class MemoryTrack {
@@ -58,12 +59,15 @@ class MemoryTrack {
   void change(double delta);
   double stored_bytes(const Instruction& in) const;
   bool holds_logits(const Instruction& in) const;
+  // Transformer layers an instruction covers (one, or its chunk's).
+  double layers_of(const Instruction& in) const;
   void release_completed_offloads();
   void release_completed_buckets();
 
   const Job& job_;
   int stage_, chunks_;
   bool head_first_, head_stage_rank_;
+  bool split_;  // the schedule splits backward into B and W
   ActivationSizes sizes_;
   double static_ = 0, live_ = 0, peak_ = 0;
   std::map<int, double> buckets_live_;  // instruction index -> bytes

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "partune/costmodel/activation_memory.hpp"
 #include "partune/costmodel/memory.hpp"
 
 namespace partune::sim {
@@ -16,6 +17,7 @@ MemoryTrack make_memory_track(const World& world, const RankState& rs) {
   sizes.stored_full = world.stored_full();
   sizes.logits = world.logits();
   sizes.working = stage_memory(world.job(), rs.coords.pipeline).activation_working;
+  sizes.weight_held = weight_gradient_layer_bytes(world.job(), world.job().microbatch_size());
   return MemoryTrack(world.job(), rs.coords.pipeline, rs.memory_static, sizes);
 }
 
@@ -47,6 +49,7 @@ void RankProgramRunner::run() {
       case OpKind::forward:
       case OpKind::recompute:
       case OpKind::backward:
+      case OpKind::backward_weight:
       case OpKind::optimizer_step:
         post_early_receives(index);
         run_compute(in);

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ideal_hardware.hpp"
 #include "job_fixtures.hpp"
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/memory.hpp"
@@ -30,52 +31,11 @@ using namespace partune;
 using partune::testing::make_model;
 using partune::testing::p4d_job;
 using partune::testing::require_valid;
+using partune::testing::ideal_instance;
+using partune::testing::ideal_job;
+using partune::testing::kFree;
 
 namespace {
-
-constexpr double kFree = 1e18;  // bytes/s (or flop/s, or HBM bytes/s) that make a cost vanish
-
-// A node of `gpus` GPUs with the given GPU peak; every link free unless a test says
-// otherwise.
-InstanceType ideal_instance(int gpus, double peak_flops) {
-  InstanceType it;
-  it.name = "ideal";
-  it.gpus_per_node = gpus;
-  GpuProfile& g = it.gpu;
-  g.name = "ideal-gpu";
-  g.peak_flops_fp32 = g.peak_flops_tf32 = g.peak_flops_fp16 = g.peak_flops_bf16 = peak_flops;
-  g.hbm_bytes = 1e15;
-  g.hbm_bw = kFree;
-  g.hbm_efficiency = 1.0;
-  g.kernel_overhead = 0.0;
-  g.reserved_bytes = 0.0;
-  g.gemm.max_efficiency = 1.0;
-  g.gemm.tile = 1.0;  // no tile or wave quantization, no short-k penalty: every GEMM at peak
-  g.gemm.sm_count = 1.0;
-  g.gemm.k_half = 0.0;
-  g.attention.score_bmm_efficiency = 1.0;
-  it.intra_node = {kFree, 0.0, 1.0};
-  it.nics_per_node = 1;
-  it.nic = {kFree, 0.0, 1.0};
-  it.pcie_bw = kFree;
-  it.gpus_per_pcie_switch = 1;
-  it.ring = {1.0, 1.0};
-  it.tree = {1.0, 1.0};
-  it.all_to_all = {1.0, 1.0};
-  return it;
-}
-
-Job ideal_job(const ModelSpec& model, const InstanceType& inst, int nodes, int global_batch) {
-  Job j;
-  j.name = "ideal";
-  j.model = model;
-  j.cluster.instance = inst;
-  j.cluster.nodes = nodes;
-  j.training.global_batch = global_batch;
-  j.training.precision = Precision::fp16;
-  j.training.optimizer = Optimizer::adam;
-  return j;
-}
 
 // Pipeline-only job on one node of p GPUs: dp 1, tp 1, b 1, free communication. A tiny
 // vocabulary (8) keeps the embedding and LM head negligible, so stages are uniform.

@@ -39,9 +39,9 @@ double score_bmm_head_dim_scale(double head_dim) { return score_bmm_efficiency_a
 
 namespace {
 
-// One op's forward and backward seconds.
+// One op's forward and backward seconds; of backward, the weight gradients'.
 struct OpTime {
-  double fwd = 0, bwd = 0;
+  double fwd = 0, bwd = 0, weight = 0;
 };
 
 // A GEMM Y[m x n] = X[m x k] W[k x n]: backward computes dX = dY W^T (m x k x n) and
@@ -49,8 +49,8 @@ struct OpTime {
 OpTime gemm_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op) {
   // (`batch` products: a rank's experts, each its own kernel.)
   const double b = op.batch;
-  return {b * gemm_time(gpu, p, op.m, op.n, op.k),
-          b * (gemm_time(gpu, p, op.m, op.k, op.n) + gemm_time(gpu, p, op.k, op.n, op.m))};
+  const double weight = b * gemm_time(gpu, p, op.k, op.n, op.m);
+  return {b * gemm_time(gpu, p, op.m, op.n, op.k), b * gemm_time(gpu, p, op.m, op.k, op.n) + weight, weight};
 }
 
 // The attention core over op.m score elements (b x heads/t x s x s) at head_dim op.k.
@@ -90,6 +90,7 @@ struct PassTime {
 
 LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention) {
   PassTime fwd, bwd, selective, full;  // the last two: the forward of the recomputed ops
+  double weight = 0;                   // the GEMMs' weight gradients, of bwd
   auto add = [&](const PlanOp& op, PassTime& pass, double time, double bytes, int kernels) {
     if (op.kind == PlanOpKind::gemm) pass.gemm += time;
     if (op.kind == PlanOpKind::attention_core) pass.attention += time;
@@ -108,6 +109,7 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
     }
     add(op, fwd, t.fwd, op.bytes, op.kernels);
     add(op, bwd, t.bwd, op.backward_bytes, op.backward_kernels);
+    weight += t.weight;
     if (recomputed(op, Checkpointing::selective)) add(op, selective, t.fwd, op.bytes, op.kernels);
     if (recomputed(op, Checkpointing::full)) add(op, full, t.fwd, op.bytes, op.kernels);
   }
@@ -118,6 +120,7 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
   lt.gemm_bwd = bwd.gemm;
   lt.attention_bwd = bwd.attention;
   lt.elementwise_bwd = bwd.elementwise(gpu);
+  lt.gemm_weight_bwd = weight;
   lt.recompute_selective = selective.total(gpu);
   lt.recompute_full = full.total(gpu);
   return lt;
@@ -141,6 +144,7 @@ HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& 
   ht.embedding_bwd = embedding.backward();
   ht.logits_fwd = head.forward();
   ht.logits_bwd = head.backward();
+  ht.logits_weight_bwd = head.backward_weight();
   return ht;
 }
 

@@ -139,6 +139,7 @@ StageCost StageCostModel::cost(int stage) const {
   StageCost s;
   s.forward = L.dense * layer_time_.forward() + L.moe * moe_layer_time_.forward();
   s.backward = L.dense * layer_time_.backward() + L.moe * moe_layer_time_.backward();
+  s.weight = L.dense * layer_time_.backward_weight() + L.moe * moe_layer_time_.backward_weight();
   s.recompute = K.dense * layer_time_.recompute(policy) + K.moe * moe_layer_time_.recompute(policy);
   if (first_stage_has_embedding(stage)) {
     s.forward += head_time_.embedding_fwd;
@@ -147,6 +148,7 @@ StageCost StageCostModel::cost(int stage) const {
   if (stage == job_.lm_head_stage()) {
     s.forward += head_time_.logits_fwd;
     s.backward += head_time_.logits_bwd;
+    s.weight += head_time_.logits_weight_bwd;
   }
   const StageCollectives tc = collectives(stage);
   double overlapped = 0, blocking = 0, overlapped_forward = 0;

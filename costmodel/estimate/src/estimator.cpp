@@ -96,12 +96,14 @@ struct Slots {
   int critical = 0;
   StageCost stage;      // the critical stage's cost
   double slot = -1, slot_sum = 0;
+  double weight_sum = 0;  // every stage's weight-gradient kernels (StageCost::weight)
 };
 Slots stage_slots(const Context& c) {
   Slots out;
   auto visit = [&](int s, double count) {
     const StageCost cost = c.stages.cost(s);
     out.slot_sum += count * cost.slot();
+    out.weight_sum += count * cost.weight;
     if (cost.slot() > out.slot) out.slot = cost.slot(), out.critical = s, out.stage = cost;
   };
   if (c.pc.stage_layers.empty() && c.stages.uniform_tensor_groups()) {
@@ -203,6 +205,11 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
   // Fill and drain pass through every other stage's slot, stretched as the critical one
   // is by its exposed sharded gathers and offload copies.
   out.bubble = windows * (slots.slot_sum - slots.slot + (c.pp - 1) * exposed_per_microbatch) / v;
+  // ZB-H1 (schedule.hpp): each stage's B reaches the one before it W earlier, and the
+  // deferred W's fill the drain: the bubble is (p - 1)(F + B - W) for uniform stages
+  // (Qi et al. 2023; 1F1B's is (p - 1)(F + B + W)), every other stage's W twice less.
+  if (splits_backward(c.pc.pipeline))
+    out.bubble = std::max(0.0, out.bubble - 2.0 * (slots.weight_sum - slots.stage.weight));
   if (c.pp > 1) {
     const double hop = c.stages.pipeline_hop();
     // With overlap_p2p_comm each receive is posted before the compute ahead of it (a

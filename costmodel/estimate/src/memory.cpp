@@ -41,6 +41,14 @@ void stage_activations(const Job& job, int stage, const PlanConfig& config, cons
   } else {
     mb.activations = checkpointed_layers * per_layer_stored + full_layers * full_layer;
   }
+  // A split backward (zb-h1): B frees a micro-batch's activations but keeps what its
+  // deferred W needs; the schedule's walk gives the stage's peak of the two.
+  if (splits_backward(pc.pipeline)) {
+    const double element = bytes_per_element(job.training.precision);
+    const double stored = checkpointed * per_layer_stored + (layers - checkpointed) * full_layer;
+    const double held = L.dense * plan.weight_gradient_bytes(element) + L.moe * moe.weight_gradient_bytes(element);
+    mb.activations = peak_split_backward_bytes(schedule_steps(pc, stage), stored, held);
+  }
 }
 }  // namespace
 

@@ -47,6 +47,11 @@ double full_layer_bytes(const Job& job, double sequences) {
   return per_layer(job, sequences, [](const LayerPlan& p) { return p.stored_bytes(Checkpointing::none); });
 }
 
+double weight_gradient_layer_bytes(const Job& job, double sequences) {
+  const double element = bytes_per_element(job.training.precision);
+  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.weight_gradient_bytes(element); });
+}
+
 double recomputed_layer_bytes(const Job& job, double sequences) {
   const Checkpointing policy = job.parallel.activation_checkpointing;
   return per_layer(job, sequences, [&](const LayerPlan& p) { return p.recomputed_bytes(policy); }, true);

@@ -273,6 +273,13 @@ double LayerPlan::stored_bytes(Checkpointing policy) const {
   return sum;
 }
 
+double LayerPlan::weight_gradient_bytes(double element_bytes) const {
+  double elements = 0;
+  for (const PlanOp& op : ops)
+    if (op.kind == PlanOpKind::gemm) elements += op.batch * (op.m * op.k + op.m * op.n);
+  return elements * element_bytes;
+}
+
 double LayerPlan::recomputed_flops(Checkpointing policy) const {
   double gemm = 0, attention = 0;  // summed as forward_flops sums them
   for (const PlanOp& op : ops) {

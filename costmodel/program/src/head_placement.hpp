@@ -9,10 +9,10 @@
 namespace partune {
 namespace detail {
 
-// One step of a stage's program: a schedule step, or (stage 0, lm_head_stage: first) the
-// LM head of a micro-batch.
+// One step of a stage's program: a schedule step (a split backward's W: weight), or
+// (stage 0, lm_head_stage: first) the LM head of a micro-batch.
 struct Step {
-  enum Kind : std::uint8_t { forward, backward, head } kind = forward;
+  enum Kind : std::uint8_t { forward, backward, weight, head } kind = forward;
   int microbatch = 0;
   int chunk = 0;
 };

@@ -51,15 +51,18 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   sharded_ = sdp_ > 1;
   if (sharded_) sharding_ = sharding_plan(job, layer);
   per_layer_ = sharded_ || options.granularity == Granularity::layer;
+  split_ = splits_backward(pc_.pipeline);
 }
 
 RankProgram ProgramBuilder::build() {
   const std::vector<Step> steps = stage_steps();
   const int passes = job_.training.gradient_accumulation;
-  // The last backward of each chunk in the step carries the gradient buckets.
+  // The last backward of each chunk in the step carries the gradient buckets (its last W
+  // when the schedule splits backward).
+  const Step::Kind syncing = split_ ? Step::weight : Step::backward;
   std::vector<int> last_backward(v_, -1);
   for (int i = 0; i < static_cast<int>(steps.size()); ++i)
-    if (steps[i].kind == Step::backward) last_backward[steps[i].chunk] = i;
+    if (steps[i].kind == syncing) last_backward[steps[i].chunk] = i;
   for (int pass = 0; pass < passes; ++pass) {
     backward_order_.clear();
     for (const Step& s : steps)
@@ -74,7 +77,8 @@ RankProgram ProgramBuilder::build() {
         head(mb);
       } else {
         const bool sync_gradients = pass == passes - 1 && i == last_backward[s.chunk];
-        backward(mb, s.chunk, sync_gradients, backward_index++);
+        if (s.kind == Step::weight) backward_weight(mb, s.chunk, sync_gradients);
+        else backward(mb, s.chunk, sync_gradients, backward_index++);
       }
     }
   }
@@ -86,7 +90,7 @@ std::vector<Step> ProgramBuilder::stage_steps() const {
   if (head_first_ && stage_ == 0) return place_head_steps(pc_, stage_times());
   std::vector<Step> out;
   for (const ScheduleStep& s : schedule_steps(pc_, stage_))
-    out.push_back({s.forward ? Step::forward : Step::backward, s.microbatch, s.chunk});
+    out.push_back({s.forward ? Step::forward : s.weight ? Step::weight : Step::backward, s.microbatch, s.chunk});
   return out;
 }
 

@@ -48,7 +48,7 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
     }
     wait(reloads_.at({mb, chunk}));
   }
-  const bool buckets = sync_gradients && dp_ > 1 && !sharded_;
+  const bool buckets = sync_gradients && dp_ > 1 && !sharded_ && !split_;  // split: with the W's
   if ((per_layer_ || buckets) && n > 0) {
     // Backward runs from the chunk's last layer to its first.
     for (int l = n - 1; l >= 0; --l) backward_layer(mb, chunk, l, buckets);
@@ -72,20 +72,44 @@ void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
   const int last = l == layers(chunk) - 1 && runs_head(chunk) ? 1 : 0;
   const std::initializer_list<Part> parts = {
       {&head_comm_.backward, last}, {&layer_comm_[e].backward, 1}, {&embedding_comm_.backward, first}};
-  compute_with_collectives(
-      compute(OpKind::backward, mb, chunk, l, 1, layer_[e].backward() + last * head_.logits_bwd + first * head_.embedding_bwd),
-      parts);
-  // A layer with experts reduces its experts' gradients over the expert-data group.
-  const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
-  const double bucket = layer_param_bytes_[e] - experts + extra_gradient_bytes(chunk, l);
+  compute_with_collectives(compute(OpKind::backward, mb, chunk, l, 1,
+                                   backward_seconds(e) + last * head_backward_seconds() + first * head_.embedding_bwd),
+                           parts);
   if (sharded_) {
     start_async(sharded_reduce(mb, chunk, l));
     if (!sharding_.backward_prefetch_before_compute) prefetch(mb, chunk, l - 1, layers(chunk), true);
   } else if (buckets) {
-    // One gradient bucket per layer, reduced while the layers below run backward.
-    start_async(gradient_bucket(CommGroup::data, bucket, chunk, l));
-    if (experts > 0 && dp_ > ep_) start_async(gradient_bucket(CommGroup::expert_data, experts, chunk, l));
+    layer_buckets(chunk, l);
   }
+}
+
+void ProgramBuilder::layer_buckets(int chunk, int l) {
+  // One gradient bucket per layer, reduced while the layers below run backward. A layer
+  // with experts reduces its experts' gradients over the expert-data group.
+  const bool e = moe(chunk, l);
+  const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
+  const double bucket = layer_param_bytes_[e] - experts + extra_gradient_bytes(chunk, l);
+  start_async(gradient_bucket(CommGroup::data, bucket, chunk, l));
+  if (experts > 0 && dp_ > ep_) start_async(gradient_bucket(CommGroup::expert_data, experts, chunk, l));
+}
+
+void ProgramBuilder::backward_weight(int mb, int chunk, bool sync_gradients) {
+  const int n = layers(chunk);
+  const bool buckets = sync_gradients && dp_ > 1;
+  const int last = runs_head(chunk) ? 1 : 0;
+  if ((per_layer_ || buckets) && n > 0) {
+    for (int l = n - 1; l >= 0; --l) {
+      const double head = l == n - 1 ? last * head_.logits_weight_bwd : 0.0;
+      push(compute(OpKind::backward_weight, mb, chunk, l, 1, layer_[moe(chunk, l)].backward_weight() + head));
+      if (buckets) layer_buckets(chunk, l);
+    }
+    return;
+  }
+  const LayerMix mix = job_.chunk_mix(stage_, chunk, 0, n);
+  push(compute(OpKind::backward_weight, mb, chunk, -1, n,
+               mix.dense * layer_[0].backward_weight() + mix.moe * layer_[1].backward_weight() +
+                   last * head_.logits_weight_bwd));
+  if (buckets && n == 0) start_async(gradient_bucket(CommGroup::data, extra_gradient_bytes(chunk, 0), chunk, 0));
 }
 
 void ProgramBuilder::backward_chunk(int mb, int chunk) {
@@ -103,8 +127,8 @@ void ProgramBuilder::backward_chunk(int mb, int chunk) {
                                              {&layer_comm_[1].backward, mix.moe},
                                              {&embedding_comm_.backward, first}};
   compute_with_collectives(compute(OpKind::backward, mb, chunk, -1, layers(chunk),
-                                   mix.dense * layer_[0].backward() + mix.moe * layer_[1].backward() +
-                                       first * head_.embedding_bwd + last * head_.logits_bwd),
+                                   mix.dense * backward_seconds(false) + mix.moe * backward_seconds(true) +
+                                       first * head_.embedding_bwd + last * head_backward_seconds()),
                            parts);
 }
 

@@ -133,6 +133,18 @@ class ProgramBuilder {
   void reload_layers_from(int mb, int chunk, int layer);
 
   void backward(int mb, int chunk, bool sync_gradients, int backward_index);
+  // A split backward's W (split_): the weight gradients of the chunk's layers (and head),
+  // per layer or as one instruction; the last W of a chunk carries its gradient buckets.
+  void backward_weight(int mb, int chunk, bool sync_gradients);
+  // Kernel seconds of one layer's backward instruction, and of the head's part of it: all
+  // of backward, or with a split backward its input gradients only.
+  double backward_seconds(bool moe) const {
+    return split_ ? layer_[moe].backward_input() : layer_[moe].backward();
+  }
+  double head_backward_seconds() const { return head_.logits_bwd - (split_ ? head_.logits_weight_bwd : 0.0); }
+  // The gradient buckets of layer `l` once its gradients are complete (data, and
+  // expert_data for experts).
+  void layer_buckets(int chunk, int l);
 
   // One layer's backward: its weights gathered (sharded), its activations reloaded
   // (offload), its recompute if checkpointed (the chunk's first `ckpt` layers), the
@@ -184,6 +196,7 @@ class ProgramBuilder {
   int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, ep_ = 1, stage_ = 0;
   int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
   bool sharded_ = false, per_layer_ = false, head_first_ = false;
+  bool split_ = false;  // the schedule splits backward into B and W (splits_backward)
   ShardingPlan sharding_;  // sharded data parallelism only
   StageCostModel costs_;
   LayerTime layer_[2];  // dense, with experts

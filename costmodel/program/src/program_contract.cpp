@@ -16,6 +16,7 @@ const char* to_string(OpKind k) {
     case OpKind::forward: return "forward";
     case OpKind::recompute: return "recompute";
     case OpKind::backward: return "backward";
+    case OpKind::backward_weight: return "backward_weight";
     case OpKind::send_activation: return "send_activation";
     case OpKind::recv_activation: return "recv_activation";
     case OpKind::send_gradient: return "send_gradient";
@@ -52,7 +53,7 @@ const char* to_string(CommGroup g) {
 
 bool is_compute(OpKind k) {
   return k == OpKind::forward || k == OpKind::recompute || k == OpKind::backward ||
-         k == OpKind::optimizer_step;
+         k == OpKind::backward_weight || k == OpKind::optimizer_step;
 }
 
 bool is_collective(OpKind k) {

@@ -29,6 +29,7 @@ int schedule_stages(const ParallelConfig& pc) {
 
 int warmup_steps(PipelineSchedule schedule, int stages, int microbatches, int chunks, int stage, int active) {
   if (schedule == PipelineSchedule::simple) return active > 0 ? std::min(active, microbatches) : microbatches;
+  if (schedule == PipelineSchedule::zb_h1) return stages - stage - 1;
   if (chunks > 1) return (stages - stage - 1) * 2 + (chunks - 1) * stages;
   const int warmup = stages - stage - 1;
   return active > 0 ? std::min(warmup, active - 1) : warmup;
@@ -37,6 +38,7 @@ int warmup_steps(PipelineSchedule schedule, int stages, int microbatches, int ch
 std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage) {
   const int p = schedule_stages(pc), m = pc.microbatches, active = active_microbatches(pc);
   if (pc.pipeline == PipelineSchedule::simple) return schedule_gpipe(p, m, stage, active);
+  if (pc.pipeline == PipelineSchedule::zb_h1) return schedule_zb_h1(p, m, stage);
   if (pc.virtual_stages > 1) return schedule_interleaved(p, m, pc.virtual_stages, stage, active);
   return schedule_1f1b(p, m, stage, active);
 }
@@ -52,6 +54,7 @@ double in_flight_microbatches(const ParallelConfig& pc, int stage) {
 double peak_in_flight(const std::vector<ScheduleStep>& steps, int chunks) {
   int live = 0, peak = 0;
   for (const auto& s : steps) {
+    if (s.weight) continue;  // W: its micro-batch left flight at its B
     live += s.forward ? 1 : -1;
     peak = std::max(peak, live);
   }

@@ -43,11 +43,13 @@ const std::vector<EnumName<Optimizer>>& enum_names<Optimizer>() {
   return table;
 }
 
-// simple = GPipe, interleaved = 1F1B (SageMaker model parallel's names).
+// simple = GPipe, interleaved = 1F1B (SageMaker model parallel's names); zb-h1 the
+// zero-bubble schedule's name in its paper.
 template <>
 const std::vector<EnumName<PipelineSchedule>>& enum_names<PipelineSchedule>() {
   static const std::vector<EnumName<PipelineSchedule>> table = {{PipelineSchedule::simple, "simple"},
-                                                                {PipelineSchedule::interleaved, "interleaved"}};
+                                                                {PipelineSchedule::interleaved, "interleaved"},
+                                                                {PipelineSchedule::zb_h1, "zb-h1"}};
   return table;
 }
 

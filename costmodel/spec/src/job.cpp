@@ -299,6 +299,23 @@ JobViolation check_stage_layers(const Job& job) {
   return {};
 }
 
+// A zero-bubble schedule defers each micro-batch's weight gradients (W) past its input
+// gradients (B): what still keys on one whole backward is refused by name.
+JobViolation check_zero_bubble(const Job& job) {
+  const auto& pc = job.parallel;
+  if (pc.pipeline != PipelineSchedule::zb_h1) return {};
+  if (pc.lm_head_stage == LmHeadStage::first)
+    return bad("parallel.lm_head_stage",
+               "first is not supported with pipeline: zb-h1 (the head's steps are placed by 1F1B's times)");
+  if (pc.sharded_data_parallel_degree > 1)
+    return bad("parallel.pipeline",
+               "zb-h1 needs sharded_data_parallel_degree 1 (each layer's reduce-scatter would wait for its deferred W)");
+  if (pc.offload_activations)
+    return bad("parallel.pipeline",
+               "zb-h1 cannot offload activations (their reloads are timed by the whole backward)");
+  return {};
+}
+
 // The pipeline: virtual stages, the layers' split over the stages, and where the LM head is.
 JobViolation check_pipeline(const Job& job) {
   const auto& m = job.model;
@@ -316,6 +333,7 @@ JobViolation check_pipeline(const Job& job) {
                fmt::format("the model's {} layers do not split into {} stages x {} virtual stages",
                            m.layers, pp, pc.virtual_stages));
   }
+  if (JobViolation v = check_zero_bubble(job)) return v;
   if (pc.lm_head_stage == LmHeadStage::first) {
     if (pp < 2)
       return bad("parallel.lm_head_stage", "first needs pipeline_parallel_degree > 1");

@@ -29,6 +29,9 @@ struct LayerTime {
   double gemm_bwd = 0;
   double attention_bwd = 0;
   double elementwise_bwd = 0;
+  // Of gemm_bwd, the weight gradients dW = X^T dY: what a zero-bubble schedule's W step
+  // runs (schedule.hpp); the rest of backward is its B step.
+  double gemm_weight_bwd = 0;
 
   // Forward time of the ops backward repeats under selective and under full
   // recomputation (layer_plan.hpp's `recomputed`), summed as forward() sums them.
@@ -37,6 +40,8 @@ struct LayerTime {
 
   double forward() const { return gemm_fwd + attention_fwd + elementwise_fwd; }
   double backward() const { return gemm_bwd + attention_bwd + elementwise_bwd; }
+  double backward_weight() const { return gemm_weight_bwd; }
+  double backward_input() const { return backward() - gemm_weight_bwd; }
   // Forward work repeated in backward under the checkpointing policy.
   double recompute(Checkpointing c) const {
     return c == Checkpointing::full ? recompute_full : c == Checkpointing::selective ? recompute_selective : 0.0;
@@ -61,9 +66,12 @@ double score_bmm_efficiency_at(double efficiency, double head_dim);
 double score_bmm_head_dim_scale(double head_dim);
 
 // Embedding lookup (forward) and LM head + loss (forward and backward) for a micro-batch.
+// logits_weight_bwd: of logits_bwd, the head's weight gradients (the W of a split
+// backward); the embedding's backward (a scatter into the table) stays in B.
 struct HeadTime {
   double embedding_fwd = 0, embedding_bwd = 0;
   double logits_fwd = 0, logits_bwd = 0;
+  double logits_weight_bwd = 0;
 };
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c);
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,

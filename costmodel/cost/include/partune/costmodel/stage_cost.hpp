@@ -27,6 +27,7 @@ StageCollectives stage_tensor_collectives(const Job& job, int stage);
 
 struct StageCost {
   double forward = 0, backward = 0, recompute = 0;  // kernels
+  double weight = 0;  // of backward, the weight gradients (a split backward's W step)
   double tensor_forward = 0;    // blocking tensor collectives of the forward, plus the
                                 // exposed part of the overlapped ones (context's p2p ring)
   double tensor_backward = 0;   // of the backward and the recompute, plus the exposed part

@@ -32,6 +32,11 @@ double stored_layer_bytes(const Job& job, double sequences);
 // no 5as/ht term with FlashAttention): what stored_layer_bytes gives without checkpointing.
 double full_layer_bytes(const Job& job, double sequences);
 
+// Bytes a split backward's W step still needs of one layer after its B, per micro-batch
+// (LayerPlan::weight_gradient_bytes at the training precision; the mean over the model's
+// layers for a mixture of experts).
+double weight_gradient_layer_bytes(const Job& job, double sequences);
+
 // Bytes recomputing one checkpointed layer materialises beside what it kept, per
 // micro-batch (the stage's activation_working): the layer plan's recomputed_bytes under
 // the job's policy, i.e. the whole layer's activations under full, the attention scores

@@ -168,6 +168,9 @@ struct LayerPlan {
   double gemm_flops() const;
   double attention_flops() const;
   double stored_bytes(Checkpointing policy) const;  // what one micro-batch keeps
+  // What a split backward's W step still needs after B, one micro-batch: each GEMM's
+  // input X and output gradient dY (dW = X^T dY), at `element_bytes` an element.
+  double weight_gradient_bytes(double element_bytes) const;
   double shard_gradient_params() const;              // 0 without sequence parallelism or QK-norm
   double params() const;                             // parameter elements on this rank
   double expert_params() const;                      // of which experts' (PlanOp::expert)

@@ -7,7 +7,11 @@
 //
 // Execution rules:
 //  - Instructions run in order on one rank. Compute (forward, recompute, backward,
-//    optimizer_step) occupies the rank's device for `seconds`.
+//    backward_weight, optimizer_step) occupies the rank's device for `seconds`.
+//  - Under a schedule that splits backward (schedule.hpp's splits_backward: zb-h1), a
+//    `backward` computes the input gradients only (B: what goes to the previous stage)
+//    and a later `backward_weight` of the same (micro-batch, chunk, layer) the weight
+//    gradients (W); the gradient buckets follow the W's. Otherwise backward does both.
 //  - A communication with async = false blocks until it completes. With async = true it
 //    starts and the program goes on; a later `wait` (wait_for = its index) blocks until
 //    it completes. Every async instruction is waited for before the program ends.
@@ -32,6 +36,7 @@ enum class OpKind : std::uint8_t {
   forward,          // a chunk's (or a layer's) forward kernels for one micro-batch
   recompute,        // forward kernels repeated before backward under checkpointing
   backward,
+  backward_weight,  // a split backward's weight gradients (W), after its backward (B)
   send_activation,  // to the next stage
   recv_activation,  // from the previous stage
   send_gradient,    // to the previous stage

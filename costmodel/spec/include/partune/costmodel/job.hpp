@@ -11,7 +11,10 @@
 namespace partune {
 
 enum class Optimizer { adam, sgd };
-enum class PipelineSchedule { simple, interleaved };  // simple = GPipe, interleaved = 1F1B
+// simple = GPipe, interleaved = 1F1B (interleaved with virtual_stages > 1), zb_h1 = the
+// zero-bubble ZB-H1 schedule (Qi et al. 2023): backward split into input gradients (B)
+// and weight gradients (W), W deferred into the drain's bubbles.
+enum class PipelineSchedule { simple, interleaved, zb_h1 };
 enum class Checkpointing { none, selective, full };
 enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all };
 // Which pipeline stage runs the LM head (logits and loss). `first` is SMP's rule for tied
