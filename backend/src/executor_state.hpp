@@ -145,7 +145,7 @@ struct ProgramExecutor::Impl {
 
   Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c);
 
-  int model_stage(int chunk) const { return chunk * p + stage; }
+  int model_stage(int chunk) const { return model_chunk(job.parallel, stage, chunk); }
   bool first_model_stage(int chunk) const { return model_stage(chunk) == 0; }
   bool last_model_stage(int chunk) const { return model_stage(chunk) == p * v - 1; }
   int layers(int chunk) const { return job.layers_in_chunk(stage, chunk); }  // 0: the embedding or head alone

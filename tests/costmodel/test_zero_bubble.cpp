@@ -179,3 +179,21 @@ TEST_CASE("a zb-h1 program: each layer's W after its B, buckets after the last W
     CHECK(first_bucket < last_weight);
   }
 }
+
+TEST_CASE("schedule_makespan runs the stages as the harness above does, m < p too", "[schedule][zb]") {
+  struct Times { double f, b, w; };
+  for (const Times t : {Times{1, 1, 1}, Times{1, 2, 0.5}, Times{3, 2, 1}})
+    for (int p : {1, 2, 4, 8})
+      for (int m : {1, 2, p, 2 * p + 1}) {
+        INFO("p " << p << " m " << m << " F " << t.f << " B " << t.b << " W " << t.w);
+        ParallelConfig pc;
+        pc.pipeline_parallel_degree = p;
+        pc.microbatches = m;
+        pc.pipeline = PipelineSchedule::zb_h1;
+        const std::vector<ChunkTimes> times(p, ChunkTimes{t.f, t.b, t.w});
+        CHECK(schedule_makespan(pc, times) == Approx(execute(zb_h1(p, m), t.f, t.b, t.w)));
+        // 1F1B folds W into its backward: the classic (m + p - 1)(F + B + W).
+        pc.pipeline = PipelineSchedule::interleaved;
+        CHECK(schedule_makespan(pc, times) == Approx((m + p - 1) * (t.f + t.b + t.w)));
+      }
+}

@@ -128,11 +128,15 @@ const Mechanism kMechanisms[] = {
               (job.parallel.pipeline_parallel_degree > 1 && largest(d) == "pipeline (bubble, transfers, waits)");
      }},
     // Offload copies: the estimator hides a micro-batch's copies under its own forward and
-    // backward; the simulator runs them across micro-batches and bubbles.
-    // None seen outside the band (2026-11-26).
-    {"activation offload: copies across micro-batches and bubbles", 4, -0.40, 0.50,
+    // backward; the simulator runs them across micro-batches and bubbles, so with a
+    // pipeline the difference shows as pipeline waits (as the sharded case above).
+    // Worst seen (2026-11-27, the sample moved when ZB-H1 joined the space): -40.7%
+    // (pp 48, GPipe) and +35.3% (pp 24, interleaved v4).
+    {"activation offload: copies across micro-batches and bubbles", 4, -0.45, 0.50,
      [](const Job& job, const sim::EstimatorVsSimulation& d) {
-       return job.parallel.offload_activations && largest(d) == "offload (exposed)";
+       if (!job.parallel.offload_activations) return false;
+       return largest(d) == "offload (exposed)" ||
+              (job.parallel.pipeline_parallel_degree > 1 && largest(d) == "pipeline (bubble, transfers, waits)");
      }},
 };
 

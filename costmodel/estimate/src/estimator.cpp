@@ -96,14 +96,12 @@ struct Slots {
   int critical = 0;
   StageCost stage;      // the critical stage's cost
   double slot = -1, slot_sum = 0;
-  double weight_sum = 0;  // every stage's weight-gradient kernels (StageCost::weight)
 };
 Slots stage_slots(const Context& c) {
   Slots out;
   auto visit = [&](int s, double count) {
     const StageCost cost = c.stages.cost(s);
     out.slot_sum += count * cost.slot();
-    out.weight_sum += count * cost.weight;
     if (cost.slot() > out.slot) out.slot = cost.slot(), out.critical = s, out.stage = cost;
   };
   if (c.pc.stage_layers.empty() && c.stages.uniform_tensor_groups()) {
@@ -205,11 +203,19 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
   // Fill and drain pass through every other stage's slot, stretched as the critical one
   // is by its exposed sharded gathers and offload copies.
   out.bubble = windows * (slots.slot_sum - slots.slot + (c.pp - 1) * exposed_per_microbatch) / v;
-  // ZB-H1 (schedule.hpp): each stage's B reaches the one before it W earlier, and the
-  // deferred W's fill the drain: the bubble is (p - 1)(F + B - W) for uniform stages
-  // (Qi et al. 2023; 1F1B's is (p - 1)(F + B + W)), every other stage's W twice less.
-  if (splits_backward(c.pc.pipeline))
-    out.bubble = std::max(0.0, out.bubble - 2.0 * (slots.weight_sum - slots.stage.weight));
+  // A split backward (zb-h1): the stages' schedules run together with each stage's
+  // forward, B and W (schedule_makespan); what the critical stage does not compute is
+  // the bubble: (p - 1)(F + B - W) for uniform stages and m >= p (Qi et al. 2023;
+  // 1F1B's is (p - 1)(F + B + W)).
+  if (splits_backward(c.pc.pipeline)) {
+    std::vector<ChunkTimes> times;
+    for (int s = 0; s < c.pp; ++s) {
+      const StageCost cost = c.stages.cost(s);
+      times.push_back({cost.forward_slot() / v, (cost.backward_slot() - cost.weight) / v, cost.weight / v});
+    }
+    out.bubble = std::max(0.0, schedule_makespan(c.pc, times) - m * slots.slot) +
+                 (c.pp - 1) * exposed_per_microbatch / v;
+  }
   if (c.pp > 1) {
     const double hop = c.stages.pipeline_hop();
     // With overlap_p2p_comm each receive is posted before the compute ahead of it (a
@@ -261,7 +267,7 @@ BucketStretch bucket_stretch(double comm, double overlap, double backward, doubl
   return out;
 }
 
-// The drain over every stage. The critical rank (the first stage, which finishes last)
+// The drain over every stage (1F1B, GPipe, interleaved). The critical rank (the first stage, which finishes last)
 // waits on the stretches of the later stages' last backwards: pipeline drain time, not
 // its own communication. Its own exposure is its stretch plus the bucket time still
 // running once the chain reaches it (which can be a later stage's leftover).
@@ -290,6 +296,19 @@ Drain drain_exposed(const Context& c, double overlap, const std::function<double
     return k;
   };
   Drain out;
+  if (splits_backward(c.pc.pipeline)) {
+    // A split backward (zb-h1): each stage's buckets run beside its last W's, which no
+    // stage waits for (its B already sent the gradient), so nothing propagates along the
+    // drain; the stages end together and the slowest's stretch and leftover are exposed.
+    for (int s = 0; s < c.pp; ++s) {
+      const Kind& k = kind_of(s);
+      const double weight = c.stages.cost(s).weight;
+      const BucketStretch b = bucket_stretch(k.comm, overlap, weight, c.job.layers_on_stage(s) + 1.0);
+      out.own = std::max(out.own, b.stretch + b.leftover);
+      out.largest_comm = std::max(out.largest_comm, k.comm);
+    }
+    return out;
+  }
   double after = 0, leftover = 0;  // after: chain time from stage s to the end
   for (int s = 0; s < c.pp; ++s) {
     const Kind& k = kind_of(s);

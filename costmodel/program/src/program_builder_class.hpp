@@ -35,9 +35,8 @@ class ProgramBuilder {
   RankProgram build();
 
  private:
-  // Global position of this rank's chunk in the model (Megatron interleaving: chunk c of
-  // stage s is model stage c * p + s).
-  int model_stage(int chunk) const { return chunk * p_ + program_.coords.pipeline; }
+  // Global position of this rank's chunk in the model (job.hpp's model_chunk).
+  int model_stage(int chunk) const { return model_chunk(pc_, program_.coords.pipeline, chunk); }
   bool first_model_stage(int chunk) const { return model_stage(chunk) == 0; }
   bool last_model_stage(int chunk) const { return model_stage(chunk) == p_ * v_ - 1; }
   // The chunk's forward and backward include the LM head (lm_head_stage: last).

@@ -159,7 +159,7 @@ CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup gro
 
 BucketExtras bucket_extras(const Job& job, int stage, int chunk, int layer) {
   const int pp = job.parallel.pipeline_parallel_degree, v = job.parallel.virtual_stages;
-  const int model_stage = chunk * pp + stage;
+  const int model_stage = model_chunk(job.parallel, stage, chunk);
   const bool first = model_stage == 0, last = model_stage == pp * v - 1;
   const bool head_first = job.lm_head_on_first_stage();
   BucketExtras out;

@@ -21,6 +21,8 @@ const char* to_string(BackwardPrefetch b) { return enum_name(b); }
 const char* to_string(LossPrecision p) { return enum_name(p); }
 const char* to_string(ContextComm c) { return enum_name(c); }
 
+int model_chunk(const ParallelConfig& pc, int stage, int chunk) { return chunk * pc.pipeline_parallel_degree + stage; }
+
 bool Job::chunk_layers_listed() const {
   return parallel.virtual_stages > 1 &&
          static_cast<int>(parallel.stage_layers.size()) ==
@@ -30,7 +32,7 @@ bool Job::chunk_layers_listed() const {
 int Job::layers_in_chunk(int stage, int chunk) const {
   const auto& sl = parallel.stage_layers;
   const int pp = parallel.pipeline_parallel_degree;
-  if (chunk_layers_listed()) return sl[static_cast<std::size_t>(chunk * pp + stage)];
+  if (chunk_layers_listed()) return sl[static_cast<std::size_t>(model_chunk(parallel, stage, chunk))];
   if (!sl.empty()) return sl[static_cast<std::size_t>(stage)];  // one chunk a stage
   return model.layers / (pp * parallel.virtual_stages);
 }
@@ -42,10 +44,12 @@ int Job::layers_on_stage(int stage) const {
 }
 
 int Job::global_layer(int stage, int chunk, int layer) const {
-  const int pp = parallel.pipeline_parallel_degree, model_chunk = chunk * pp + stage;
-  if (parallel.stage_layers.empty()) return model_chunk * layers_in_chunk(stage, chunk) + layer;
+  const int pp = parallel.pipeline_parallel_degree, k = model_chunk(parallel, stage, chunk);
+  if (parallel.stage_layers.empty()) return k * layers_in_chunk(stage, chunk) + layer;
   int first = 0;  // the layers of the model chunks before this one
-  for (int k = 0; k < model_chunk; ++k) first += layers_in_chunk(k % pp, k / pp);
+  for (int s = 0; s < pp; ++s)
+    for (int c = 0; c < parallel.virtual_stages; ++c)
+      if (model_chunk(parallel, s, c) < k) first += layers_in_chunk(s, c);
   return first + layer;
 }
 

@@ -36,6 +36,18 @@ std::vector<ScheduleStep> schedule_zb_h1(int stages, int microbatches, int stage
 // Dispatches on the job's pipeline setting and virtual stages.
 std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage);
 
+// One micro-batch's work of a chunk on a stage: its forward, its input gradients (B) and
+// its weight gradients (W; 0 or folded into B where the schedule does not split them).
+struct ChunkTimes {
+  double forward = 0, input = 0, weight = 0;
+};
+// Every stage's schedule_steps run together, each step as soon as the stage is free and
+// its inputs are there: a forward after the previous model chunk's forward of its
+// micro-batch, B after the next model chunk's B (and its own forward), W after its own B;
+// communication free. The step's length (the estimator's pipeline for schedules without
+// a closed form; m >= p or not). Throws std::logic_error if the schedules deadlock.
+double schedule_makespan(const ParallelConfig& pc, const std::vector<ChunkTimes>& per_stage);
+
 // --- The schedule's warm-up: one rule that the schedules, memory and the estimator read.
 // The cap on micro-batches in flight: active_microbatches, or SMP's default
 // pipeline_parallel_degree + 2.

@@ -145,6 +145,11 @@ struct ParallelConfig {
   int checkpointed_layers = -1;
 };
 
+// The model chunk (virtual stage, in model order) that chunk `chunk` of pipeline stage
+// `stage` runs: Megatron's interleaving, chunk * p + stage. The one mapping the layers'
+// split, the schedules, the programs and the backend read.
+int model_chunk(const ParallelConfig& pc, int stage, int chunk);
+
 // Layers of a span of the model by kind: dense, or with experts.
 struct LayerMix {
   int dense = 0, moe = 0;
