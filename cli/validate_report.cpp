@@ -36,8 +36,10 @@ std::string layout(const Job& job) {
   const ParallelConfig& pc = job.parallel;
   std::string s = fmt::format("tp{} pp{}", pc.tensor_parallel_degree, pc.pipeline_parallel_degree);
   if (pc.pipeline_parallel_degree > 1)
-    s += pc.pipeline == PipelineSchedule::simple  ? " gpipe"
-         : pc.pipeline == PipelineSchedule::zb_h1 ? " zb-h1"
+    s += pc.pipeline == PipelineSchedule::simple        ? " gpipe"
+         : pc.pipeline == PipelineSchedule::zb_h1     ? " zb-h1"
+         : pc.pipeline == PipelineSchedule::zbv       ? " zbv"
+         : pc.pipeline == PipelineSchedule::dualpipev ? " dualpipev"
          : pc.virtual_stages > 1                ? fmt::format(" interleaved-v{}", pc.virtual_stages)
                                                 : " 1f1b";
   s += fmt::format(" dp{}", job.data_parallel_degree());

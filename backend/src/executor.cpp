@@ -153,7 +153,7 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
     optimizer = std::make_unique<MultiTensorAdam>(params, adam);
   else
     optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(settings.learning_rate));
-  const bool tied_copies = job.model.tied_embeddings && p > 1 && !head_first && (stage == 0 || stage == p - 1);
+  const bool tied_copies = job.tied_embedding_copies() && (stage == 0 || stage == p - 1);
   if (tied_copies) wte = model->wte;
 }
 

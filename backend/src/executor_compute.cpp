@@ -88,6 +88,10 @@ void Impl::forward(const Instruction& ins, std::size_t i, const std::set<PartKey
   }
   run_part(part, ins.microbatch, ins.chunk, !part.checkpointed);
   if (part.head) loss_sum += part.loss.item<double>() * microbatches;
+  // A V's turn: the next model chunk is this stage's other chunk.
+  if (!part.head && part.first + part.count == layers(ins.chunk))
+    if (const int next = local_chunk(ins.chunk, +1); next >= 0)
+      chunk_input[{ins.microbatch, next}] = part.output.detach().requires_grad_(true);
   parts.emplace(key, std::move(part));
 }
 
@@ -148,6 +152,13 @@ void Impl::backward(const Instruction& ins, std::size_t i) {
   part.loss = torch::Tensor();
   part.output = torch::Tensor();
   part.attention_cores.clear();  // their Q, K, V go with the graph
+  // A V's turn: the gradient of this chunk's input is the previous chunk's output gradient.
+  if (part.first == 0 && !part.embedding)
+    if (const int previous = local_chunk(ins.chunk, -1); previous >= 0) {
+      if (!part.input.defined() || !part.input.grad().defined())
+        throw std::runtime_error(fmt::format("{}: no input gradient to hand to chunk {}", describe(ins, i), previous));
+      output_grad[{ins.microbatch, previous}] = part.input.grad();
+    }
 }
 
 void Impl::backward_weight(const Instruction& ins, std::size_t i) {

@@ -146,6 +146,15 @@ struct ProgramExecutor::Impl {
   Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c);
 
   int model_stage(int chunk) const { return model_chunk(job.parallel, stage, chunk); }
+  // The chunk of this stage that runs the model chunk after (direction +1) or before (-1)
+  // `chunk`'s, or -1: a V's turn on the last stage hands activations and gradients over
+  // without a transfer (the program lists none).
+  int local_chunk(int chunk, int direction) const {
+    const int k = model_stage(chunk) + direction;
+    if (k < 0 || k >= p * v) return -1;
+    const ChunkPosition at = chunk_position(job.parallel, k);
+    return at.stage == stage ? at.chunk : -1;
+  }
   bool first_model_stage(int chunk) const { return model_stage(chunk) == 0; }
   bool last_model_stage(int chunk) const { return model_stage(chunk) == p * v - 1; }
   int layers(int chunk) const { return job.layers_in_chunk(stage, chunk); }  // 0: the embedding or head alone

@@ -267,13 +267,13 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   // This rank's shard of the model: its stage's layers, the embedding on stage 0, the
   // head on the stage that runs it, split over its tensor group.
   const ParallelConfig& pc = s.job.parallel;
-  const int stage = s.program.coords.pipeline, p = pc.pipeline_parallel_degree;
+  const int stage = s.program.coords.pipeline;
   ModelShard shard;
   for (int c = 0; c < pc.virtual_stages; ++c)
     for (int l = 0; l < s.job.layers_in_chunk(stage, c); ++l) shard.layers.push_back(s.job.global_layer(stage, c, l));
   std::sort(shard.layers.begin(), shard.layers.end());
   shard.embedding = stage == 0;
-  shard.head = s.job.lm_head_on_first_stage() ? stage == 0 : stage == p - 1;
+  shard.head = stage == s.job.lm_head_stage();  // the last, or the first (head first, or a V)
   shard.conjugates = layer_conjugates(s.job);  // the region edges, as the layer plan states them
   if (pc.tensor_parallel_degree > 1) {
     const Communicator& tensor = s.comms->tensor();

@@ -100,10 +100,13 @@ std::string describe_job(const Job& job) {
                    job.training.gradient_accumulation);
   s += fmt::format("  schedule {}{}, checkpointing {}, offload {}, optimizer sharding {}, "
                    "FlashAttention {}, sharded collective {}, {} {}\n",
-                   pc.pipeline == PipelineSchedule::simple  ? "GPipe"
-                   : pc.pipeline == PipelineSchedule::zb_h1 ? "ZB-H1"
-                                                            : "1F1B",
-                   pc.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", pc.virtual_stages) : "",
+                   pc.pipeline == PipelineSchedule::simple        ? "GPipe"
+                   : pc.pipeline == PipelineSchedule::zb_h1     ? "ZB-H1"
+                   : pc.pipeline == PipelineSchedule::zbv       ? "ZBV"
+                   : pc.pipeline == PipelineSchedule::dualpipev ? "DualPipeV"
+                                                                : "1F1B",
+                   pc.virtual_stages > 1 && !v_shaped(pc.pipeline) ? fmt::format(" ({} virtual stages)", pc.virtual_stages)
+                                                                    : "",
                    to_string(pc.activation_checkpointing), offload_text(pc),
                    pc.shard_optimizer_state ? "on" : "off", pc.flash_attention ? "on" : "off",
                    to_string(pc.sharded_collective), to_string(job.training.precision),

@@ -156,12 +156,14 @@ void add_split_knobs(std::vector<Knob>& k) {
       [](J j) { return fmt::format(" mb{}x{}", j.parallel.microbatches, j.microbatch_size()); }));
   k.push_back(make_knob(
       "pipeline", &S::schedules,
-      [](const std::string& key, const std::string& v) { return parse_enum<PipelineSchedule>(key, v, 3); },
+      [](const std::string& key, const std::string& v) { return parse_enum<PipelineSchedule>(key, v, 5); },
       [](J j) { return j.parallel.pipeline; }, [](P p, Job& j) { j.parallel.pipeline = p.schedule; },
       [](J j) {
         if (j.parallel.pipeline_parallel_degree <= 1) return std::string();
         const PipelineSchedule sc = j.parallel.pipeline;
-        return std::string(sc == PipelineSchedule::simple ? " gpipe" : sc == PipelineSchedule::zb_h1 ? " zb-h1" : " 1f1b");
+        if (sc == PipelineSchedule::simple) return std::string(" gpipe");
+        if (sc == PipelineSchedule::interleaved) return std::string(" 1f1b");
+        return " " + std::string(to_string(sc));
       }));
   k.push_back(make_knob(
       "virtual_stages", &S::virtual_stages, parse_positive, [](J j) { return j.parallel.virtual_stages; },

@@ -157,12 +157,15 @@ class Enumerator {
     std::vector<std::pair<PipelineSchedule, int>> out;
     const auto kinds = or_default(space_.schedules, pp > 1 ? std::vector<PipelineSchedule>{PipelineSchedule::simple,
                                                                                            PipelineSchedule::interleaved,
-                                                                                           PipelineSchedule::zb_h1}
+                                                                                           PipelineSchedule::zb_h1,
+                                                                                           PipelineSchedule::zbv}
                                                            : std::vector<PipelineSchedule>{PipelineSchedule::interleaved});
     for (PipelineSchedule sc : kinds) {
-      const auto vs = or_default(space_.virtual_stages, sc == PipelineSchedule::interleaved && pp > 1
-                                                            ? std::vector<int>{1, 2, 4}
-                                                            : std::vector<int>{1});
+      // A V runs two chunks a stage, whatever virtual_stages the space lists.
+      const auto vs = v_shaped(sc) ? std::vector<int>{2}
+                                   : or_default(space_.virtual_stages, sc == PipelineSchedule::interleaved && pp > 1
+                                                                           ? std::vector<int>{1, 2, 4}
+                                                                           : std::vector<int>{1});
       for (int v : vs) out.push_back({sc, v});
     }
     return out;
@@ -300,6 +303,7 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"1f1b", "pipeline schedule: one forward, one backward (1F1B)"},
       {"1f1b-vN", "interleaved 1F1B: N model chunks (virtual stages) per GPU"},
       {"zb-h1", "zero-bubble pipeline schedule ZB-H1: weight gradients deferred into the drain's bubble"},
+      {"zbv, dualpipev", "V-shaped zero-bubble schedules: two model chunks per GPU, the first stage holding both ends"},
       {"DPT, PDT, ...", "placement: the order of the data (D), pipeline (P) and tensor (T) axes over global ranks, "
                         "slowest first; the last letter's groups are consecutive ranks (inside a node)"},
       {"ckpt-selective", "activation checkpointing: attention's score part recomputed in backward"},
@@ -340,8 +344,8 @@ std::string describe_legend() {
 }
 
 std::string describe_legend_line() {
-  return "  notation: ppP tpT dpD degrees (cpC: context); mbMxS M micro-batches of S sequences; gpipe, 1f1b, 1f1b-vN, zb-h1 "
-         "schedules (N virtual stages);\n  DPT etc. axis order over ranks, slowest first; ckpt-* checkpointing; zero1 sharded "
+  return "  notation: ppP tpT dpD degrees (cpC: context); mbMxS M micro-batches of S sequences; gpipe, 1f1b, 1f1b-vN, zb-h1, "
+         "zbv schedules (N virtual stages);\n  DPT etc. axis order over ranks, slowest first; ckpt-* checkpointing; zero1 sharded "
          "optimizer state; flash FlashAttention;\n  sp sequence parallelism (the whole legend: partune search --help)\n";
 }
 

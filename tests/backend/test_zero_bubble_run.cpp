@@ -5,7 +5,8 @@
 // later from the store their backward filled, weight_gradients.hpp). With tensor and
 // sequence parallelism (the gathered GEMM defers its dW too), data parallelism (the
 // gradient buckets follow the W's), full checkpointing, experts and GPT's tied embedding
-// on two pipeline ends. Every step's loss within 1e-4 over 5 steps.
+// on two pipeline ends; and ZBV and DualPipeV, two chunks a stage in a V. Every step's loss
+// within 1e-4 over 5 steps.
 #include <string>
 
 #undef CHECK
@@ -37,4 +38,21 @@ TEST_CASE("zero bubble multi-rank: ZB-H1 with tensor 2 and sequence parallelism,
 TEST_CASE("zero bubble multi-rank: ZB-H1 with experts, and GPT's tied embedding", "[backend][multirank][zb]") {
   partune::test::check_equivalent(kMoe, kZb, 2, "", kSteps);
   partune::test::check_equivalent(kGpt, kZb, 2, "", kSteps);
+}
+
+TEST_CASE("zero bubble multi-rank: ZBV and DualPipeV in a V over 2 stages", "[backend][multirank][zb]") {
+  // Four layers in four chunks: stage 0 runs layers 0 and 3 (the embedding and the head),
+  // stage 1 layers 1 and 2, handing layer 1's output to its own layer 2 (the V's turn).
+  const std::string four = " --set model.layers=4";
+  for (const char* schedule : {"zbv", "dualpipev"})
+    partune::test::check_equivalent(
+        kLlama, std::string(" --set pipeline=") + schedule + " --set pipeline_parallel_degree=2 --set microbatches=4",
+        2, four, kSteps);
+  // With tensor 2 and sequence parallelism; and GPT's tied embedding, one copy on stage 0.
+  partune::test::check_equivalent(kLlama,
+                                  kFour + " --set pipeline=zbv --set pipeline_parallel_degree=2 --set microbatches=4"
+                                          " --set tensor_parallel_degree=2 --set sequence_parallel=true",
+                                  4, four, kSteps);
+  partune::test::check_equivalent(kGpt, " --set pipeline=zbv --set pipeline_parallel_degree=2 --set microbatches=4", 2,
+                                  "", kSteps);
 }

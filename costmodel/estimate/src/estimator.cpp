@@ -374,7 +374,6 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
 // gradient (its shard or optimizer slice).
 double step_end_sums(const Context& c, int stage) {
   const double owned = c.sdp > 1 ? 1.0 / c.sdp : c.pc.shard_optimizer_state ? 1.0 / c.dp : 1.0;
-  const bool head_first = c.job.lm_head_on_first_stage();
   const int layers = c.job.layers_on_stage(stage);
   double sum = 0;
   const double shard = layers * c.stages.layer().shard_gradient_params() +
@@ -383,7 +382,7 @@ double step_end_sums(const Context& c, int stage) {
   if (shard > 0)
     sum += c.cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, shard * c.gb * owned,
                   c.stages.tensor_span(stage));
-  if (c.job.model.tied_embeddings && c.pp > 1 && !head_first) {
+  if (c.job.tied_embedding_copies()) {
     const GroupSpan ends = group_span(c.placement, Axis::pipeline, c.inst.fabric_gpus());
     const GroupSpan pair{2, ends.nodes > 1 ? 2 : 1, ends.nodes > 1 ? 1 : 2};
     const double bytes = c.rank.head_projection * c.gb * owned;  // the token table's gradient shard

@@ -47,7 +47,8 @@ void stage_activations(const Job& job, int stage, const PlanConfig& config, cons
     const double element = bytes_per_element(job.training.precision);
     const double stored = checkpointed * per_layer_stored + (layers - checkpointed) * full_layer;
     const double held = L.dense * plan.weight_gradient_bytes(element) + L.moe * moe.weight_gradient_bytes(element);
-    mb.activations = peak_split_backward_bytes(schedule_steps(pc, stage), stored, held);
+    const double v = pc.virtual_stages;  // each step is one chunk's (uniform chunks)
+    mb.activations = peak_split_backward_bytes(schedule_steps(pc, stage), stored / v, held / v);
   }
 }
 }  // namespace

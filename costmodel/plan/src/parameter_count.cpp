@@ -70,9 +70,9 @@ double stage_parameter_count(const Job& job, const RankParameters& rank, int sta
   if (stage == job.lm_head_stage()) {
     p += rank.head;
     // A tied embedding is kept on both pipeline ends when the head sits on the last
-    // stage (Megatron); on the first stage the head uses the embedding itself.
-    if (job.parallel.pipeline_parallel_degree > 1 && job.model.tied_embeddings && !job.lm_head_on_first_stage())
-      p += rank.head_projection;
+    // stage (Megatron); on the first stage (head first, or a V) the head uses the
+    // embedding itself.
+    if (job.tied_embedding_copies()) p += rank.head_projection;
   }
   return p;
 }

@@ -112,8 +112,9 @@ StageTimes ProgramBuilder::stage_times() const {
 
 int ProgramBuilder::neighbour(int chunk, int direction) const {
   RankCoords c = program_.coords;
-  c.pipeline = ((c.pipeline + direction) % p_ + p_) % p_;
-  (void)chunk;
+  const int k = model_stage(chunk) + direction;
+  if (k >= 0 && k < p_ * v_) c.pipeline = chunk_position(pc_, k).stage;
+  else c.pipeline = ((c.pipeline + direction) % p_ + p_) % p_;  // the last stage to the head on stage 0, and back
   return placement_.rank(c);
 }
 
@@ -176,7 +177,8 @@ Instruction ProgramBuilder::p2p(OpKind kind, int peer, int mb, int chunk) const 
 }
 
 void ProgramBuilder::forward(int mb, int chunk) {
-  if (!first_model_stage(chunk)) push(p2p(OpKind::recv_activation, neighbour(chunk, -1), mb, chunk));
+  if (!first_model_stage(chunk) && !local(chunk, -1))
+    push(p2p(OpKind::recv_activation, neighbour(chunk, -1), mb, chunk));
   const double extra = (first_model_stage(chunk) ? head_.embedding_fwd : 0.0) +
                        (runs_head(chunk) ? head_.logits_fwd : 0.0);
   const int embedding = first_model_stage(chunk) ? 1 : 0, head = runs_head(chunk) ? 1 : 0;
@@ -204,7 +206,7 @@ void ProgramBuilder::forward(int mb, int chunk) {
   }
   if (offloading() && !per_layer_ && ckpt > 0) start_after_previous(copy(OpKind::offload, mb, chunk, -1));
   if (!last_model_stage(chunk)) {
-    start_after_previous(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
+    if (!local(chunk, +1)) start_after_previous(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, chunk));
   } else if (head_first_) {
     // The head runs on stage 0: the output goes there (the head's own chunk tag).
     start_after_previous(p2p(OpKind::send_activation, neighbour(chunk, +1), mb, head_chunk_));

@@ -31,7 +31,7 @@ void ProgramBuilder::reload_layers_from(int mb, int chunk, int layer) {
 
 void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backward_index) {
   if (!last_model_stage(chunk)) {
-    push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
+    if (!local(chunk, +1)) push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, chunk));
   } else if (head_first_) {
     push(p2p(OpKind::recv_gradient, neighbour(chunk, +1), mb, head_chunk_));  // from stage 0's head
   }
@@ -57,7 +57,8 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
     // A chunk without layers (the embedding or the head alone): its parameters' bucket.
     if (buckets && n == 0) start_async(gradient_bucket(CommGroup::data, extra_gradient_bytes(chunk, 0), chunk, 0));
   }
-  if (!first_model_stage(chunk)) start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
+  if (!first_model_stage(chunk) && !local(chunk, -1))
+    start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
 }
 
 void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {

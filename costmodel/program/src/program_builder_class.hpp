@@ -53,7 +53,10 @@ class ProgramBuilder {
   // the head's time and one pipeline hop.
   StageTimes stage_times() const;
 
+  // The rank of the model chunk before (direction -1) or after (+1) this rank's `chunk`;
+  // local: it is this rank (a V's turn on the last stage: no transfer).
   int neighbour(int chunk, int direction) const;
+  bool local(int chunk, int direction) const { return neighbour(chunk, direction) == program_.rank; }
 
   int push(Instruction in);
   void wait(int index);

@@ -124,9 +124,7 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
       // the job keeps two copies of a tied embedding.
       const int p_degree = job.parallel.pipeline_parallel_degree;
       RankCoords c = p.coords(rank);
-      if (!job.model.tied_embeddings || p_degree < 2 || job.lm_head_on_first_stage() ||
-          (c.pipeline != 0 && c.pipeline != p_degree - 1))
-        break;
+      if (!job.tied_embedding_copies() || (c.pipeline != 0 && c.pipeline != p_degree - 1)) break;
       c.pipeline = 0;
       const int first = p.rank(c);
       c.pipeline = p_degree - 1;

@@ -8,7 +8,7 @@ namespace partune::detail {
 double ProgramBuilder::head_params(int chunk) const {
   if (head_first_) return first_model_stage(chunk) ? rank_.head : 0.0;
   if (!last_model_stage(chunk)) return 0.0;
-  return rank_.head + (p_ > 1 && job_.model.tied_embeddings ? rank_.head_projection : 0.0);
+  return rank_.head + (job_.tied_embedding_copies() ? rank_.head_projection : 0.0);
 }
 
 double ProgramBuilder::extra_params(int chunk, int layer) const {
@@ -17,7 +17,7 @@ double ProgramBuilder::extra_params(int chunk, int layer) const {
 }
 
 bool ProgramBuilder::tied_copies() const {
-  return job_.model.tied_embeddings && p_ > 1 && !head_first_ && (stage_ == 0 || stage_ == p_ - 1);
+  return job_.tied_embedding_copies() && (stage_ == 0 || stage_ == p_ - 1);
 }
 
 double ProgramBuilder::owned_fraction() const {

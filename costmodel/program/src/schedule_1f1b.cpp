@@ -39,12 +39,15 @@ std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage) {
   const int p = schedule_stages(pc), m = pc.microbatches, active = active_microbatches(pc);
   if (pc.pipeline == PipelineSchedule::simple) return schedule_gpipe(p, m, stage, active);
   if (pc.pipeline == PipelineSchedule::zb_h1) return schedule_zb_h1(p, m, stage);
+  if (pc.pipeline == PipelineSchedule::zbv) return schedule_zbv(p, m, stage);
+  if (pc.pipeline == PipelineSchedule::dualpipev) return schedule_dualpipev(p, m, stage);
   if (pc.virtual_stages > 1) return schedule_interleaved(p, m, pc.virtual_stages, stage, active);
   return schedule_1f1b(p, m, stage, active);
 }
 
 double in_flight_microbatches(const ParallelConfig& pc, int stage) {
   const int m = pc.microbatches, v = pc.virtual_stages;
+  if (v_shaped(pc.pipeline)) return peak_in_flight(schedule_steps(pc, stage), v);  // no warm-up rule: walk it
   const int warmup = warmup_steps(pc.pipeline, schedule_stages(pc), m, v, stage, active_microbatches(pc));
   // GPipe holds its window; 1F1B its warm-up and the forward of its first steady step.
   if (pc.pipeline == PipelineSchedule::simple) return std::max(1, warmup);

@@ -9,8 +9,6 @@
 
 namespace partune {
 
-bool splits_backward(PipelineSchedule schedule) { return schedule == PipelineSchedule::zb_h1; }
-
 std::vector<ScheduleStep> schedule_zb_h1(int stages, int microbatches, int stage) {
   std::vector<ScheduleStep> steps;
   steps.reserve(3 * microbatches);

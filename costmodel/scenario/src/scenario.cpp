@@ -311,7 +311,8 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.microbatches = r.get_int("microbatches", 1, limits::kMaxMicrobatches, 1);
   p.active_microbatches = r.get_int("active_microbatches", 0, limits::kMaxMicrobatches, 0);
   p.pipeline = get_enum(r, "pipeline", PipelineSchedule::interleaved);
-  p.virtual_stages = r.get_int("virtual_stages", 1, limits::kMaxVirtualStages, 1);
+  // A V (zbv, dualpipev) runs two chunks a stage: its default.
+  p.virtual_stages = r.get_int("virtual_stages", 1, limits::kMaxVirtualStages, v_shaped(p.pipeline) ? 2 : 1);
   try {
     p.placement_strategy = PlacementOrder::parse(r.get_string("placement_strategy", "cluster"));
   } catch (const std::invalid_argument& e) {

@@ -49,7 +49,9 @@ template <>
 const std::vector<EnumName<PipelineSchedule>>& enum_names<PipelineSchedule>() {
   static const std::vector<EnumName<PipelineSchedule>> table = {{PipelineSchedule::simple, "simple"},
                                                                 {PipelineSchedule::interleaved, "interleaved"},
-                                                                {PipelineSchedule::zb_h1, "zb-h1"}};
+                                                                {PipelineSchedule::zb_h1, "zb-h1"},
+                                                                {PipelineSchedule::zbv, "zbv"},
+                                                                {PipelineSchedule::dualpipev, "dualpipev"}};
   return table;
 }
 

@@ -21,7 +21,17 @@ const char* to_string(BackwardPrefetch b) { return enum_name(b); }
 const char* to_string(LossPrecision p) { return enum_name(p); }
 const char* to_string(ContextComm c) { return enum_name(c); }
 
-int model_chunk(const ParallelConfig& pc, int stage, int chunk) { return chunk * pc.pipeline_parallel_degree + stage; }
+int model_chunk(const ParallelConfig& pc, int stage, int chunk) {
+  const int p = pc.pipeline_parallel_degree;
+  if (v_shaped(pc.pipeline)) return chunk == 0 ? stage : 2 * p - 1 - stage;
+  return chunk * p + stage;
+}
+
+ChunkPosition chunk_position(const ParallelConfig& pc, int k) {
+  const int p = pc.pipeline_parallel_degree;
+  if (v_shaped(pc.pipeline)) return k < p ? ChunkPosition{k, 0} : ChunkPosition{2 * p - 1 - k, 1};
+  return {k % p, k / p};
+}
 
 bool Job::chunk_layers_listed() const {
   return parallel.virtual_stages > 1 &&
@@ -304,19 +314,31 @@ JobViolation check_stage_layers(const Job& job) {
 }
 
 // A zero-bubble schedule defers each micro-batch's weight gradients (W) past its input
-// gradients (B): what still keys on one whole backward is refused by name.
+// gradients (B): what still keys on one whole backward is refused by name. The V-shaped
+// ones need two stages or more and 2 p micro-batches (their warm-up's).
 JobViolation check_zero_bubble(const Job& job) {
   const auto& pc = job.parallel;
-  if (pc.pipeline != PipelineSchedule::zb_h1) return {};
+  if (!splits_backward(pc.pipeline)) return {};
+  if (v_shaped(pc.pipeline) && pc.pipeline_parallel_degree < 2)
+    return bad("parallel.pipeline_parallel_degree", fmt::format("pipeline: {} needs pipeline_parallel_degree > 1",
+                                                                to_string(pc.pipeline)));
+  if (v_shaped(pc.pipeline) && pc.microbatches < 2 * pc.pipeline_parallel_degree)
+    return bad("parallel.microbatches",
+               fmt::format("pipeline: {} needs at least 2 x pipeline_parallel_degree = {} micro-batches (got {})",
+                           to_string(pc.pipeline), 2 * pc.pipeline_parallel_degree, pc.microbatches));
   if (pc.lm_head_stage == LmHeadStage::first)
     return bad("parallel.lm_head_stage",
-               "first is not supported with pipeline: zb-h1 (the head's steps are placed by 1F1B's times)");
+               fmt::format("first is not supported with pipeline: {} (the head's steps are placed by 1F1B's times)",
+                           to_string(pc.pipeline)));
   if (pc.sharded_data_parallel_degree > 1)
     return bad("parallel.pipeline",
-               "zb-h1 needs sharded_data_parallel_degree 1 (each layer's reduce-scatter would wait for its deferred W)");
+               fmt::format("{} needs sharded_data_parallel_degree 1 (each layer's reduce-scatter would wait for its "
+                           "deferred W)",
+                           to_string(pc.pipeline)));
   if (pc.offload_activations)
     return bad("parallel.pipeline",
-               "zb-h1 cannot offload activations (their reloads are timed by the whole backward)");
+               fmt::format("{} cannot offload activations (their reloads are timed by the whole backward)",
+                           to_string(pc.pipeline)));
   return {};
 }
 
@@ -326,8 +348,12 @@ JobViolation check_pipeline(const Job& job) {
   const auto& pc = job.parallel;
   const int pp = pc.pipeline_parallel_degree;
   if (pc.virtual_stages < 1) return bad("parallel.virtual_stages", "must be >= 1");
-  if (pc.virtual_stages > 1 && pc.pipeline != PipelineSchedule::interleaved)
-    return bad("parallel.virtual_stages", "virtual stages need pipeline: interleaved");
+  if (v_shaped(pc.pipeline) && pc.virtual_stages != 2)
+    return bad("parallel.virtual_stages",
+               fmt::format("pipeline: {} runs two chunks a stage: virtual_stages 2 (got {})", to_string(pc.pipeline),
+                           pc.virtual_stages));
+  if (pc.virtual_stages > 1 && pc.pipeline != PipelineSchedule::interleaved && !v_shaped(pc.pipeline))
+    return bad("parallel.virtual_stages", "virtual stages need pipeline: interleaved (or zbv, dualpipev)");
   if (pc.virtual_stages > 1 && pp == 1)
     return bad("parallel.virtual_stages", "virtual stages need pipeline_parallel_degree > 1");
   if (!pc.stage_layers.empty()) {

@@ -21,8 +21,7 @@ struct ScheduleStep {
     return forward == o.forward && microbatch == o.microbatch && chunk == o.chunk && weight == o.weight;
   }
 };
-// Whether the schedule computes input and weight gradients apart (zero-bubble schedules).
-bool splits_backward(PipelineSchedule schedule);
+// (Whether a schedule does: job.hpp's splits_backward.)
 std::vector<ScheduleStep> schedule_gpipe(int stages, int microbatches, int stage, int active);
 std::vector<ScheduleStep> schedule_1f1b(int stages, int microbatches, int stage, int active);
 std::vector<ScheduleStep> schedule_interleaved(int stages, int microbatches, int chunks, int stage,
@@ -33,6 +32,12 @@ std::vector<ScheduleStep> schedule_interleaved(int stages, int microbatches, int
 // flight as 1F1B; with uniform stages and m >= p the step is
 // m (F + B + W) + (p - 1)(F + B - W) against 1F1B's m (F + B + W) + (p - 1)(F + B + W).
 std::vector<ScheduleStep> schedule_zb_h1(int stages, int microbatches, int stage);
+// The V-shaped schedules (two chunks a stage, job.hpp's model_chunk; schedule_v.cpp):
+// ZBV (Qi et al. 2024, PyTorch's ScheduleZBVZeroBubble) and DualPipeV (DeepSeek, PyTorch's
+// ScheduleDualPipeV; its overlapped F&B pairs as a forward then a whole backward).
+// Both need microbatches >= 2 stages.
+std::vector<ScheduleStep> schedule_zbv(int stages, int microbatches, int stage);
+std::vector<ScheduleStep> schedule_dualpipev(int stages, int microbatches, int stage);
 // Dispatches on the job's pipeline setting and virtual stages.
 std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage);
 

@@ -13,8 +13,14 @@ namespace partune {
 enum class Optimizer { adam, sgd };
 // simple = GPipe, interleaved = 1F1B (interleaved with virtual_stages > 1), zb_h1 = the
 // zero-bubble ZB-H1 schedule (Qi et al. 2023): backward split into input gradients (B)
-// and weight gradients (W), W deferred into the drain's bubbles.
-enum class PipelineSchedule { simple, interleaved, zb_h1 };
+// and weight gradients (W), W deferred into the drain's bubbles; zbv and dualpipev: two
+// chunks a stage placed in a V (model_chunk), backward split as ZB-H1 (schedule.hpp).
+enum class PipelineSchedule { simple, interleaved, zb_h1, zbv, dualpipev };
+// The V-shaped schedules: chunk 0 of stage s runs model chunk s, chunk 1 model chunk
+// 2p - 1 - s.
+inline bool v_shaped(PipelineSchedule s) { return s == PipelineSchedule::zbv || s == PipelineSchedule::dualpipev; }
+// Whether the schedule computes input and weight gradients apart (the zero-bubble ones).
+inline bool splits_backward(PipelineSchedule s) { return s == PipelineSchedule::zb_h1 || v_shaped(s); }
 enum class Checkpointing { none, selective, full };
 enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all };
 // Which pipeline stage runs the LM head (logits and loss). `first` is SMP's rule for tied
@@ -146,9 +152,14 @@ struct ParallelConfig {
 };
 
 // The model chunk (virtual stage, in model order) that chunk `chunk` of pipeline stage
-// `stage` runs: Megatron's interleaving, chunk * p + stage. The one mapping the layers'
-// split, the schedules, the programs and the backend read.
+// `stage` runs: Megatron's interleaving, chunk * p + stage, or in a V (v_shaped) stage s
+// for chunk 0 and 2p - 1 - s for chunk 1. The one mapping the layers' split, the
+// schedules, the programs and the backend read; chunk_position is its inverse.
 int model_chunk(const ParallelConfig& pc, int stage, int chunk);
+struct ChunkPosition {
+  int stage = 0, chunk = 0;
+};
+ChunkPosition chunk_position(const ParallelConfig& pc, int model_chunk);
 
 // Layers of a span of the model by kind: dense, or with experts.
 struct LayerMix {
@@ -223,8 +234,14 @@ struct Job {
 
   // --- LM head placement (parallel.lm_head_stage).
   bool lm_head_on_first_stage() const { return parallel.lm_head_stage == LmHeadStage::first; }
-  // The pipeline stage that runs the LM head and the loss.
-  int lm_head_stage() const { return lm_head_on_first_stage() ? 0 : parallel.pipeline_parallel_degree - 1; }
+  // The pipeline stage that runs the LM head and the loss: the last, or the first with
+  // the head placed there or in a V (whose last model chunk is stage 0's).
+  int lm_head_stage() const {
+    return lm_head_on_first_stage() || v_shaped(parallel.pipeline) ? 0 : parallel.pipeline_parallel_degree - 1;
+  }
+  // A tied embedding has two copies (the first stage's and the head stage's), whose
+  // gradients the embedding group sums: when the head's stage is not the first.
+  bool tied_embedding_copies() const { return model.tied_embeddings && lm_head_stage() != 0; }
 };
 
 // Checks every cross-field rule (degrees multiply to the GPU count, TP fits in a node,
