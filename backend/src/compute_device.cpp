@@ -31,6 +31,10 @@ std::string ComputeDevice::describe() const {
 
 std::string why_not_on_device(DeviceKind kind, Precision precision) {
   if (kind == DeviceKind::cpu) return {};
+  if (precision == Precision::mxfp8 || precision == Precision::fp4)
+    return fmt::format("--device cuda: precision {} (Blackwell's block-scaled GEMMs) is priced and simulated but not run "
+                       "by the LibTorch backend; run the job in fp8 or bf16 (--set training.precision=bf16)",
+                       to_string(precision));
   if (precision == Precision::fp8 && !fp8_gemms_available())
     return fmt::format("--device cuda: precision fp8 needs at::_scaled_mm for its GEMMs (LibTorch 2.5 or later; this "
                        "is LibTorch {}); run the job in bf16 (--set training.precision=bf16)",

@@ -127,29 +127,32 @@ TEST_CASE("enumerate: the count of a small space, worked out by hand", "[search]
   //   micro-batch size b: powers of two with dp b | 16:    dp 8: 2, dp 4: 3, dp 2: 4, dp 1: 5.
   //   schedules: pp 1: one; pp > 1: simple, 1F1B, 1F1B v2 (needs 12 % (2 pp) == 0 and
   //   microbatches % pp == 0), 1F1B v4 (needs 12 % (4 pp) == 0: never here), and ZB-H1
-  //   without sharded data parallelism (sdp 1 only).
+  //   without sharded data parallelism (sdp 1 only), and ZBV (sdp 1, 12 % (2 pp) == 0: pp 2
+  //   only, and at least 2 pp = 4 micro-batches: 16 / (dp b) >= 4).
   //   distinct placements: 1 with one axis > 1, 2 with two, 6 with three.
   //   (1,1) dp8: 4 sdp x 2 b x 1 x 1                                   =   8
   //   (1,2) dp4: 3 x 3 x 1 x 2                                         =  18
   //   (1,4) dp2: 2 x 4 x 1 x 2                                         =  16
   //   (2,1) dp4: 3 sdp x (b 1,2: 3 schedules; b 4 (1 micro-batch): 2) x 2 = 3 x 8 x 2  =  48
-  //              + ZB-H1 at sdp 1: 3 b x 2                              =  +6
-  //   (2,2) dp2: 2 x (b 1,2,4: 3; b 8: 2 = 11) x 6 + ZB-H1: 4 b x 6    = 156
-  //   (2,4) dp1: 1 x (b 1,2,4,8: 3; b 16: 2 = 14) x 2 + ZB-H1: 5 x 2   =  38
+  //              + ZB-H1 at sdp 1: 3 b x 2 + ZBV: b 1 x 2               =  +8
+  //   (2,2) dp2: 2 x (b 1,2,4: 3; b 8: 2 = 11) x 6 + ZB-H1: 4 b x 6
+  //              + ZBV: b 1, 2 x 6                                      = 168
+  //   (2,4) dp1: 1 x (b 1,2,4,8: 3; b 16: 2 = 14) x 2 + ZB-H1: 5 x 2
+  //              + ZBV: b 1, 2, 4 x 2                                   =  44
   //   (4,1) dp2: 2 x (4 b x 2 schedules) x 2 + ZB-H1: 4 x 2            =  40
   //   (4,2) dp1: 1 x (5 b x 2 schedules) x 2 + ZB-H1: 5 x 2            =  30
-  //   total                                                            = 360
+  //   total                                                            = 380
   const Job base = p4d_job("gpt2-small", 1, 16);
   EnumerationStats stats;
   const std::vector<Point> points = visit_all(base, restricted(kPinned), &stats);
-  CHECK(points.size() == 360);
-  CHECK(stats.legal == 360);
+  CHECK(points.size() == 380);
+  CHECK(stats.legal == 380);
 
   // The same count per (pp, tp), from the table above.
   std::map<std::pair<int, int>, int> per_pair;
   for (const Point& p : points) ++per_pair[{p.pipeline, p.tensor}];
-  const std::map<std::pair<int, int>, int> expected = {{{1, 1}, 8},  {{1, 2}, 18}, {{1, 4}, 16}, {{2, 1}, 54},
-                                                       {{2, 2}, 156}, {{2, 4}, 38}, {{4, 1}, 40}, {{4, 2}, 30}};
+  const std::map<std::pair<int, int>, int> expected = {{{1, 1}, 8},  {{1, 2}, 18}, {{1, 4}, 16}, {{2, 1}, 56},
+                                                       {{2, 2}, 168}, {{2, 4}, 44}, {{4, 1}, 40}, {{4, 2}, 30}};
   CHECK(per_pair == expected);
 
   // Completeness: for each configuration, the visited placements are exactly the
@@ -169,19 +172,19 @@ TEST_CASE("enumerate: the count of a small space, worked out by hand", "[search]
 
 TEST_CASE("enumerate: sequence parallelism doubles the points with a tensor-parallel group", "[search][space]") {
   // The hand count above (kPinned has sequence_parallel=false), by (pp, tp):
-  // tp 1: (1,1) 8 + (2,1) 54 + (4,1) 40 = 102 points, sequence parallelism never applies;
-  // tp > 1: (1,2) 18 + (1,4) 16 + (2,2) 156 + (2,4) 38 + (4,2) 30 = 258 points, each also
+  // tp 1: (1,1) 8 + (2,1) 56 + (4,1) 40 = 104 points, sequence parallelism never applies;
+  // tp > 1: (1,2) 18 + (1,4) 16 + (2,2) 168 + (2,4) 44 + (4,2) 30 = 276 points, each also
   // with it (gpt2-small's 1024 tokens split over 2 and 4).
   const Job base = p4d_job("gpt2-small", 1, 16);
   std::vector<std::string> free_sp(kPinned.begin(), kPinned.end() - 1);
   REQUIRE(free_sp.size() == kPinned.size() - 1);
   const std::vector<Point> points = visit_all(base, restricted(free_sp));
-  CHECK(points.size() == 102 + 2 * 258);
+  CHECK(points.size() == 104 + 2 * 276);
   for (const Point& p : points)
     if (p.sequence_parallel) CHECK(p.tensor > 1);
   free_sp.push_back("sequence_parallel=true");  // --fix sequence_parallel=true
   const std::vector<Point> only_sp = visit_all(base, restricted(free_sp));
-  CHECK(only_sp.size() == 258);
+  CHECK(only_sp.size() == 276);
   for (const Point& p : only_sp) {
     CHECK(p.sequence_parallel);
     CHECK(make_job(base, p).parallel.sequence_parallel);
@@ -228,7 +231,7 @@ TEST_CASE("enumerate: placements that give the same groups are visited once", "[
     EnumerationStats stats;
     const std::vector<Point> points = visit_all(base, restricted(fixes), &stats);
     CHECK(stats.duplicates == 0);
-    CHECK(points.size() == 156);  // the (2,2) row of the hand count
+    CHECK(points.size() == 168);  // the (2,2) row of the hand count
   }
 }
 
@@ -390,7 +393,7 @@ TEST_CASE("a base job's stage_layers does not restrict the pipeline degrees sear
   std::set<int> pps;
   for (const Point& p : points) pps.insert(p.pipeline);
   CHECK(pps == std::set<int>{1, 2, 4});
-  CHECK(points.size() == 360);  // as without stage_layers
+  CHECK(points.size() == 380);  // as without stage_layers
 }
 
 TEST_CASE("a base job's checkpointed_layers does not rule out activation_checkpointing none",
@@ -399,7 +402,7 @@ TEST_CASE("a base job's checkpointed_layers does not rule out activation_checkpo
   base.parallel.activation_checkpointing = Checkpointing::full;
   base.parallel.checkpointed_layers = 3;
   testing::require_valid(base);
-  CHECK(visit_all(base, restricted(kPinned)).size() == 360);  // kPinned has checkpointing none
+  CHECK(visit_all(base, restricted(kPinned)).size() == 380);  // kPinned has checkpointing none
 }
 
 TEST_CASE("a base job's lm_head_stage first does not rule out pipeline degree 1", "[search][space]") {

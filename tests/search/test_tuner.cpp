@@ -236,7 +236,7 @@ TEST_CASE("pruning matches a pair-by-pair brute force; the winner is the fastest
 
 TEST_CASE("the search estimates every point of a space counted by hand", "[search][tuner]") {
   // gpt2-small on one p4d node, global batch 16, with checkpointing, offload, ZeRO-1,
-  // FlashAttention, the sharded collective and sequence parallelism pinned: 360 points
+  // FlashAttention, the sharded collective and sequence parallelism pinned: 380 points
   // (worked out in test_space.cpp, "the count of a small space, worked out by hand").
   const Job base = p4d_job("gpt2-small", 1, 16);
   SearchOptions options;
@@ -246,7 +246,7 @@ TEST_CASE("the search estimates every point of a space counted by hand", "[searc
                                                 "shard_optimizer_state=false", "flash_attention=false",
                                                 "sharded_collective=ring", "sequence_parallel=false"}),
                                     options);
-  CHECK(r.estimated == 360);
+  CHECK(r.estimated == 380);
 }
 
 TEST_CASE("explain() says why a pruned candidate was dropped", "[search][tuner]") {

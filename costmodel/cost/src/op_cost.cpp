@@ -19,17 +19,39 @@ double memory_bound_time(const GpuProfile& gpu, double bytes) {
   return bytes / (gpu.hbm_bw * gpu.hbm_efficiency);
 }
 
+namespace {
+
+// The GEMM format's max_efficiency over the bf16 one (its own fit, or 1).
+double format_scale(const GemmEfficiency& g, Precision p) {
+  const double own = p == Precision::fp4 ? g.fp4_max_efficiency
+                     : p == Precision::fp8 || p == Precision::mxfp8 ? g.fp8_max_efficiency
+                                                                     : 0.0;
+  return own > 0 ? own / g.max_efficiency : 1.0;
+}
+
+// HBM bytes a cast moves per operand element: read the bf16 element (2) and write it in
+// the format with its share of a scale. fp8 (per-tensor): 1 byte (its amax for the next
+// scale rides on the same pass); MXFP8: 1 byte and an e8m0 scale per 32 (1/32); NVFP4:
+// half a byte and an e4m3 scale per 16 (1/16).
+double cast_bytes(Precision p) {
+  switch (p) {
+    case Precision::fp8: return 2.0 + 1.0;
+    case Precision::mxfp8: return 2.0 + 1.0 + 1.0 / 32;
+    case Precision::fp4: return 2.0 + 0.5 + 1.0 / 16;
+    default: return 0.0;
+  }
+}
+
+}  // namespace
+
 double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch) {
   const double flops = 2.0 * m * n * k * batch;
-  const GemmEfficiency& g = gpu.gemm;
-  const double fp8_scale = p == Precision::fp8 && g.fp8_max_efficiency > 0 ? g.fp8_max_efficiency / g.max_efficiency : 1.0;
-  const double compute = flops / (gpu.peak_flops(p) * gemm_efficiency(gpu, m, n, k) * fp8_scale);
+  const double compute = flops / (gpu.peak_flops(p) * gemm_efficiency(gpu, m, n, k) * format_scale(gpu.gemm, p));
   const double bytes = (m * k + k * n + m * n) * bytes_per_element(p) * batch;
   const double gemm = std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
-  if (p != Precision::fp8) return gemm;
-  // FP8's scaling: both operands are cast from bf16 with their scale (read 2 bytes, write
-  // 1) and their absolute maximum taken for the next scale, one kernel each.
-  return gemm + memory_bound_time(gpu, 3.0 * (m * k + k * n) * batch) + 2.0 * gpu.kernel_overhead;
+  if (!low_precision_gemms(p)) return gemm;
+  // Scaling: both operands are cast from bf16 with their scales, one kernel each.
+  return gemm + memory_bound_time(gpu, cast_bytes(p) * (m * k + k * n) * batch) + 2.0 * gpu.kernel_overhead;
 }
 
 double score_bmm_efficiency_at(double efficiency, double head_dim) {

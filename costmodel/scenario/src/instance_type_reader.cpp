@@ -46,12 +46,14 @@ void read_gpu(const Reader& r, InstanceType& it) {
                 "reserved_GiB", "gemm", "attention"});
   it.gpu.name = g.get_string("name");
   const Reader peak = g.child("peak_tflops");
-  peak.allow_only({"fp32", "tf32", "fp16", "bf16", "fp8"});
+  peak.allow_only({"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "fp4"});
   it.gpu.peak_flops_fp32 = peak.get_positive("fp32") * units::tera;
   it.gpu.peak_flops_tf32 = peak.get_positive("tf32", peak.get_positive("fp32")) * units::tera;
   it.gpu.peak_flops_fp16 = peak.get_positive("fp16") * units::tera;
   it.gpu.peak_flops_bf16 = peak.get_non_negative("bf16", 0) * units::tera;  // 0: no bf16
   it.gpu.peak_flops_fp8 = peak.get_non_negative("fp8", 0) * units::tera;    // 0: no fp8
+  it.gpu.peak_flops_mxfp8 = peak.get_non_negative("mxfp8", 0) * units::tera;  // 0: no mxfp8
+  it.gpu.peak_flops_fp4 = peak.get_non_negative("fp4", 0) * units::tera;      // 0: no fp4
   it.gpu.hbm_bytes = g.get_positive("hbm_GiB") * units::GiB;
   it.gpu.hbm_bw = g.get_positive("hbm_bw_GBps") * units::giga;
   it.gpu.hbm_efficiency = g.get_fraction("hbm_efficiency", it.gpu.hbm_efficiency);
@@ -59,12 +61,13 @@ void read_gpu(const Reader& r, InstanceType& it) {
   it.gpu.reserved_bytes = g.get_non_negative("reserved_GiB", 0) * units::GiB;
   if (g.has("gemm")) {
     const Reader ge = g.child("gemm");
-    ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "fp8_max_efficiency", "source"});
+    ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "fp8_max_efficiency", "fp4_max_efficiency", "source"});
     it.gpu.gemm.max_efficiency = ge.get_fraction("max_efficiency", it.gpu.gemm.max_efficiency);
     it.gpu.gemm.tile = ge.get_positive("tile", it.gpu.gemm.tile);
     it.gpu.gemm.sm_count = ge.get_positive("sm_count", it.gpu.gemm.sm_count);
     it.gpu.gemm.k_half = ge.get_non_negative("k_half", it.gpu.gemm.k_half);
     if (ge.has("fp8_max_efficiency")) it.gpu.gemm.fp8_max_efficiency = ge.get_fraction("fp8_max_efficiency", 1.0);
+    if (ge.has("fp4_max_efficiency")) it.gpu.gemm.fp4_max_efficiency = ge.get_fraction("fp4_max_efficiency", 1.0);
   }
   if (g.has("attention")) {
     const Reader at = g.child("attention");

@@ -36,6 +36,8 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["peak_tflops"]["fp16"] = g.peak_flops_fp16 / units::tera;
   n["gpu"]["peak_tflops"]["bf16"] = g.peak_flops_bf16 / units::tera;
   if (g.peak_flops_fp8 > 0) n["gpu"]["peak_tflops"]["fp8"] = g.peak_flops_fp8 / units::tera;
+  if (g.peak_flops_mxfp8 > 0) n["gpu"]["peak_tflops"]["mxfp8"] = g.peak_flops_mxfp8 / units::tera;
+  if (g.peak_flops_fp4 > 0) n["gpu"]["peak_tflops"]["fp4"] = g.peak_flops_fp4 / units::tera;
   n["gpu"]["hbm_GiB"] = g.hbm_bytes / units::GiB;
   n["gpu"]["hbm_bw_GBps"] = g.hbm_bw / units::giga;
   n["gpu"]["hbm_efficiency"] = g.hbm_efficiency;
@@ -46,6 +48,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["gemm"]["sm_count"] = g.gemm.sm_count;
   n["gpu"]["gemm"]["k_half"] = g.gemm.k_half;
   if (g.gemm.fp8_max_efficiency > 0) n["gpu"]["gemm"]["fp8_max_efficiency"] = g.gemm.fp8_max_efficiency;
+  if (g.gemm.fp4_max_efficiency > 0) n["gpu"]["gemm"]["fp4_max_efficiency"] = g.gemm.fp4_max_efficiency;
   n["gpu"]["attention"]["flash_efficiency"] = g.attention.flash_efficiency;
   if (g.attention.flash_fp32) n["gpu"]["attention"]["flash_fp32"] = true;
   n["gpu"]["attention"]["score_bmm_efficiency"] = g.attention.score_bmm_efficiency;

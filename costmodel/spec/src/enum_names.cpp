@@ -6,7 +6,7 @@ template <>
 const std::vector<EnumName<Precision>>& enum_names<Precision>() {
   static const std::vector<EnumName<Precision>> table = {
       {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"},
-      {Precision::fp8, "fp8"}};
+      {Precision::fp8, "fp8"}, {Precision::mxfp8, "mxfp8"}, {Precision::fp4, "fp4"}};
   return table;
 }
 

@@ -8,9 +8,11 @@ namespace partune {
 
 const char* to_string(Precision p) { return enum_name(p); }  // enum_names.cpp
 
-bool mixed_precision(Precision p) { return p == Precision::fp16 || p == Precision::bf16 || p == Precision::fp8; }
+bool low_precision_gemms(Precision p) { return p == Precision::fp8 || p == Precision::mxfp8 || p == Precision::fp4; }
 
-Precision non_gemm_precision(Precision p) { return p == Precision::fp8 ? Precision::bf16 : p; }
+bool mixed_precision(Precision p) { return p == Precision::fp16 || p == Precision::bf16 || low_precision_gemms(p); }
+
+Precision non_gemm_precision(Precision p) { return low_precision_gemms(p) ? Precision::bf16 : p; }
 
 double bytes_per_element(Precision p) { return mixed_precision(p) ? 2.0 : 4.0; }
 
@@ -21,6 +23,8 @@ double GpuProfile::peak_flops(Precision p) const {
     case Precision::fp16: return peak_flops_fp16;
     case Precision::bf16: return peak_flops_bf16;
     case Precision::fp8: return peak_flops_fp8;
+    case Precision::mxfp8: return peak_flops_mxfp8;
+    case Precision::fp4: return peak_flops_fp4;
   }
   return peak_flops_fp32;
 }

@@ -423,7 +423,10 @@ JobViolation check_memory_and_kernels(const Job& job) {
     return bad("training.precision",
                fmt::format("{} has no {} peak in its instance type{}", job.cluster.instance.gpu.name,
                            to_string(tc.precision),
-                           tc.precision == Precision::fp8 ? " (FP8 needs Hopper or later: p5.48xlarge, p5e.48xlarge)" : ""));
+                           tc.precision == Precision::fp8 ? " (FP8 needs Hopper or later: p5.48xlarge, p5e.48xlarge)"
+                           : low_precision_gemms(tc.precision)
+                               ? " (MXFP8 and FP4 need Blackwell: p6-b200.48xlarge, p6e-gb200.36xlarge)"
+                               : ""));
   return {};
 }
 

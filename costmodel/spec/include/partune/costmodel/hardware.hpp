@@ -7,16 +7,22 @@
 namespace partune {
 
 // fp8: Transformer Engine's recipe on H100/H200: the GEMMs run in FP8 (at the FP8 peak,
-// each operand cast with its scale first), everything else as bf16 mixed precision
-// (activations, weights and gradients in 2 bytes, fp32 master weights and optimizer).
-enum class Precision { fp32, tf32, fp16, bf16, fp8 };
+// each operand cast with its per-tensor scale first), everything else as bf16 mixed
+// precision (activations, weights and gradients in 2 bytes, fp32 master weights and
+// optimizer). mxfp8 and fp4 are Blackwell's block-scaled formats, the same recipe with
+// the GEMMs at their own peaks: MXFP8 (e4m3, one e8m0 scale per 32 elements) and NVFP4
+// (e2m1, one e4m3 scale per 16 elements).
+enum class Precision { fp32, tf32, fp16, bf16, fp8, mxfp8, fp4 };
 const char* to_string(Precision p);
-// Bytes of one parameter/activation element stored in this precision (fp8: 2, its
-// tensors are kept in bf16).
+// Bytes of one parameter/activation element stored in this precision (the 8- and 4-bit
+// formats: 2, their tensors are kept in bf16).
 double bytes_per_element(Precision p);
-// 16-bit training with fp32 master weights: fp16, bf16 and fp8.
+// 16-bit training with fp32 master weights: fp16, bf16 and the 8- and 4-bit GEMM formats.
 bool mixed_precision(Precision p);
-// The precision of the ops that are not GEMMs (attention core, element-wise): bf16 for fp8.
+// The GEMMs run in an 8- or 4-bit format (fp8, mxfp8, fp4), their operands cast first.
+bool low_precision_gemms(Precision p);
+// The precision of the ops that are not GEMMs (attention core, element-wise): bf16 for
+// the low-precision GEMM formats.
 Precision non_gemm_precision(Precision p);
 
 // How efficiently a GPU runs dense matrix products. The m x n output is cut into
@@ -31,7 +37,9 @@ struct GemmEfficiency {
   double tile = 128;             // output tile edge, elements
   double sm_count = 108;         // multiprocessors (cores on a CPU: use 1 and tile 1)
   double k_half = 512;           // elements
-  double fp8_max_efficiency = 0;  // max_efficiency of FP8 GEMMs (of the FP8 peak); 0: max_efficiency
+  double fp8_max_efficiency = 0;  // max_efficiency of FP8 GEMMs (of the FP8 peak); 0: max_efficiency;
+                                  // MXFP8 GEMMs run at it too (the FP8 tensor rate)
+  double fp4_max_efficiency = 0;  // of FP4 GEMMs (of the FP4 peak); 0: max_efficiency
 };
 
 // Attention kernels. FlashAttention is rated on the FLOPs it really does (causal
@@ -54,6 +62,8 @@ struct GpuProfile {
   double peak_flops_fp16 = 0;
   double peak_flops_bf16 = 0;
   double peak_flops_fp8 = 0;    // 0: no FP8 tensor cores (before Hopper)
+  double peak_flops_mxfp8 = 0;  // 0: no block-scaled FP8 (before Blackwell)
+  double peak_flops_fp4 = 0;    // 0: no FP4 tensor cores (before Blackwell)
   double hbm_bytes = 0;         // capacity
   double hbm_bw = 0;            // bytes/s, spec
   double hbm_efficiency = 0.8;  // achieved fraction of hbm_bw by real element-wise kernels
