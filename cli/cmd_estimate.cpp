@@ -1,4 +1,4 @@
-// partune estimate JOB.yaml [--json] [--set key=value ...]
+// partune estimate JOB.yaml [--json] [--tokens N] [--set key=value ...]
 #include <iostream>
 
 #include "commands.hpp"
@@ -14,16 +14,24 @@ void register_estimate(CLI::App& app) {
     std::string job;
     std::vector<std::string> overrides;
     bool json = false;
+    double tokens = 0;
   };
   auto opt = std::make_shared<Options>();
   cmd->add_option("job", opt->job, "job file (YAML)")->required();
   cmd->add_option("--set", opt->overrides, "override a job key, e.g. --set tensor_parallel_degree=4");
   cmd->add_flag("--json", opt->json, "print one JSON object");
+  cmd->add_option("--tokens", opt->tokens, "token budget: also print the time-to-train without and with failures")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
     const Estimate e = estimate(job);
-    if (opt->json) std::cout << report::estimate_json(job, e).dump(2) << "\n";
-    else std::cout << report::estimate_text(job, e);
+    if (opt->json) {
+      nlohmann::json j = report::estimate_json(job, e);
+      j["resilience"] = report::resilience_json(job, e, opt->tokens);
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << report::estimate_text(job, e) << report::resilience_text(job, e, opt->tokens);
+    }
   });
 }
 

@@ -106,7 +106,10 @@ py::object job_dict(const Job& job) {
 
 py::object estimate_py(const py::object& job, const std::vector<std::string>& overrides) {
   const Job j = load(job, overrides);
-  return to_python(report::estimate_json(j, estimate(j)));
+  const Estimate e = estimate(j);
+  nlohmann::json out = report::estimate_json(j, e);
+  out["resilience"] = report::resilience_json(j, e);  // as estimate --json
+  return to_python(out);
 }
 
 // A command of the partune binary on `job` (a dict is written to a temporary file, whose

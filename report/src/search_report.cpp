@@ -2,6 +2,8 @@
 #include "partune/report/search_report.hpp"
 
 #include <fmt/format.h>
+
+#include <cmath>
 #include <fmt/ranges.h>
 
 #include "partune/costmodel/training_cost.hpp"
@@ -123,6 +125,9 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
                      base.cluster.nodes);
     if (budget.on_demand_per_hour > 0)
       s += fmt::format(", cost {:.0f} at {:.2f} per node-hour", c.on_demand_usd, budget.on_demand_per_hour);
+    if (c.goodput < 1)  // the same goodput for every candidate: the ranking stands
+      s += fmt::format("; {} with failures (goodput {:.1f}%, a checkpoint every {})", duration(c.failure_seconds),
+                       100 * c.goodput, duration(c.checkpoint_interval));
     s += "\n";
   }
   return s;
@@ -157,6 +162,9 @@ nlohmann::json search_json(const Job& base, const search::SearchReport& r, const
   if (budget.tokens > 0) {
     const TrainingCost c = training_cost(base, best_view(r.ranked.front()).step_time, budget);
     j["time_to_train_s"] = c.seconds;
+    j["time_to_train_with_failures_s"] = std::isfinite(c.failure_seconds) ? nlohmann::json(c.failure_seconds)
+                                                                           : nlohmann::json(nullptr);
+    j["goodput"] = c.goodput;
     if (budget.on_demand_per_hour > 0) j["cost"] = c.on_demand_usd;
   }
   return j;

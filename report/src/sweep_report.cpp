@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/units.hpp"
@@ -64,7 +65,8 @@ std::string sweep_text_header(const std::vector<search::SweepAxis>& axes, const 
   for (const auto& a : axes) head += fmt::format("{:>16} ", a.key);
   if (!searched) head += fmt::format("{:>13} ", "micro-batches");
   head += fmt::format("{:>10} {:>10} {:>7} {:>6} {:>9}", "samples/s", "tokens/s", "TFLOPs", "MFU", "memory");
-  if (budget.tokens > 0) head += fmt::format(" {:>11} {:>11} {:>11} {:>11}", "train", "cost", "spot train", "spot cost");
+  if (budget.tokens > 0)
+    head += fmt::format(" {:>11} {:>11} {:>11} {:>11} {:>11}", "train", "w/ failures", "cost", "spot train", "spot cost");
   if (searched) head += "  configuration";
   return head + "\n";
 }
@@ -80,8 +82,9 @@ std::string sweep_text_row(const search::SweepPoint& p, const SweepBudget& budge
   const TrainingCost b = budgeted(p, budget);
   auto usd = [](double x) { return x > 0 ? fmt::format("${:.0f}", x) : std::string("-"); };
   if (budget.tokens > 0)
-    s += fmt::format(" {:>11} {:>11} {:>11} {:>11}", duration(b.seconds), usd(b.on_demand_usd),
-                     b.has_spot ? duration(b.spot_seconds) : "-", b.has_spot ? usd(b.spot_usd) : "-");
+    s += fmt::format(" {:>11} {:>11} {:>11} {:>11} {:>11}", duration(b.seconds), duration(b.failure_seconds),
+                     usd(b.on_demand_usd), b.has_spot ? duration(b.spot_seconds) : "-",
+                     b.has_spot ? usd(b.spot_usd) : "-");
   if (searched) s += "  " + p.configuration;
   return s + "\n";
 }
@@ -101,24 +104,25 @@ std::string sweep_csv_header(const std::vector<search::SweepAxis>& axes) {
   std::string s;
   for (const auto& a : axes) s += csv_field(a.key) + ",";
   return s + "status,samples_per_s,tokens_per_s,tflops_per_gpu,mfu,peak_memory_bytes,fits,microbatches,"
-             "microbatch_size,configuration,time_to_train_s,cost_on_demand,spot_time_to_train_s,cost_spot,reason\n";
+             "microbatch_size,configuration,time_to_train_s,cost_on_demand,spot_time_to_train_s,cost_spot,"
+             "time_to_train_with_failures_s,reason\n";
 }
 
 std::string sweep_csv_row(const search::SweepPoint& p, const SweepBudget& budget) {
   std::string s;
   for (const auto& v : p.values) s += csv_field(v) + ",";
   s += csv_field(to_string(p.status)) + ",";
-  if (p.status == PointStatus::invalid) return s + ",,,,,,,,,,,,," + csv_field(p.reason) + "\n";
+  if (p.status == PointStatus::invalid) return s + ",,,,,,,,,,,,,," + csv_field(p.reason) + "\n";
   const Estimate& e = p.metrics;
   const TrainingCost b = budgeted(p, budget);
   const bool run = fits(p), train = run && budget.tokens > 0;
-  return s + fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_number(run, e.samples_per_s),
+  return s + fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_number(run, e.samples_per_s),
                          csv_number(run, e.tokens_per_s), csv_number(run, e.tflops_per_gpu), csv_number(run, e.mfu),
                          csv_number(p.has_metrics, e.memory.total()), p.has_metrics ? (e.fits ? "true" : "false") : "",
                          p.job.parallel.microbatches, p.job.microbatch_size(), csv_field(p.configuration),
                          csv_number(train, b.seconds), csv_number(train && b.on_demand_usd > 0, b.on_demand_usd),
                          csv_number(train && b.has_spot, b.spot_seconds), csv_number(train && b.has_spot, b.spot_usd),
-                         csv_field(p.reason));
+                         csv_number(train && std::isfinite(b.failure_seconds), b.failure_seconds), csv_field(p.reason));
 }
 
 nlohmann::json sweep_point_json(const std::vector<search::SweepAxis>& axes, const search::SweepPoint& p,
@@ -137,6 +141,9 @@ nlohmann::json sweep_point_json(const std::vector<search::SweepAxis>& axes, cons
   const TrainingCost b = budgeted(p, budget);
   const bool train = fits(p) && budget.tokens > 0;
   point["time_to_train_s"] = number_or_null(train, b.seconds);
+  // With the hardware's failures (goodput.hpp): the Young/Daly checkpoints, restarts and lost work.
+  point["time_to_train_with_failures_s"] = number_or_null(train && std::isfinite(b.failure_seconds), b.failure_seconds);
+  point["goodput"] = number_or_null(train, b.goodput);
   point["cost_on_demand"] = number_or_null(train && b.on_demand_usd > 0, b.on_demand_usd);
   point["spot_interruptions_per_hour"] = number_or_null(train && b.has_spot, b.spot_interruptions_per_hour);
   point["spot_time_to_train_s"] = number_or_null(train && b.has_spot, b.spot_seconds);  // infinity: null too

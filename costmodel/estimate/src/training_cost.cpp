@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "partune/costmodel/goodput.hpp"
+
 namespace partune {
 
 namespace {
@@ -19,6 +21,11 @@ TrainingCost training_cost(const Job& job, double step_time, const TrainingCostO
   c.steps = o.tokens / tokens_per_step;
   c.seconds = c.steps * step_time;
   c.on_demand_usd = c.seconds / 3600.0 * nodes * given_or(o.on_demand_per_hour, price.on_demand_per_hour);
+  const Goodput g = goodput(resilience(job));
+  c.goodput = g.fraction;
+  c.checkpoint_interval = g.interval;
+  c.failure_seconds = g.fraction > 0 ? c.seconds / g.fraction : std::numeric_limits<double>::infinity();
+  c.failure_usd = g.fraction > 0 ? c.on_demand_usd / g.fraction : std::numeric_limits<double>::infinity();
   const double spot = given_or(o.spot_per_hour, price.spot_per_hour);
   const double per_month = given_or(o.interruptions_per_month, price.spot_interruptions_per_month);
   c.has_spot = spot > 0 && per_month >= 0;

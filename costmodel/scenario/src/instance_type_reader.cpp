@@ -154,7 +154,8 @@ std::vector<std::string> collective_stack_names(const YAML::Node& instance) {
 
 InstanceType parse_instance_type(const Reader& r, const std::string& collective_stack) {
   r.allow_only({"kind", "name", "description", "source", "gpus_per_node", "gpu", "intra_node",
-                "network", "pcie", "host", "collectives", "collective_stacks", "calibration", "price"});
+                "network", "pcie", "host", "collectives", "collective_stacks", "calibration", "price", "failures",
+                "checkpoint_storage"});
   if (r.has("kind") && r.get_string("kind") != "instance_type") r.fail("kind", "expected 'instance_type'");
   // `partune calibrate` keeps its provenance and raw measurements here; nothing reads
   // them, but they must stay a mapping so that a stray scalar is still caught.
@@ -173,6 +174,20 @@ InstanceType parse_instance_type(const Reader& r, const std::string& collective_
     // Laid over `collectives`: only what that stack measured differently.
     read_collectives(r.child("collective_stacks").child(collective_stack), it, true);
     it.collective_stack = collective_stack;
+  }
+  if (r.has("failures")) {
+    const Reader f = r.child("failures");
+    f.allow_only({"per_gpu_per_hour", "per_node_per_hour", "restart_minutes", "source"});
+    it.failures.per_gpu_per_hour = f.get_in_range("per_gpu_per_hour", 0.0, 1.0, 0.0);
+    it.failures.per_node_per_hour = f.get_in_range("per_node_per_hour", 0.0, 1.0, 0.0);
+    it.failures.restart_seconds = f.get_non_negative("restart_minutes", 0.0) * 60.0;
+    it.failures.source = f.get_string("source", "");
+  }
+  if (r.has("checkpoint_storage")) {
+    const Reader s = r.child("checkpoint_storage");
+    s.allow_only({"per_node_GBps", "source"});
+    it.checkpoint_storage.per_node_bw = s.get_positive("per_node_GBps") * units::giga;
+    it.checkpoint_storage.source = s.get_string("source", "");
   }
   if (r.has("price")) {
     const Reader p = r.child("price");

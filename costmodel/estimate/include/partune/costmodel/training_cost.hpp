@@ -27,6 +27,13 @@ struct TrainingCost {
   double spot_interruptions_per_hour = 0;  // the job's (any node)
   double spot_seconds = 0;             // with the expected restarts; infinity: never ends
   double spot_usd = 0;
+  // On demand with the hardware's failures (goodput.hpp: checkpoints every Daly interval,
+  // restarts, restores and lost work): seconds / goodput; equal to `seconds` when the
+  // instance type models no failures.
+  double goodput = 1;
+  double checkpoint_interval = 0;      // seconds of work between checkpoints (infinity: none needed)
+  double failure_seconds = 0;          // infinity: failures outpace progress
+  double failure_usd = 0;
 };
 
 TrainingCost training_cost(const Job& job, double step_time, const TrainingCostOptions& options);

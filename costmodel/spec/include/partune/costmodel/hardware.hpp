@@ -111,9 +111,24 @@ struct InstancePrice {
   std::string source;
 };
 
+// What fails and how a run recovers (the instance-type file's `failures:`; all 0 = not
+// modelled), and where its checkpoints go (`checkpoint_storage:`), with their sources.
+struct FailureRates {
+  double per_gpu_per_hour = 0;   // interruptions a GPU causes, per GPU-hour
+  double per_node_per_hour = 0;  // interruptions a node causes besides its GPUs', per node-hour
+  double restart_seconds = 0;    // from the failure to training again (before the restore)
+  std::string source;
+};
+struct CheckpointStorage {
+  double per_node_bw = 0;  // bytes/s of shared storage a node's ranks write (and read) at
+  std::string source;
+};
+
 struct InstanceType {
   std::string name;
   InstancePrice price;
+  FailureRates failures;
+  CheckpointStorage checkpoint_storage;
   int gpus_per_node = 8;
   // GPUs that reach each other over NVLink (intra_node.domain_gpus): the node (0, the
   // default), or an NVLink domain of several consecutive nodes (GB200 NVL72: 72 GPUs on
