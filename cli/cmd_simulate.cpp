@@ -15,11 +15,32 @@
 
 namespace partune::cli {
 
+namespace {
+
+// --slow: bad specs and indices outside the job are usage errors (exit 2).
+sim::Slowdown parse_slowdown_option(const std::string& spec) {
+  try {
+    return sim::parse_slowdown(spec);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+}
+
+void check_slowdowns(const Job& job, const std::vector<sim::Slowdown>& slowdowns) {
+  try {
+    sim::slowdown_factors(job, slowdowns);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+}
+
+}  // namespace
+
 void register_simulate(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Discrete-event simulation (SimGrid) of one training step");
   struct Options {
     std::string job, trace;
-    std::vector<std::string> overrides;
+    std::vector<std::string> overrides, slow;
     bool json = false, no_symmetry = false, per_layer = false;
   };
   auto opt = std::make_shared<Options>();
@@ -31,12 +52,17 @@ void register_simulate(CLI::App& app) {
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->add_flag("--no-symmetry", opt->no_symmetry, "simulate every rank even when replicas are identical");
   cmd->add_flag("--per-layer", opt->per_layer, "one instruction per layer (as the backend runs them)");
+  cmd->add_option("--slow", opt->slow,
+                  "slow GPUs (stragglers): node=N:FACTOR (a node's GPUs), rank=N:FACTOR, or jitter=SD (every GPU "
+                  "1 + |z| SD times slower, z normal, drawn per rank); repeatable; every rank is then simulated");
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
     // Opened first: a trace path that cannot be written fails before the simulation.
     std::optional<AtomicFile> trace;
     if (!opt->trace.empty()) trace.emplace(opt->trace);
     sim::SimOptions so;
+    for (const std::string& spec : opt->slow) so.slowdowns.push_back(parse_slowdown_option(spec));
+    check_slowdowns(job, so.slowdowns);
     so.use_symmetry = !opt->no_symmetry;
     so.record_events = !opt->trace.empty();
     so.granularity = opt->per_layer ? Granularity::layer : Granularity::chunk;

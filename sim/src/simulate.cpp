@@ -238,7 +238,8 @@ void check_size(const Job& job, const SimOptions& options) {
   const SimulationSize all = simulation_size(job, world, options.granularity, options.record_events);
   if (all.bytes <= limit && all.ranks <= kMaxSimulatedRanks) return;
   double ranks = world;
-  if (world <= kMaxSimulatedRanks && options.use_symmetry && !job.cluster.instance.ranks_share_host_compute()) {
+  if (world <= kMaxSimulatedRanks && options.use_symmetry && !job.cluster.instance.ranks_share_host_compute() &&
+      options.slowdowns.empty()) {
     if (const int block = replica_cluster_size(job); block > 0) ranks = ranks * block / job.data_context_degree();
     if (tensor_groups_are_symmetric(job)) ranks /= job.parallel.tensor_parallel_degree;
   }

@@ -35,8 +35,10 @@ World::World(const Job& job, const SimOptions& options)
       options_(options),
       placement_(job.parallel.placement_strategy, job.data_context_degree(),
                  job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
-  // Ranks sharing a node's cores slow each other down: every one of them must run.
-  const bool symmetry = options.use_symmetry && !job.cluster.instance.ranks_share_host_compute();
+  // Ranks sharing a node's cores slow each other down, and slow GPUs make ranks differ:
+  // every one of them must run.
+  const bool symmetry =
+      options.use_symmetry && !job.cluster.instance.ranks_share_host_compute() && options.slowdowns.empty();
   const int block = symmetry ? replica_cluster_size(job) : 0;
   tensor_symmetric_ = symmetry && tensor_groups_are_symmetric(job);
   symmetric_ = block > 0 || tensor_symmetric_;
@@ -57,6 +59,7 @@ World::World(const Job& job, const SimOptions& options)
 }
 
 void World::compute(const RankState& rs, double seconds) {
+  seconds *= rs.slowdown;  // a slow GPU (SimOptions::slowdowns)
   if (rs.compute_host == rs.host) {
     s4u::this_actor::execute(seconds * kHostSpeed);
     return;
@@ -169,6 +172,7 @@ void World::make_ranks(Platform& platform) {
   // transient parts, from the cost model; activations are tracked as they come and go.
   std::vector<MemoryBreakdown> stage_mem;
   for (int s = 0; s < job_.parallel.pipeline_parallel_degree; ++s) stage_mem.push_back(stage_memory(job_, s));
+  const std::vector<double> slow = slowdown_factors(job_, options_.slowdowns);
   ranks_.reserve(simulated_.size());
   for (std::size_t i = 0; i < simulated_.size(); ++i) {
     auto rs = std::make_unique<RankState>();
@@ -177,6 +181,7 @@ void World::make_ranks(Platform& platform) {
     rs->coords = placement_.coords(rs->rank);
     rs->host = platform.gpu(rs->rank);
     rs->compute_host = platform.compute_host(rs->rank);
+    rs->slowdown = slow[static_cast<std::size_t>(rs->rank)];
     rs->cpu = platform.cpu(rs->node);
     if (tensor_symmetric_) {
       // The unsimulated members of this rank's tensor group that share its NIC or PCIe

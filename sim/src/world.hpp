@@ -93,6 +93,7 @@ struct RankState {
   RankCoords coords;
   s4u::Host* host = nullptr;
   s4u::Host* compute_host = nullptr;  // == host, or the node's shared cores
+  double slowdown = 1;                // its kernels' time factor (SimOptions::slowdowns)
   s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
   const RankProgram* program = nullptr;
   GroupView groups[kCommGroupCount];  // indexed by CommGroup

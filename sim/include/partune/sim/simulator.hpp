@@ -13,6 +13,22 @@
 
 namespace partune::sim {
 
+// Slow GPUs (stragglers, issue 32): every kernel of the ranks named runs `factor` times
+// as long. node: the node's every GPU; rank: one; jitter: every GPU, each by its own
+// 1 + |z| x factor with z drawn from a normal distribution seeded by the rank (measured
+// GEMM jitter as a distribution; the same job and options give the same draw).
+struct Slowdown {
+  enum class Scope { node, rank, jitter } scope = Scope::node;
+  int index = 0;       // the node or the rank (unused for jitter)
+  double factor = 1;   // node, rank: the slow-down (> 1); jitter: the standard deviation
+};
+// Parses "node=17:1.15", "rank=5:1.2" or "jitter=0.02"; std::invalid_argument naming the
+// reason otherwise (and for an index outside the job, see slowdown_factors).
+Slowdown parse_slowdown(const std::string& spec);
+// Each rank's kernel-time factor under `slowdowns` (1 where none applies; the slow-downs
+// multiply). std::invalid_argument when a node or rank is not in the job.
+std::vector<double> slowdown_factors(const Job& job, const std::vector<Slowdown>& slowdowns);
+
 struct SimOptions {
   // Simulate one block of data-parallel replicas when the blocks are provably identical:
   // the smallest leading block of replicas whose nodes hold no other replica, with each
@@ -21,6 +37,8 @@ struct SimOptions {
   // peer). One replica when replicas sit on disjoint nodes. Off: every rank is simulated.
   bool use_symmetry = true;
   bool record_events = false;   // keep every instruction's interval (for --trace)
+  // Slow GPUs: ranks no longer identical, so every rank is simulated (no symmetry).
+  std::vector<Slowdown> slowdowns;
   Granularity granularity = Granularity::chunk;
   // For tests only: runs in the simulation's child process before the simulation, so a
   // test can make a child fail (throw) or die (abort) the way a real one might.
