@@ -14,6 +14,7 @@
 #include "partune/launch/mpi_world.hpp"
 #include "partune/search/request.hpp"
 #include "progress.hpp"
+#include "slow_option.hpp"
 #include "search_execute.hpp"
 #include "partune/report/search_report.hpp"
 
@@ -23,7 +24,7 @@ namespace {
 
 struct SearchCommand {
   std::string job, write_job;
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, slow;  // slow: --slow specs
   search::SearchRequest request;  // --fix, --explain, --estimator-only, --no-partition, --top-k, ...
   report::SearchPrint print;      // --show, --json, --tokens, --price-per-node-hour
   ExecuteOptions execute;         // --execute K: run candidates on the backend (0: not)
@@ -49,6 +50,9 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("--explain", opt->request.explain,
                   "say why pruned candidates matching key=value filters were dropped (repeatable)");
   cmd->add_option("--write-job", opt->write_job, "write the winner as a job file");
+  cmd->add_option("--slow", opt->slow,
+                  "rank under slow GPUs: simulate every candidate with node=N:FACTOR, rank=N:FACTOR or jitter=SD "
+                  "(as simulate --slow; every rank simulated)");
   cmd->add_option("--tokens", opt->print.budget.tokens, "token budget for time-to-train (e.g. 300e9)")->check(number_in(0, 1e18, true));
   cmd->add_option("--price-per-node-hour", opt->print.budget.on_demand_per_hour, "price of one node-hour for the cost estimate")
       ->check(number_in(0, 1e9, true));
@@ -74,6 +78,7 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
   std::optional<AtomicFile> job_file;
   if (!opt.write_job.empty() && world.prints()) job_file.emplace(opt.write_job);
   search::SearchRequest request = opt.request;
+  for (const std::string& spec : opt.slow) request.options.slowdowns.push_back(slowdown_option(base, spec));
   if (world.size > 1) request.options.simulate_batch = launch::mpi_simulate_batch(world);
   else if (world.mpi) request.options.simulate_batch = launch::spawned_simulate_batch();
   const bool terminal = ::isatty(STDERR_FILENO) && !opt.print.json && world.prints();

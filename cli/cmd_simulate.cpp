@@ -6,6 +6,7 @@
 
 #include "partune/launch/chrome_trace.hpp"
 #include "commands.hpp"
+#include "slow_option.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/units.hpp"
@@ -14,27 +15,6 @@
 #include "partune/report/report.hpp"
 
 namespace partune::cli {
-
-namespace {
-
-// --slow: bad specs and indices outside the job are usage errors (exit 2).
-sim::Slowdown parse_slowdown_option(const std::string& spec) {
-  try {
-    return sim::parse_slowdown(spec);
-  } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
-  }
-}
-
-void check_slowdowns(const Job& job, const std::vector<sim::Slowdown>& slowdowns) {
-  try {
-    sim::slowdown_factors(job, slowdowns);
-  } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
-  }
-}
-
-}  // namespace
 
 void register_simulate(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Discrete-event simulation (SimGrid) of one training step");
@@ -61,8 +41,7 @@ void register_simulate(CLI::App& app) {
     std::optional<AtomicFile> trace;
     if (!opt->trace.empty()) trace.emplace(opt->trace);
     sim::SimOptions so;
-    for (const std::string& spec : opt->slow) so.slowdowns.push_back(parse_slowdown_option(spec));
-    check_slowdowns(job, so.slowdowns);
+    for (const std::string& spec : opt->slow) so.slowdowns.push_back(slowdown_option(job, spec));
     so.use_symmetry = !opt->no_symmetry;
     so.record_events = !opt->trace.empty();
     so.granularity = opt->per_layer ? Granularity::layer : Granularity::chunk;

@@ -114,6 +114,7 @@ void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptio
   int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
   sim::SimOptions so;
   so.in_child = options.in_simulation_child;
+  so.slowdowns = options.slowdowns;
   const long total = static_cast<long>(batch.size());
   const std::function<void(std::size_t)> progress = [&](std::size_t done) {
     if (options.progress) options.progress(static_cast<long>(done), total, "simulated");

@@ -53,6 +53,9 @@ struct SearchOptions {
   // the simulator's: what the model does not see (the allocator's fragmentation, a longer
   // batch, a library's workspace) needs room on a real launch. 0 accepts a peak at the HBM.
   double memory_headroom = 0.10;
+  // Slow GPUs the candidates are simulated with (simulate --slow): the ranking under a
+  // straggler model. Every rank is then simulated (no symmetry): slower searches.
+  std::vector<sim::Slowdown> slowdowns;
   // For tests only: runs in each simulation's child process before it simulates (see
   // sim::SimOptions::in_child), so a test can make a candidate's simulation fail.
   std::function<void(const Job&)> in_simulation_child;
