@@ -50,9 +50,7 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("--explain", opt->request.explain,
                   "say why pruned candidates matching key=value filters were dropped (repeatable)");
   cmd->add_option("--write-job", opt->write_job, "write the winner as a job file");
-  cmd->add_option("--slow", opt->slow,
-                  "rank under slow GPUs: simulate every candidate with node=N:FACTOR, rank=N:FACTOR or jitter=SD "
-                  "(as simulate --slow; every rank simulated)");
+  cmd->add_option("--slow", opt->slow, "rank under slow GPUs: simulate the candidates with simulate's --slow specs");
   cmd->add_option("--tokens", opt->print.budget.tokens, "token budget for time-to-train (e.g. 300e9)")->check(number_in(0, 1e18, true));
   cmd->add_option("--price-per-node-hour", opt->print.budget.on_demand_per_hour, "price of one node-hour for the cost estimate")
       ->check(number_in(0, 1e9, true));

@@ -61,7 +61,7 @@ TEST_CASE("a jitter over 64 GPUs: the step is the slowest GPU's, the max of 64 d
   CHECK(sim::slowdown_factors(job, jitter) == factors);
 }
 
-TEST_CASE("--slow specs outside the job or the syntax are refused", "[sim][stragglers]") {
+TEST_CASE("slow-GPU specs outside the job or the syntax are refused", "[sim][stragglers]") {
   CHECK_THROWS_AS(sim::parse_slowdown("node=2"), std::invalid_argument);
   CHECK_THROWS_AS(sim::parse_slowdown("gpu=1:1.2"), std::invalid_argument);
   CHECK_THROWS_AS(sim::parse_slowdown("node=1:0.5"), std::invalid_argument);  // faster is not a straggler
