@@ -118,8 +118,17 @@ int main(int argc, char** argv) {
   }
   if (mode == "hang") sleep_then_give_up(env.rank);
   if (mode == "die" && i + 1 < args.size()) {
-    if (env.rank == std::stoi(args[i + 1])) ::raise(SIGKILL);
-    sleep_then_give_up(env.rank);
+    // Past the barrier the others only add to a counter, and the dying rank dies once all
+    // have: none is then polling the store when it goes (a poll in flight when the store's
+    // host died made that rank fail on the poll, not by its watchdog, under load).
+    const int dying = std::stoi(args[i + 1]);
+    if (env.rank != dying) {
+      store.add("probe/past-ready", 1);
+      sleep_then_give_up(env.rank);
+    }
+    while (store.add("probe/past-ready", 0) < env.world_size - 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ::raise(SIGKILL);
   }
   if (mode == "exit" && i + 2 < args.size()) {
     if (env.rank == std::stoi(args[i + 1])) std::_Exit(std::stoi(args[i + 2]));
