@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ideal_hardware.hpp"
 #include "job_fixtures.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/memory.hpp"
@@ -27,37 +28,9 @@ using namespace partune;
 using partune::testing::make_model;
 using partune::testing::require_valid;
 
+using partune::testing::ideal_instance;
+
 namespace {
-
-constexpr double kFree = 1e18;
-
-InstanceType ideal_instance(int gpus) {
-  InstanceType it;
-  it.name = "ideal";
-  it.gpus_per_node = gpus;
-  GpuProfile& g = it.gpu;
-  g.name = "ideal-gpu";
-  g.peak_flops_fp32 = g.peak_flops_tf32 = g.peak_flops_fp16 = g.peak_flops_bf16 = 1e12;
-  g.hbm_bytes = 1e15;
-  g.hbm_bw = kFree;
-  g.hbm_efficiency = 1.0;
-  g.kernel_overhead = 0.0;
-  g.reserved_bytes = 0.0;
-  g.gemm.max_efficiency = 1.0;
-  g.gemm.tile = 1.0;
-  g.gemm.sm_count = 1.0;
-  g.gemm.k_half = 0.0;
-  g.attention.score_bmm_efficiency = 1.0;
-  it.intra_node = {kFree, 0.0, 1.0};
-  it.nics_per_node = 1;
-  it.nic = {kFree, 0.0, 1.0};
-  it.pcie_bw = kFree;
-  it.gpus_per_pcie_switch = 1;
-  it.ring = {1.0, 1.0};
-  it.tree = {1.0, 1.0};
-  it.all_to_all = {1.0, 1.0};
-  return it;
-}
 
 // One node of p GPUs, dp 1, tp 1, micro-batches of one sequence of 128 tokens, h 512.
 Job ideal_pipeline(int layers, std::vector<int> stage_layers, int m, PipelineSchedule sched, int vocab = 8) {
@@ -65,7 +38,7 @@ Job ideal_pipeline(int layers, std::vector<int> stage_layers, int m, PipelineSch
   j.name = "ideal";
   const int p = static_cast<int>(stage_layers.size());
   j.model = make_model(layers, 512, 8, 2048, vocab, 128);
-  j.cluster.instance = ideal_instance(p);
+  j.cluster.instance = ideal_instance(p, 1e12);
   j.cluster.nodes = 1;
   j.training.global_batch = m;
   j.parallel.pipeline_parallel_degree = p;
@@ -331,7 +304,7 @@ TEST_CASE("data-parallel gradient buckets are held from their issue to their com
   // (2 s b h = 131,072 bytes) and the recompute's full layer (Korthikanti, 2,883,584
   // bytes) that is the peak, larger than layer 0's bucket alone (with the embedding).
   Job j = ideal_pipeline(2, {}, 1, PipelineSchedule::interleaved);
-  j.cluster.instance = ideal_instance(2);
+  j.cluster.instance = ideal_instance(2, 1e12);
   j.parallel.pipeline_parallel_degree = 1;
   j.training.global_batch = 2;
   j.parallel.activation_checkpointing = Checkpointing::full;
