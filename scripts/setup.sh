@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libsimgrid-dev          # sim/: discrete-event engine (S4U)
+  libjemalloc-dev         # the partune binary's allocator: the simulator allocates per activity (docs/performance.md)
   libeigen3-dev           # least-squares fits (calibrate)
   libfmt-dev libspdlog-dev
   libyaml-cpp-dev         # scenario files

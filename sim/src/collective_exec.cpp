@@ -7,20 +7,30 @@ namespace partune::sim {
 
 namespace s4u = simgrid::s4u;
 
-long send_collective_phases(s4u::Host* host, s4u::Host* intra_successor, s4u::Host* net_successor,
-                            const CollectiveTraffic& traffic, double count, double nic_share) {
+namespace {
+
+// A flow of `bytes` from `host` to `successor`: through the successor's mailbox when it
+// has one (its actor receives eagerly), else host to host.
+s4u::CommPtr start_flow(s4u::Host* host, s4u::Host* successor, s4u::Mailbox* mailbox, double bytes) {
+  static int token = 0;  // the payload is only its size
+  if (mailbox) return mailbox->put_async(&token, static_cast<uint64_t>(bytes));
+  return s4u::Comm::sendto_async(host, successor, static_cast<uint64_t>(bytes));
+}
+
+}  // namespace
+
+long send_collective_phases(s4u::Host* host, const PhaseTargets& to, const CollectiveTraffic& traffic, double count,
+                            double nic_share) {
   long flows_started = 0;
   for (int ph = 0; ph < traffic.phase_count; ++ph) {
     std::vector<s4u::CommPtr> flows;
     const double intra = traffic.phases[ph].intra_bytes * count, net = traffic.phases[ph].net_bytes * count;
-    if (intra > 0 && intra_successor)
-      flows.push_back(s4u::Comm::sendto_async(host, intra_successor, static_cast<uint64_t>(intra)));
-    if (net > 0 && net_successor)
-      flows.push_back(s4u::Comm::sendto_async(host, net_successor, static_cast<uint64_t>(net * nic_share)));
+    if (intra > 0 && to.intra_successor) flows.push_back(start_flow(host, to.intra_successor, to.intra_mailbox, intra));
+    if (net > 0 && to.net_successor)
+      flows.push_back(start_flow(host, to.net_successor, to.net_mailbox, net * nic_share));
     if (!flows.empty()) s4u::Comm::wait_all(flows);
     flows_started += static_cast<long>(flows.size());
   }
-  if (traffic.latency > 0) s4u::this_actor::sleep_for(traffic.latency * count);
   return flows_started;
 }
 

@@ -8,16 +8,29 @@
 
 namespace partune::sim {
 
+// Where a member's collective flows go: its successor on its NVLink level and on the
+// network (null: none), each through the successor's collective mailbox when it has one.
+// A host-to-host flow (Comm::sendto_async) is what SimGrid 3.32 detaches and keeps in one
+// list for the whole simulation, removing each finished flow by a linear search: with
+// thousands of ranks in flight that search was most of the run (docs/performance.md).
+// A flow put into a mailbox whose actor receives eagerly (Mailbox::set_receiver) moves
+// the same bytes over the same route, and is kept by its sender alone.
+struct PhaseTargets {
+  simgrid::s4u::Host* intra_successor = nullptr;
+  simgrid::s4u::Host* net_successor = nullptr;
+  simgrid::s4u::Mailbox* intra_mailbox = nullptr;
+  simgrid::s4u::Mailbox* net_mailbox = nullptr;
+};
+
 // Runs the phases one after another from `host`: in each phase `intra_bytes x count` go
-// to `intra_successor` and `net_bytes x count x nic_share` to `net_successor` (through
-// the sender's NIC), both at once, and the phase ends when both have arrived; then the
-// member sleeps `latency x count`. A null successor, or a phase without bytes for it,
-// sends nothing on that level. `nic_share` > 1 carries the bytes of members not
-// simulated that send the same amounts through the same NIC at the same moments.
-// Returns the number of flows started.
-long send_collective_phases(simgrid::s4u::Host* host, simgrid::s4u::Host* intra_successor,
-                            simgrid::s4u::Host* net_successor, const CollectiveTraffic& traffic, double count,
-                            double nic_share);
+// to the intra successor and `net_bytes x count x nic_share` to the net successor
+// (through the sender's NIC), both at once, and the phase ends when both have arrived.
+// The collective's `latency x count` is the caller's to add. A missing successor, or a phase without
+// bytes for it, sends nothing on that level. `nic_share` > 1 carries the bytes of
+// members not simulated that send the same amounts through the same NIC at the same
+// moments. Returns the number of flows started.
+long send_collective_phases(simgrid::s4u::Host* host, const PhaseTargets& to, const CollectiveTraffic& traffic,
+                            double count, double nic_share);
 
 // SimGrid's settings for every simulation in this process (World::run and
 // simulate_collectives): pure max-min sharing with no TCP corrections, so link shares are

@@ -116,8 +116,9 @@ std::vector<double> run_cases(const InstanceType& inst, const std::vector<Collec
       std::vector<s4u::ActorPtr> actors;
       for (const Member& m : members[i])
         actors.push_back(s4u::Actor::create("member" + std::to_string(m.rank), platform.gpu(m.rank), [m, &traffic] {
-          send_collective_phases(s4u::this_actor::get_host(), m.intra_successor, m.net_successor, traffic, 1.0,
-                                 m.nic_share);
+          send_collective_phases(s4u::this_actor::get_host(), PhaseTargets{m.intra_successor, m.net_successor},
+                                 traffic, 1.0, m.nic_share);
+          if (traffic.latency > 0) s4u::this_actor::sleep_for(traffic.latency);
         }));
       for (auto& a : actors) a->join();
       times[i] = s4u::Engine::get_clock() - start;

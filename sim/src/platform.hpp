@@ -8,6 +8,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,8 @@ class Platform {
   Platform(const Job& job, const std::vector<int>& simulated_ranks, bool mirrors);
   simgrid::s4u::Host* gpu(int rank) const;
   simgrid::s4u::Host* cpu(int node) const;
+  // The rank whose GPU `host` is; -1 for a mirror, a host-memory host or null.
+  int rank_of(const simgrid::s4u::Host* host) const;
   // Where the rank's compute runs: its own device, or with ranks_share_host_compute() the
   // node's one host of host.cores cores, shared by the node's ranks.
   simgrid::s4u::Host* compute_host(int rank) const;
@@ -49,6 +52,12 @@ class Platform {
 
  private:
   void route(int from_rank, int to_rank);
+  // The network links from a GPU to the fabric (its NIC, the node's uplink) and back.
+  std::vector<simgrid::s4u::LinkInRoute> network_up(int rank) const;
+  std::vector<simgrid::s4u::LinkInRoute> network_down(int rank) const;
+  static int zone_gpus(const InstanceType& inst, int world);
+  simgrid::s4u::NetZone* zone_of(int rank);  // created on first use
+  simgrid::kernel::routing::NetPoint* gateway_of(int rank);
   int node_of(int rank) const { return rank / gpus_per_node_; }
   // The NVLink level the rank's NVSwitch port reaches: its node, or its NVLink domain
   // (InstanceType::fabric_gpus consecutive ranks).
@@ -58,12 +67,20 @@ class Platform {
   const Job& job_;
   int gpus_per_node_, fabric_gpus_;
   bool mirrors_;
-  simgrid::s4u::NetZone* zone_;
+  // Routing: a star of zones, each a full routing table over about 64 GPUs (whole
+  // NVLink domains) and their hosts; one full table for the whole cluster grows as the
+  // square of its hosts (2.7 GB at 16,384 GPUs).
+  int zone_gpus_ = 0;
+  simgrid::s4u::NetZone* root_ = nullptr;
+  std::vector<simgrid::s4u::NetZone*> zones_;
+  std::vector<simgrid::kernel::routing::NetPoint*> gateways_;
+  std::set<int> to_gateway_, from_gateway_;  // GPUs routed to and from their zone's gateway
   std::vector<simgrid::s4u::Host*> gpu_, mirror_, intra_mirror_, cpu_;
   std::vector<simgrid::s4u::Host*> cores_;  // per node, when ranks share the host's cores
   std::vector<simgrid::s4u::Link*> nvswitch_port_, nic_, pcie_, uplink_;
   std::vector<bool> simulated_;
   std::set<std::pair<int, int>> routed_;
+  std::unordered_map<const simgrid::s4u::Host*, int> rank_of_gpu_;
 };
 
 }  // namespace partune::sim

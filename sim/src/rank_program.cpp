@@ -95,7 +95,10 @@ void RankProgramRunner::run_send(int index, const Instruction& in) {
   const double bytes = in.bytes * (world_.node_of(in.peer) == rs_.node ? 1.0 : rs_.nic_share);
   comms_[index] = world_.p2p_mailbox(rs_.rank, in.peer, in.kind, head_hop(in))
                       ->put_async(&token, static_cast<uint64_t>(bytes));
-  if (!in.async) comms_[index]->wait();
+  if (!in.async) {
+    comms_[index]->wait();
+    comms_[index] = nullptr;  // a finished flow holds no memory across the step
+  }
 }
 
 void RankProgramRunner::post_early_receives(int index) {
@@ -135,14 +138,15 @@ void RankProgramRunner::run_collective(int index, const Instruction& in, double 
           .compute_overlap;
   if (MemoryTrack::is_bucket(in)) memory_.bucket_issued(index, in.bytes * in.count);
   Stream& st = rs_.streams[group_index(in.group)];
-  if (!in.async && st.queue.empty() && !st.busy && rs_.groups[group_index(in.group)].simulated_members == 1) {
-    // Nothing is queued on this communicator and no other member must rendezvous: the
-    // program actor runs the collective itself (same flows, same order), sparing two
+  if (!in.async && st.queue.empty() && !st.busy) {
+    // A blocking collective with nothing queued ahead of it on its communicator: the
+    // program actor runs it itself (same rendezvous, flows and order), sparing two
     // hand-offs per collective.
     world_.execute_collective(rs_, in.group, *req);
     exposed_slot(rs_.exposed, in.group) += now() - start;
   } else {
     if (in.async) req->observer = this;
+    if (!st.items) world_.start_stream(rs_, in.group);
     st.queue.push_back(req.get());
     st.items->release();
     if (!in.async) {
@@ -150,7 +154,7 @@ void RankProgramRunner::run_collective(int index, const Instruction& in, double 
       exposed_slot(rs_.exposed, in.group) += now() - start;
     }
   }
-  requests_[index] = std::move(req);
+  if (in.async) requests_[index] = std::move(req);  // a `wait` ends it; a blocking one is over
 }
 
 void RankProgramRunner::collective_ended(CollectiveRequest& req) {

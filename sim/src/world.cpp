@@ -28,6 +28,10 @@ constexpr CommGroup kCommunicators[] = {CommGroup::tensor,    CommGroup::data,  
                                         CommGroup::replica,   CommGroup::embedding, CommGroup::expert,
                                         CommGroup::expert_data, CommGroup::context, CommGroup::context_a2a};
 
+// Collectives between drops of a rank's arrived collective flows (World::execute_collective):
+// a mailbox holds at most this many collectives' flows.
+constexpr long kClearEvery = 16;
+
 }  // namespace
 
 World::World(const Job& job, const SimOptions& options)
@@ -97,14 +101,18 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
   const Instruction& in = *req.instruction;
   const GroupView& gv = rs.groups[group_index(group)];
   const long seq = rs.sequence[group_index(group)]++;
-  s4u::BarrierPtr barrier;
+  const auto key = std::make_tuple(group_index(group), gv.id, seq);
+  Meeting* meeting = nullptr;
   if (gv.simulated_members > 1) {
-    auto key = std::make_tuple(group_index(group), gv.id, seq);
-    auto it = barriers_.find(key);
-    if (it == barriers_.end())
-      it = barriers_.emplace(key, std::make_pair(s4u::Barrier::create(gv.simulated_members), 0)).first;
-    barrier = it->second.first;
-    barrier->wait();  // a collective starts when every member has called it
+    // The previous collective's flows into this rank have all arrived (its members met
+    // at its end) and none of this one's can have started (they meet here first): drop
+    // them, so a mailbox holds at most one collective's.
+    // Every kClearEvery collectives, and only when some flow has arrived: one simcall.
+    if (seq % kClearEvery == 0 && gv.mailbox->ready()) gv.mailbox->clear();
+    auto it = meetings_.find(key);
+    if (it == meetings_.end()) it = meetings_.emplace(key, Meeting{Rendezvous(gv.simulated_members), 0}).first;
+    meeting = &it->second;
+    meeting->rendezvous.arrive();  // a collective starts when every member has called it
   }
   req.mark_started();
   const CollectiveKind kind = in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
@@ -113,12 +121,15 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
                                                               : CollectiveKind::reduce_scatter;
   const CollectiveTraffic t = collective_traffic(kind, collective_algorithm(job_.parallel, group, in.kind), in.bytes,
                                                  gv.span, job_.cluster.instance);
-  activities_ += send_collective_phases(rs.host, gv.intra_successor, gv.net_successor, t, in.count, rs.nic_share);
-  if (barrier) {
-    barrier->wait();  // the slowest member decides when the collective ends
-    auto key = std::make_tuple(group_index(group), gv.id, seq);
-    auto it = barriers_.find(key);
-    if (it != barriers_.end() && ++it->second.second == gv.simulated_members) barriers_.erase(it);
+  activities_ += send_collective_phases(rs.host, gv.to, t, in.count, rs.nic_share);
+  // The slowest member decides when the collective ends, its latency after that: the
+  // last member to arrive waits it out for all (one timer, not one a member).
+  const double latency = t.latency * in.count;
+  if (meeting) {
+    meeting->rendezvous.arrive(latency);
+    if (++meeting->left == gv.simulated_members) meetings_.erase(key);
+  } else if (latency > 0) {
+    s4u::this_actor::sleep_for(latency);
   }
   req.mark_ended();
   record(rs, 2 + group_index(group), in, req.start, req.end);
@@ -219,9 +230,27 @@ void World::make_rank_groups(Platform& platform, RankState& rs) {
     GroupView& gv = rs.groups[group_index(g)];
     gv.kind = g;
     gv.id = members.front();
-    platform.connect_group(rs.rank, members, gv.span, gv.intra_successor, gv.net_successor, gv.simulated_members);
-    rs.streams[group_index(g)].items = s4u::Semaphore::create(0);
+    platform.connect_group(rs.rank, members, gv.span, gv.to.intra_successor, gv.to.net_successor,
+                           gv.simulated_members);
+    gv.mailbox = collective_mailbox(rs.rank, g);
+    if (const int peer = platform.rank_of(gv.to.intra_successor); peer >= 0)
+      gv.to.intra_mailbox = collective_mailbox(peer, g);
+    if (const int peer = platform.rank_of(gv.to.net_successor); peer >= 0) gv.to.net_mailbox = collective_mailbox(peer, g);
   }
+}
+
+s4u::Mailbox* World::collective_mailbox(int rank, CommGroup group) {
+  return s4u::Mailbox::by_name("c" + std::to_string(rank) + "." + to_string(group));
+}
+
+// A communicator's stream actor, started the first time a collective must wait in its
+// queue (an async one, or one behind it): communicators whose collectives are all
+// blocking, as tensor-parallel ones are, never have one.
+void World::start_stream(RankState& rs, CommGroup group) {
+  Stream& st = rs.streams[group_index(group)];
+  st.items = s4u::Semaphore::create(0);
+  s4u::Actor::create(std::string("rank") + std::to_string(rs.rank) + "-" + to_string(group), rs.host,
+                     [this, &rs, group] { run_stream(rs, group); });
 }
 
 void World::start_actors() {
@@ -229,11 +258,11 @@ void World::start_actors() {
     RankState* rs = rsp.get();
     runners_.push_back(std::make_unique<RankProgramRunner>(*this, *rs));
     RankProgramRunner* runner = runners_.back().get();
-    s4u::Actor::create("rank" + std::to_string(rs->rank), rs->host, [runner] { runner->run(); });
-    for (CommGroup g : kCommunicators)
-      if (rs->streams[group_index(g)].items)
-        s4u::Actor::create(std::string("rank") + std::to_string(rs->rank) + "-" + to_string(g), rs->host,
-                           [this, rs, g] { run_stream(*rs, g); });
+    s4u::ActorPtr actor = s4u::Actor::create("rank" + std::to_string(rs->rank), rs->host, [runner] { runner->run(); });
+    // The program actor receives its collective mailboxes' flows eagerly: they start at
+    // once, as host-to-host flows do (collective_exec.hpp).
+    for (const GroupView& gv : rs->groups)
+      if (gv.mailbox) gv.mailbox->set_receiver(actor);
   }
 }
 

@@ -13,6 +13,8 @@
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/sim/simulator.hpp"
+#include "collective_exec.hpp"
+#include "rendezvous.hpp"
 
 namespace partune::sim {
 
@@ -41,8 +43,10 @@ struct GroupView {
   int id = -1;                  // smallest member rank: names the group
   GroupSpan span;               // over the full group (symmetry or not)
   int simulated_members = 1;    // members that are actors in this simulation
-  s4u::Host* intra_successor = nullptr;
-  s4u::Host* net_successor = nullptr;  // next node's member, or this rank's mirror
+  // Successors: the next member on its NVLink level, the next node's member (or this
+  // rank's mirrors), with their collective mailboxes when they are simulated.
+  PhaseTargets to;
+  s4u::Mailbox* mailbox = nullptr;  // where this rank's predecessors' flows arrive
 };
 
 struct CollectiveRequest;
@@ -82,7 +86,7 @@ struct CollectiveRequest {
 
 struct Stream {
   std::deque<CollectiveRequest*> queue;
-  s4u::SemaphorePtr items;
+  s4u::SemaphorePtr items;  // null until the stream's actor is started (World::start_stream)
   bool busy = false;  // the stream actor is running a collective
 };
 
@@ -113,6 +117,7 @@ class World {
   SimResult run();
 
   // Called by the actors.
+  void start_stream(RankState& rs, CommGroup group);
   void run_stream(RankState& rs, CommGroup group);
   void execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req);
   // Runs `seconds` of the rank's kernels on its compute host.
@@ -131,6 +136,7 @@ class World {
  private:
   void make_ranks(Platform& platform);
   void make_rank_groups(Platform& platform, RankState& rs);
+  static s4u::Mailbox* collective_mailbox(int rank, CommGroup group);
   void start_actors();
   SimResult collect_results();
 
@@ -144,7 +150,13 @@ class World {
   std::vector<std::unique_ptr<RankState>> ranks_;
   std::vector<std::unique_ptr<RankProgramRunner>> runners_;  // the program actors' state
   std::vector<int> slot_of_rank_;        // rank -> index in ranks_, -1 if not simulated
-  std::map<std::tuple<int, int, long>, std::pair<s4u::BarrierPtr, int>> barriers_;
+  // The collectives under way, by (communicator, group, sequence number): where their
+  // members meet, and how many have left.
+  struct Meeting {
+    Rendezvous rendezvous;
+    int left = 0;
+  };
+  std::map<std::tuple<int, int, long>, Meeting> meetings_;
   std::vector<TraceEvent> events_;
   long activities_ = 0;
   double stored_checkpointed_ = 0, stored_full_ = 0, logits_ = 0;
