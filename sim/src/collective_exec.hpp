@@ -4,6 +4,8 @@
 // the agreement tests run the simulator's own code path.
 #include <simgrid/s4u.hpp>
 
+#include <cstddef>
+
 #include "partune/costmodel/collective.hpp"
 
 namespace partune::sim {
@@ -36,6 +38,9 @@ long send_collective_phases(simgrid::s4u::Host* host, const PhaseTargets& to, co
 // simulate_collectives): pure max-min sharing with no TCP corrections, so link shares are
 // the model's, and latencies added by the collectives themselves (links carry none).
 // Call right after creating the engine.
-void configure_engine();
+// Simulations of more than kGuardedRanks ranks run their actors' stacks without guard
+// pages (a stack overflow then corrupts memory instead of stopping at once).
+inline constexpr std::size_t kGuardedRanks = 8192;
+void configure_engine(std::size_t ranks);
 
 }  // namespace partune::sim

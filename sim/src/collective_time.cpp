@@ -87,7 +87,7 @@ std::vector<double> run_cases(const InstanceType& inst, const std::vector<Collec
   char* argv[] = {name, nullptr};
   xbt_log_control_set("root.thresh:critical");
   s4u::Engine engine(&argc, argv);
-  configure_engine();
+  configure_engine(0);
 
   const int G = inst.gpus_per_node;
   Job job;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,7 +84,7 @@ void encode(Writer& w, const SimResult& r) {
   w.put(r.bubble_fraction), w.put(r.exposed);
   w.put_vector(r.ranks);
   w.put_vector(r.events);
-  w.put(r.symmetric), w.put(r.activities), w.put(r.wall_seconds);
+  w.put(r.symmetric), w.put(r.activities), w.put(r.wall_seconds), w.put(r.peak_process_bytes);
 }
 
 void decode(Reader& rd, SimResult& r) {
@@ -95,7 +96,7 @@ void decode(Reader& rd, SimResult& r) {
   rd.get(r.bubble_fraction), rd.get(r.exposed);
   rd.get_vector(r.ranks);
   rd.get_vector(r.events);
-  rd.get(r.symmetric), rd.get(r.activities), rd.get(r.wall_seconds);
+  rd.get(r.symmetric), rd.get(r.activities), rd.get(r.wall_seconds), rd.get(r.peak_process_bytes);
 }
 
 }  // namespace
@@ -150,7 +151,9 @@ int thread_count() {
   try {
     if (options.in_child) options.in_child(job);
     World world(job, options);
-    const SimResult r = world.run();
+    SimResult r = world.run();
+    rusage usage{};
+    if (::getrusage(RUSAGE_SELF, &usage) == 0) r.peak_process_bytes = 1024.0 * static_cast<double>(usage.ru_maxrss);
     Writer w;
     encode(w, r);
     status = write_all(fd, w.bytes()) ? 0 : 3;

@@ -156,7 +156,7 @@ SimResult World::run() {
   char* argv[] = {name, nullptr};
   xbt_log_control_set("root.thresh:critical");
   s4u::Engine engine(&argc, argv);
-  configure_engine();
+  configure_engine(simulated_.size());
 
   logits_ = logits_bytes_per_microbatch(job_);
   Platform platform(job_, simulated_, symmetric_);

@@ -78,6 +78,7 @@ struct SimResult {
   bool symmetric = false;            // a block of replicas stood for all
   long activities = 0;               // simulated executions + communications + waits
   double wall_seconds = 0;           // host time spent simulating
+  double peak_process_bytes = 0;     // the simulating process's peak resident memory
 };
 
 // Runs the simulation in a child process (SimGrid allows one engine per process), so it

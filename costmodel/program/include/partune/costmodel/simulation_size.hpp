@@ -24,9 +24,11 @@ double instructions_per_rank(const Job& job, Granularity granularity);
 
 // The size of a simulation of `simulated_ranks` ranks of `job` (the symmetry rules
 // decide how many; sim/ knows them). Memory: kBytesPerInstruction per instruction,
-// kBytesPerRank per rank, and each kept trace event.
-constexpr double kBytesPerInstruction = 256;
-constexpr double kBytesPerRank = 1 << 20;
+// kBytesPerRank per rank, and each kept trace event. Measured (docs/performance.md):
+// GPT-3 175B's programs, about 1,200 instructions a rank, peak at 100-110 KB a rank in
+// all from 2,048 to 65,536 GPUs; the bound below is 180 KB for them.
+constexpr double kBytesPerInstruction = 96;
+constexpr double kBytesPerRank = 64 << 10;
 SimulationSize simulation_size(const Job& job, double simulated_ranks, Granularity granularity, bool record_events);
 
 // The most memory a simulation may need: half of this machine's physical memory.
