@@ -1,5 +1,7 @@
 #include "partune/search/tuner.hpp"
 
+#include "judge_points.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -208,24 +210,26 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
 
   // --- tier 1: every legal point through the estimator; what cannot fit is pruned.
   auto t0 = clock_type::now();
+  std::vector<Point> points;
+  const EnumerationStats stats = enumerate(base, space, [&](const Point& p) { points.push_back(p); });
+  const std::vector<PointVerdict> verdicts =
+      judge_points(base, points, report.memory_limit, options.workers, [&](long done) {
+        if ((done & 0xFFFF) < 2048) progress(done, 0, "estimated");
+      });
+  report.estimated = static_cast<long>(points.size());
   std::vector<Fitting> fitting;
-  Job scratch = base;
-  const EnumerationStats stats = enumerate(base, space, [&](const Point& p) {
-    apply(p, scratch);
-    const Estimate e = estimate(scratch);
-    ++report.estimated;
-    if (!e.fits || e.memory.total() > report.memory_limit) {
-      Pruned pr;
-      pr.point = p;
-      pr.stage = Pruned::Stage::memory;
-      pr.peak_bytes = e.memory.total();
-      pr.step_time = e.step_time;
-      report.pruned.push_back(pr);
-    } else {
-      fitting.push_back({p, e.step_time, e.memory.total()});
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const PointVerdict& v = verdicts[i];
+    if (v.fits) {
+      fitting.push_back({points[i], v.step_time, v.peak_bytes});
+      continue;
     }
-    if ((report.estimated & 0xFFF) == 0) progress(report.estimated, 0, "estimated");
-  });
+    Pruned pr;
+    pr.point = points[i];
+    pr.stage = Pruned::Stage::memory;
+    pr.peak_bytes = v.peak_bytes;
+    report.pruned.push_back(pr);
+  }
   report.enumerated = stats.considered;
   report.invalid = stats.invalid;
   report.duplicates = stats.duplicates;

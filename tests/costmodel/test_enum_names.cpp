@@ -51,12 +51,15 @@ void check_round_trip(const std::string& key, const std::vector<std::pair<E, std
 TEST_CASE("every enum value has one name, shared by to_string, the loader and the writer", "[enum_names]") {
   const std::vector<std::pair<Precision, std::string>> precision = {
       {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"},
-      {Precision::fp8, "fp8"}};
-  // The round trip loads an A100 job: every precision but fp8 (no FP8 peak there).
-  const std::vector<std::pair<Precision, std::string>> precision_on_a100(precision.begin(), precision.end() - 1);
+      {Precision::fp8, "fp8"},   {Precision::mxfp8, "mxfp8"}, {Precision::fp4, "fp4"}};
+  // The round trip loads an A100 job: every precision but the 8- and 4-bit ones (no such
+  // peaks there).
+  const std::vector<std::pair<Precision, std::string>> precision_on_a100(precision.begin(), precision.end() - 3);
   const std::vector<std::pair<Optimizer, std::string>> optimizer = {{Optimizer::adam, "adam"}, {Optimizer::sgd, "sgd"}};
-  const std::vector<std::pair<PipelineSchedule, std::string>> pipeline = {{PipelineSchedule::simple, "simple"},
-                                                                          {PipelineSchedule::interleaved, "interleaved"}};
+  const std::vector<std::pair<PipelineSchedule, std::string>> pipeline = {
+      {PipelineSchedule::simple, "simple"}, {PipelineSchedule::interleaved, "interleaved"},
+      {PipelineSchedule::zb_h1, "zb-h1"},   {PipelineSchedule::zbv, "zbv"},
+      {PipelineSchedule::dualpipev, "dualpipev"}};
   const std::vector<std::pair<Checkpointing, std::string>> checkpointing = {
       {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"}};
   const std::vector<std::pair<CollectiveAlgorithm, std::string>> algorithm = {
@@ -97,13 +100,13 @@ TEST_CASE("every enum value has one name, shared by to_string, the loader and th
       FAIL("no error");
     } catch (const ScenarioError& e) {
       CHECK(e.key() == "parallel.pipeline");
-      CHECK(e.reason() == "'zigzag' is not one of: simple, interleaved");
+      CHECK(e.reason() == "'zigzag' is not one of: simple, interleaved, zb-h1, zbv, dualpipev");
     }
     try {
-      load_job(kJob, {"precision=fp4"});
+      load_job(kJob, {"precision=fp6"});
       FAIL("no error");
     } catch (const ScenarioError& e) {
-      CHECK(e.reason() == "'fp4' is not one of: fp32, tf32, fp16, bf16, fp8");
+      CHECK(e.reason() == "'fp6' is not one of: fp32, tf32, fp16, bf16, fp8, mxfp8, fp4");
     }
   }
 }

@@ -428,6 +428,11 @@ double state_copies(const Context& c, const Slots& slots, double stage_params) {
 }
 
 // 7. Memory: the largest stage against HBM, offloaded activations against host memory.
+// What is offloaded, over the node's host memory (when the instance states it).
+bool host_memory_exceeded(const InstanceType& inst, const MemoryBreakdown& m) {
+  return m.host_offload * inst.gpus_per_node > inst.host_memory_bytes && inst.host_memory_bytes > 0;
+}
+
 void memory_verdict(const Context& c, Estimate& e) {
   const double hbm = c.inst.gpu.hbm_bytes;
   e.memory = peak_memory(c.job, c.rank);
@@ -436,7 +441,7 @@ void memory_verdict(const Context& c, Estimate& e) {
   if (e.memory.total() > hbm) {
     e.fits = false;
     e.not_fit_reason = not_fit_reason(c.job, e.memory, hbm);
-  } else if (host > c.inst.host_memory_bytes && c.inst.host_memory_bytes > 0) {
+  } else if (host_memory_exceeded(c.inst, e.memory)) {
     e.fits = false;
     e.not_fit_reason = fmt::format("what is offloaded needs {} of host memory per node, the node has {}",
                                    gib(host), gib(c.inst.host_memory_bytes));
@@ -459,6 +464,14 @@ Estimate headline_metrics(const Job& job, double step_time) {
   e.hw_tflops_per_gpu = e.hardware_flops / (step_time * N) / units::tera;
   e.mfu = e.model_flops / (step_time * N * job.cluster.instance.gpu.peak_flops(job.training.precision));
   return e;
+}
+
+MemoryFit estimate_memory(const Job& job) {
+  const Context c(job);
+  MemoryFit f;
+  f.memory = peak_memory(job, c.rank);
+  f.fits = f.memory.total() <= c.inst.gpu.hbm_bytes && !host_memory_exceeded(c.inst, f.memory);
+  return f;
 }
 
 Estimate estimate(const Job& job) {

@@ -1,9 +1,11 @@
 #include "partune/costmodel/placement.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <numeric>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace partune {
 
@@ -72,20 +74,55 @@ std::vector<int> Placement::group(int r, Axis axis) const {
   return members;
 }
 
+namespace {
+
+// subgroup_span's and stage_tensor_span's answers depend on a few numbers only; a search
+// asks for the same few thousand combinations about a million times, so each thread
+// remembers them.
+using SpanKey = std::array<long, 9>;  // [0] says which function
+struct SpanKeyHash {
+  std::size_t operator()(const SpanKey& k) const {
+    std::size_t h = 0;
+    for (long v : k) h = h * 1000003u ^ std::hash<long>()(v);
+    return h;
+  }
+};
+
+template <class Compute>
+GroupSpan remembered(const SpanKey& key, Compute compute) {
+  constexpr std::size_t kRemembered = 1 << 16;
+  thread_local std::unordered_map<SpanKey, GroupSpan, SpanKeyHash> known;
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  if (known.size() >= kRemembered) known.clear();
+  return known[key] = compute();
+}
+
+GroupSpan compute_subgroup_span(int stride, int degree, int world, int subgroup_size, int gpus_per_node);
+GroupSpan worst_tensor_span(const Placement& p, int stage, int gpus_per_node);
+
+}  // namespace
+
 GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gpus_per_node) {
+  const int stride = p.stride(axis), degree = p.degree(axis);
+  if (stride % gpus_per_node == 0) return GroupSpan{subgroup_size, subgroup_size, 1};
+  const SpanKey key{0, stride, degree, subgroup_size, gpus_per_node, p.world_size(), 0, 0, 0};
+  return remembered(key, [&] { return compute_subgroup_span(stride, degree, p.world_size(), subgroup_size, gpus_per_node); });
+}
+
+namespace {
+
+GroupSpan compute_subgroup_span(int stride, int degree, int world, int subgroup_size, int gpus_per_node) {
   // Groups are translates of the one holding rank 0, but a degree that does not divide a
   // node (tensor degree 3 on 8 GPUs) makes some translates straddle a node boundary. The
   // slowest group paces the collective's whole kind, so the span is the worst one: the
   // most nodes, then the fewest members on one node (the fewest NICs at a crossing).
   GroupSpan worst{subgroup_size, 0, subgroup_size};
-  const int stride = p.stride(axis), degree = p.degree(axis);
-  // Members a whole number of nodes apart sit on distinct nodes, one on each.
-  if (stride % gpus_per_node == 0) return GroupSpan{subgroup_size, subgroup_size, 1};
-  // A group's layout over nodes depends only on its first member's rank modulo a node and
+  // (Members a whole number of nodes apart sit on distinct nodes, one on each: answered
+  // before the cache.) A group's layout over nodes depends only on its first member's rank modulo a node and
   // its place in the axis (modulo stride x degree): one period of both holds every case.
   // The estimator calls this per job, so no allocation and a short loop.
   const long period = std::lcm(static_cast<long>(gpus_per_node), static_cast<long>(stride) * degree);
-  const int limit = static_cast<int>(std::min<long>(p.world_size(), period));
+  const int limit = static_cast<int>(std::min<long>(world, period));
   for (int base = 0; base < limit; ++base) {
     if ((base / stride) % degree % subgroup_size != 0) continue;  // not the first member of a group
     // Members sit at increasing ranks base + i * stride: count nodes as the index changes.
@@ -106,6 +143,8 @@ GroupSpan subgroup_span(const Placement& p, Axis axis, int subgroup_size, int gp
   }
   return worst;
 }
+
+}  // namespace
 
 namespace {
 
@@ -133,6 +172,14 @@ GroupSpan members_span(std::vector<int> members, int gpus_per_node) {
 }
 
 GroupSpan stage_tensor_span(const Placement& p, int stage, int gpus_per_node) {
+  const SpanKey key{1, p.stride(Axis::data), p.stride(Axis::pipeline), p.stride(Axis::tensor), p.degree(Axis::data),
+                    p.degree(Axis::pipeline), p.degree(Axis::tensor), stage, gpus_per_node};
+  return remembered(key, [&] { return worst_tensor_span(p, stage, gpus_per_node); });
+}
+
+namespace {
+
+GroupSpan worst_tensor_span(const Placement& p, int stage, int gpus_per_node) {
   GroupSpan worst{p.degree(Axis::tensor), 0, p.degree(Axis::tensor)};
   for (int d = 0; d < p.degree(Axis::data); ++d) {
     std::vector<int> members = p.group(p.rank(RankCoords{d, stage, 0}), Axis::tensor);
@@ -142,6 +189,8 @@ GroupSpan stage_tensor_span(const Placement& p, int stage, int gpus_per_node) {
   }
   return worst;
 }
+
+}  // namespace
 
 int same_stage_gpus(const Placement& p, int gpus_per_node, int gpus_per_link) {
   if (gpus_per_link <= 1) return 1;

@@ -50,6 +50,14 @@ struct Estimate {
 // Assumes check_job(job) passed.
 Estimate estimate(const Job& job);
 
+// estimate(job)'s memory verdict alone, without the step time or the reason: what the
+// search needs to drop a configuration that cannot fit before timing it.
+struct MemoryFit {
+  MemoryBreakdown memory;  // the largest stage, as Estimate::memory
+  bool fits = true;        // as Estimate::fits
+};
+MemoryFit estimate_memory(const Job& job);
+
 // The headline figures of a step of `step_time` seconds (samples and tokens per second,
 // model and hardware FLOPs and TFLOPs per GPU, MFU), the same definitions for the
 // estimator and the simulator; the breakdown and memory are left empty.
