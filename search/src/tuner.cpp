@@ -110,14 +110,40 @@ std::vector<Fitting> prune_dominated(std::vector<Fitting> fitting, double margin
 
 // Simulates the candidates in child processes and records each verdict: the simulated
 // figures, or why the simulator rules the candidate out.
+// What the simulator sees of a candidate: its description, with the order of the data
+// and pipeline axes left out when the tensor groups fill whole NVLink levels (tensor the
+// fastest axis, its degree a multiple of the level): the two orders then only renumber the
+// nodes of a uniform network (PDT and DPT with tp8 on 8-GPU nodes), so one simulation
+// stands for both. Not with stragglers (they make nodes differ), context or expert groups.
+std::string simulated_as(const Job& job, const SearchOptions& options) {
+  const ParallelConfig& pc = job.parallel;
+  const bool renumbers_nodes = options.slowdowns.empty() && pc.placement_strategy.axis(2) == Axis::tensor &&
+                               pc.tensor_parallel_degree % job.cluster.instance.fabric_gpus() == 0 &&
+                               pc.context_parallel_degree <= 1 && pc.expert_parallel_degree <= 1;
+  if (!renumbers_nodes) return describe(job);
+  Job canonical = job;
+  canonical.parallel.placement_strategy = PlacementOrder::parse("DPT");
+  return describe(canonical);
+}
+
 void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptions& options, SearchReport& report) {
+  // Each distinct simulation once; `simulation_of[i]` is batch[i]'s.
   std::vector<Job> jobs;
-  for (const Candidate* c : batch) jobs.push_back(c->job);
+  std::vector<std::string> keys;
+  std::vector<std::size_t> simulation_of;
+  for (const Candidate* c : batch) {
+    const std::string key = simulated_as(c->job, options);
+    const auto it = std::find(keys.begin(), keys.end(), key);
+    simulation_of.push_back(static_cast<std::size_t>(it - keys.begin()));
+    if (it != keys.end()) continue;
+    keys.push_back(key);
+    jobs.push_back(c->job);
+  }
   int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
   sim::SimOptions so;
   so.in_child = options.in_simulation_child;
   so.slowdowns = options.slowdowns;
-  const long total = static_cast<long>(batch.size());
+  const long total = static_cast<long>(jobs.size());
   const std::function<void(std::size_t)> progress = [&](std::size_t done) {
     if (options.progress) options.progress(static_cast<long>(done), total, "simulated");
   };
@@ -126,15 +152,16 @@ void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptio
                                                     : sim::simulate_each(jobs, so, workers, progress);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Candidate& c = *batch[i];
-    if (!outcomes[i].ok) {
-      c.rejection = "its simulation failed: " + outcomes[i].error;
+    const sim::SimOutcome& outcome = outcomes[simulation_of[i]];
+    if (!outcome.ok) {
+      c.rejection = "its simulation failed: " + outcome.error;
       ++report.simulation_failures;
       continue;
     }
     c.simulated = true;
-    c.simulation = outcomes[i].result.metrics;
+    c.simulation = outcome.result.metrics;
     double peak = 0;  // the simulated timeline's, over the simulated ranks
-    for (const sim::RankResult& r : outcomes[i].result.ranks) peak = std::max(peak, r.peak_memory);
+    for (const sim::RankResult& r : outcome.result.ranks) peak = std::max(peak, r.peak_memory);
     if (!c.simulation.fits) {
       c.rejection = fmt::format("does not fit by the simulator: {} (the estimator's peak: {:.2f} GiB)",
                                 c.simulation.not_fit_reason, c.estimate.memory.total() / units::GiB);
