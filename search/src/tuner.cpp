@@ -108,8 +108,6 @@ std::vector<Fitting> prune_dominated(std::vector<Fitting> fitting, double margin
   return survivors;
 }
 
-// Simulates the candidates in child processes and records each verdict: the simulated
-// figures, or why the simulator rules the candidate out.
 // What the simulator sees of a candidate: its description, with the order of the data
 // and pipeline axes left out when the tensor groups fill whole NVLink levels (tensor the
 // fastest axis, its degree a multiple of the level): the two orders then only renumber the
@@ -126,6 +124,8 @@ std::string simulated_as(const Job& job, const SearchOptions& options) {
   return describe(canonical);
 }
 
+// Simulates the candidates in child processes and records each verdict: the simulated
+// figures, or why the simulator rules the candidate out.
 void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptions& options, SearchReport& report) {
   // Each distinct simulation once; `simulation_of[i]` is batch[i]'s.
   std::vector<Job> jobs;
@@ -241,7 +241,7 @@ SearchReport run_search(const Job& base, const SearchSpace& space, const SearchO
   const EnumerationStats stats = enumerate(base, space, [&](const Point& p) { points.push_back(p); });
   const std::vector<PointVerdict> verdicts =
       judge_points(base, points, report.memory_limit, options.workers, [&](long done) {
-        if ((done & 0xFFFF) < 2048) progress(done, 0, "estimated");
+        if ((done & 0xFFFF) < 2048) progress(done, 0, "estimated");  // about every 65,536 points
       });
   report.estimated = static_cast<long>(points.size());
   std::vector<Fitting> fitting;

@@ -27,8 +27,8 @@ struct PhaseTargets {
 // Runs the phases one after another from `host`: in each phase `intra_bytes x count` go
 // to the intra successor and `net_bytes x count x nic_share` to the net successor
 // (through the sender's NIC), both at once, and the phase ends when both have arrived.
-// The collective's `latency x count` is the caller's to add. A missing successor, or a phase without
-// bytes for it, sends nothing on that level. `nic_share` > 1 carries the bytes of
+// The collective's `latency x count` is the caller's to add. A missing successor, or a
+// phase without bytes for it, sends nothing on that level. `nic_share` > 1 carries the bytes of
 // members not simulated that send the same amounts through the same NIC at the same
 // moments. Returns the number of flows started.
 long send_collective_phases(simgrid::s4u::Host* host, const PhaseTargets& to, const CollectiveTraffic& traffic,

@@ -104,10 +104,10 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
   const auto key = std::make_tuple(group_index(group), gv.id, seq);
   Meeting* meeting = nullptr;
   if (gv.simulated_members > 1) {
-    // The previous collective's flows into this rank have all arrived (its members met
-    // at its end) and none of this one's can have started (they meet here first): drop
-    // them, so a mailbox holds at most one collective's.
-    // Every kClearEvery collectives, and only when some flow has arrived: one simcall.
+    // The earlier collectives' flows into this rank have all arrived (their members met
+    // at their ends) and none of this one's can have started (they meet here first), so
+    // they can be dropped: every kClearEvery collectives, when some have arrived (one
+    // simcall). A mailbox holds at most kClearEvery collectives' flows.
     if (seq % kClearEvery == 0 && gv.mailbox->ready()) gv.mailbox->clear();
     auto it = meetings_.find(key);
     if (it == meetings_.end()) it = meetings_.emplace(key, Meeting{Rendezvous(gv.simulated_members), 0}).first;

@@ -117,9 +117,10 @@ GroupSpan compute_subgroup_span(int stride, int degree, int world, int subgroup_
   // slowest group paces the collective's whole kind, so the span is the worst one: the
   // most nodes, then the fewest members on one node (the fewest NICs at a crossing).
   GroupSpan worst{subgroup_size, 0, subgroup_size};
-  // (Members a whole number of nodes apart sit on distinct nodes, one on each: answered
-  // before the cache.) A group's layout over nodes depends only on its first member's rank modulo a node and
-  // its place in the axis (modulo stride x degree): one period of both holds every case.
+  // (Members a whole number of nodes apart, one on each node, are answered before the
+  // cache.) A group's layout over nodes depends only on its first member's rank modulo a
+  // node and its place in the axis (modulo stride x degree): one period of both holds
+  // every case.
   // The estimator calls this per job, so no allocation and a short loop.
   const long period = std::lcm(static_cast<long>(gpus_per_node), static_cast<long>(stride) * degree);
   const int limit = static_cast<int>(std::min<long>(world, period));

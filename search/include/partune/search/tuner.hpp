@@ -39,7 +39,7 @@ struct Pruned {
 
 struct SearchOptions {
   int top_k = 32;             // candidates re-evaluated by the simulator
-  int workers = 0;            // simulations at once; 0 = one per core
+  int workers = 0;            // simulations at once, and threads estimating; 0 = one per core
   bool simulate = true;       // false: estimator only
   double dominance_margin = 0.10;  // pruned if another is this much faster and no larger
   // Automated partitioning of the best candidates' layers into stages (SMP's
