@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 
+#include "partune/costmodel/cost_memo.hpp"
 #include "partune/costmodel/estimator.hpp"
 
 namespace partune::search {
@@ -33,6 +34,9 @@ std::vector<PointVerdict> judge_points(const Job& base, const std::vector<Point>
   std::atomic<long> done{0};
   auto work = [&](bool report) {
     Job scratch = base;
+    // Points differ in parallel and training knobs only: the scratch job's model and GPU stay
+    // put, so this thread's plans and op times are built once per configuration.
+    const CostMemo memo(scratch.model, scratch.cluster.instance.gpu);
     for (;;) {
       const std::size_t from = next.fetch_add(kChunk);
       if (from >= points.size()) return;

@@ -1,5 +1,7 @@
 #include "partune/costmodel/op_cost.hpp"
 
+#include "partune/costmodel/cost_memo.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -159,8 +161,8 @@ LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, dou
 }
 
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c) {
-  const LayerTime embedding = plan_time(gpu, embedding_plan(m, c), c.precision, false);
-  const LayerTime head = plan_time(gpu, head_plan(m, c), c.precision, false);
+  const LayerTime embedding = remembered_plan_time(gpu, m, c, PlanKind::embedding, false);
+  const LayerTime head = remembered_plan_time(gpu, m, c, PlanKind::head, false);
   HeadTime ht;
   ht.embedding_fwd = embedding.forward();
   ht.embedding_bwd = embedding.backward();

@@ -48,7 +48,7 @@ void stage_activations(const Job& job, int stage, const PlanConfig& config, cons
     const double stored = checkpointed * per_layer_stored + (layers - checkpointed) * full_layer;
     const double held = L.dense * plan.weight_gradient_bytes(element) + L.moe * moe.weight_gradient_bytes(element);
     const double v = pc.virtual_stages;  // each step is one chunk's (uniform chunks)
-    mb.activations = peak_split_backward_bytes(schedule_steps(pc, stage), stored / v, held / v);
+    mb.activations = peak_split_backward_bytes(remembered_schedule_steps(pc, stage), stored / v, held / v);
   }
 }
 }  // namespace

@@ -6,6 +6,7 @@
 // activation element, 1 a dropout mask) and scaled by bytes_per_element / 2 for other
 // precisions (`scale`), as memory-bound traffic is.
 #include "partune/costmodel/layer_plan.hpp"
+#include "partune/costmodel/plan_memo.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -102,7 +103,7 @@ void mlp_exit(PlanBuilder& p) {
 
 }  // namespace
 
-LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+static LayerPlan build_transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::layer);
   const double h = m.hidden, f = m.ffn_hidden, t = p.t, T = p.tokens;
   const double column_input = 2.0 * p.seq_tokens * h, b = m.bias ? 1.0 : 0.0;
@@ -130,7 +131,7 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
 // rows in all when the router balances), tensor-parallel like the dense MLP, and sends
 // the results back, where they are weighted and summed; mlp_out then sums the tensor
 // ranks' partial results as for a dense MLP.
-LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+static LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::layer);
   const double h = m.hidden, f = m.expert_ffn_hidden, t = p.t, T = p.tokens, E = m.experts;
   // Routed rows on a rank: padded to capacity, on the busiest expert rank when the
@@ -174,7 +175,7 @@ LayerPlan layer_plan(const ModelSpec& m, const PlanConfig& c, bool moe) {
   return moe ? moe_layer_plan(m, c) : transformer_layer_plan(m, c);
 }
 
-LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
+static LayerPlan build_embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::embedding);
   const double eb = bytes_per_element(c.precision), T = p.tokens, h = m.hidden;
   // Token and position lookups and their sum; backward scatters into the tables.
@@ -199,7 +200,7 @@ LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   return std::move(p.plan);
 }
 
-LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
+static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::head);
   const double T = p.tokens, h = m.hidden, v = static_cast<double>(m.vocab) / p.t;
   const double eb = bytes_per_element(c.precision);
@@ -227,6 +228,20 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
   p.comm(PlanOpRole::loss_reduce, Conjugate::loss_reduce, 4.0 * T, 3);
   return std::move(p.plan);
+}
+
+// The public builders: each plan remembered while a PlanMemo holds the model (plan_memo.hpp).
+LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+  return detail::remembered_plan(m, c, PlanKind::dense_layer, build_transformer_layer_plan);
+}
+LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+  return detail::remembered_plan(m, c, PlanKind::moe_layer, build_moe_layer_plan);
+}
+LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
+  return detail::remembered_plan(m, c, PlanKind::embedding, build_embedding_plan);
+}
+LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
+  return detail::remembered_plan(m, c, PlanKind::head, build_head_plan);
 }
 
 double LayerPlan::forward_flops() const { return gemm_flops() + attention_flops(); }

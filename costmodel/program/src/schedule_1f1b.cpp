@@ -6,6 +6,8 @@
 #include "partune/costmodel/schedule.hpp"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "schedule_common.hpp"
 
@@ -45,9 +47,22 @@ std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage) {
   return schedule_1f1b(p, m, stage, active);
 }
 
+const std::vector<ScheduleStep>& remembered_schedule_steps(const ParallelConfig& pc, int stage) {
+  // What schedule_steps reads of pc. At most about 4M steps (48 MB) kept a thread.
+  using Key = std::tuple<PipelineSchedule, int, int, int, int, int>;
+  thread_local std::map<Key, std::vector<ScheduleStep>> kept;
+  thread_local std::size_t kept_steps = 0;
+  const Key key{pc.pipeline, schedule_stages(pc), pc.microbatches, pc.virtual_stages, active_microbatches(pc), stage};
+  if (auto it = kept.find(key); it != kept.end()) return it->second;
+  std::vector<ScheduleStep> steps = schedule_steps(pc, stage);
+  if (kept_steps + steps.size() > (std::size_t{1} << 22)) kept.clear(), kept_steps = 0;
+  kept_steps += steps.size();
+  return kept.emplace(key, std::move(steps)).first->second;
+}
+
 double in_flight_microbatches(const ParallelConfig& pc, int stage) {
   const int m = pc.microbatches, v = pc.virtual_stages;
-  if (v_shaped(pc.pipeline)) return peak_in_flight(schedule_steps(pc, stage), v);  // no warm-up rule: walk it
+  if (v_shaped(pc.pipeline)) return peak_in_flight(remembered_schedule_steps(pc, stage), v);  // no warm-up rule: walk it
   const int warmup = warmup_steps(pc.pipeline, schedule_stages(pc), m, v, stage, active_microbatches(pc));
   // GPipe holds its window; 1F1B its warm-up and the forward of its first steady step.
   if (pc.pipeline == PipelineSchedule::simple) return std::max(1, warmup);

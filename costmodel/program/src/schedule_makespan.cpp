@@ -26,7 +26,7 @@ double schedule_makespan(const ParallelConfig& pc, const std::vector<ChunkTimes>
   const int p = pc.pipeline_parallel_degree, v = pc.virtual_stages, m = pc.microbatches, chunks = p * v;
   if (static_cast<int>(per_stage.size()) != p) throw std::invalid_argument("schedule_makespan: one time per stage");
   std::vector<std::vector<ScheduleStep>> steps(p);
-  for (int s = 0; s < p; ++s) steps[s] = schedule_steps(pc, s);
+  for (int s = 0; s < p; ++s) steps[s] = remembered_schedule_steps(pc, s);  // a copy
   Done done(chunks, m);
   std::vector<std::size_t> next(p, 0);
   std::vector<double> free_at(p, 0.0);

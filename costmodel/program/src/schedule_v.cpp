@@ -10,39 +10,43 @@
 //    not modelled.
 #include "partune/costmodel/schedule.hpp"
 
-#include <deque>
-#include <utility>
+#include <cstddef>
+#include <vector>
 
 namespace partune {
 
 namespace {
 
-// Per chunk: the next forward, B and W micro-batch, and the steps so far.
+// Per chunk: the next forward, B and W micro-batch, and the steps so far. The B's whose W
+// has not run wait in one queue per chunk, each stamped with its order across both.
 struct VSteps {
+  struct Held {
+    long order;
+    int microbatch;
+  };
   std::vector<ScheduleStep> steps;
   int f[2] = {0, 0}, b[2] = {0, 0}, w[2] = {0, 0};
-  std::deque<std::pair<int, int>> held;  // (chunk, micro-batch) whose B ran and W did not
+  std::vector<Held> held[2];
+  std::size_t next_held[2] = {0, 0};  // each queue's front
+  long stamped = 0;
+  explicit VSteps(int microbatches) { steps.reserve(6 * static_cast<std::size_t>(microbatches)); }
+  bool holds(int c) const { return next_held[c] < held[c].size(); }
   void forward(int c) { steps.push_back({true, f[c]++, c, false}); }
   void input(int c) {
-    held.push_back({c, b[c]});
+    held[c].push_back({stamped++, b[c]});
     steps.push_back({false, b[c]++, c, false});
   }
   void weight(int c) {  // the oldest held W of chunk c
-    for (auto it = held.begin(); it != held.end(); ++it)
-      if (it->first == c) {
-        steps.push_back({false, it->second, c, true});
-        held.erase(it);
-        ++w[c];
-        return;
-      }
-  }
-  void oldest_weight() {  // the oldest held W of either chunk, if any
-    if (held.empty()) return;
-    const auto [c, mb] = held.front();
-    held.pop_front();
-    steps.push_back({false, mb, c, true});
+    if (!holds(c)) return;
+    steps.push_back({false, held[c][next_held[c]++].microbatch, c, true});
     ++w[c];
   }
+  void oldest_weight() {  // the oldest held W of either chunk, if any
+    if (!holds(0) && !holds(1)) return;
+    const bool first = holds(0) && (!holds(1) || held[0][next_held[0]].order < held[1][next_held[1]].order);
+    weight(first ? 0 : 1);
+  }
+  bool holds_any() const { return holds(0) || holds(1); }
   // B and W of one micro-batch back to back (DualPipeV's whole backward): nothing held.
   void full_backward(int c) {
     const int mb = b[c]++;
@@ -56,7 +60,7 @@ struct VSteps {
 
 std::vector<ScheduleStep> schedule_zbv(int stages, int microbatches, int stage) {
   const int p = stages, m = microbatches, r = stage;
-  VSteps v;
+  VSteps v(m);
   for (int k = 0; k < 2 * (p - r) - 1 && v.f[0] < m; ++k) v.forward(0);
   for (int k = 0; k < r && v.f[0] < m; ++k) v.forward(1), v.forward(0);
   for (int k = 0; k < p - r && v.f[1] < v.f[0]; ++k) v.forward(1), v.input(1), v.weight(1);
@@ -74,7 +78,7 @@ std::vector<ScheduleStep> schedule_zbv(int stages, int microbatches, int stage) 
 
 std::vector<ScheduleStep> schedule_dualpipev(int stages, int microbatches, int stage) {
   const int p = stages, m = microbatches, r = stage;
-  VSteps v;
+  VSteps v(m);
   for (int k = 0; k < 2 * (p - r - 1); ++k) v.forward(0);
   for (int k = 0; k < r + 1; ++k) v.forward(0), v.forward(1);
   for (int k = 0; k < p - r - 1; ++k) v.input(1), v.oldest_weight(), v.forward(1);
@@ -93,7 +97,7 @@ std::vector<ScheduleStep> schedule_dualpipev(int stages, int microbatches, int s
     split ? v.input(0) : v.full_backward(0);
   }
   for (int k = 0; k < p - r - 1; ++k) v.oldest_weight(), split ? v.input(0) : v.full_backward(0);
-  while (!v.held.empty()) v.oldest_weight();
+  while (v.holds_any()) v.oldest_weight();
   return v.steps;
 }
 

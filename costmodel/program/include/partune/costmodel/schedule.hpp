@@ -40,6 +40,9 @@ std::vector<ScheduleStep> schedule_zbv(int stages, int microbatches, int stage);
 std::vector<ScheduleStep> schedule_dualpipev(int stages, int microbatches, int stage);
 // Dispatches on the job's pipeline setting and virtual stages.
 std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage);
+// schedule_steps built once per thread for each distinct schedule (a search asks for the
+// same few hundred for a million points): valid until this thread's next call.
+const std::vector<ScheduleStep>& remembered_schedule_steps(const ParallelConfig& pc, int stage);
 
 // One micro-batch's work of a chunk on a stage: its forward, its input gradients (B) and
 // its weight gradients (W; 0 or folded into B where the schedule does not split them).
