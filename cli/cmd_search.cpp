@@ -36,6 +36,10 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("--fix", opt->request.fix, "restrict a knob: key=value or key=v1,v2 (e.g. tensor_parallel_degree=8)");
   cmd->add_option("--set", opt->overrides, "override a job key before searching (e.g. nodes=16)");
   cmd->add_option("--top-k", opt->request.options.top_k, "candidates re-evaluated by the simulator")->check(count_in(1, 100000));
+  cmd->add_option("--simulation-budget", opt->request.options.simulation_budget,
+                  "most instructions one candidate's simulation may hold (after folding identical replicas); larger "
+                  "ones keep the estimator's figures")
+      ->capture_default_str()->check(number_in(1, 1e12));
   cmd->add_option("--workers", opt->request.options.workers, "simulations at once, and threads estimating (default: one per core)")->check(count_in(1, 1024));
   cmd->add_option("--show", opt->print.rows, "rows in the table of top candidates")->check(count_in(1, 100000));
   cmd->add_flag("--estimator-only", opt->request.estimator_only, "rank with the estimator alone");

@@ -41,6 +41,7 @@ nlohmann::json candidate_json(const search::Candidate& c) {
           {"flash_attention", c.job.parallel.flash_attention},
           {"sharded_collective", to_string(c.job.parallel.sharded_collective)},
           {"simulated", c.simulated},
+          {"beyond_simulation_budget", !c.beyond_budget.empty()},
           {"step_time_s", v.step_time},
           {"samples_per_s", v.samples_per_s},
           {"tflops_per_gpu", v.tflops_per_gpu},
@@ -90,9 +91,11 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
   std::string s = fmt::format("search: {} on {} x {} ({} GPUs), global batch {}\n", base.model.name, base.cluster.nodes,
                               base.cluster.instance.name, base.world_size(), base.training.global_batch);
   s += fmt::format("  enumerated {}, invalid {}, duplicate placements {}, estimated {} ({:.2f} s), pruned: {} do not "
-                   "fit in {:.0f}% of the HBM, {} dominated; re-partitioned {}; simulated {} ({:.2f} s)\n\n",
+                   "fit in {:.0f}% of the HBM, {} dominated; re-partitioned {}; simulated {} ({:.2f} s){}\n\n",
                    r.enumerated, r.invalid, r.duplicates, r.estimated, r.estimate_seconds, r.pruned_memory,
-                   100.0 * (1.0 - r.memory_headroom), r.pruned_dominated, r.partitioned, r.simulated, r.simulate_seconds);
+                   100.0 * (1.0 - r.memory_headroom), r.pruned_dominated, r.partitioned, r.simulated - r.beyond_budget,
+                   r.simulate_seconds,
+                   r.beyond_budget > 0 ? fmt::format(", {} beyond the simulation budget (estimated)", r.beyond_budget) : "");
   const std::vector<search::TwinGroup> groups = search::group_twins(r.ranked);
   s += candidate_table(r, groups, rows);
   const search::Candidate& best = r.ranked.front();
@@ -101,6 +104,7 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
                    "step {:.3f} s{}\n",
                    best.configuration, twins_note(r, groups.front()), v.samples_per_s, v.tflops_per_gpu,
                    v.hw_tflops_per_gpu, 100 * v.mfu, v.step_time, best.simulated ? " (simulated)" : " (estimated)");
+  if (!best.beyond_budget.empty()) s += "  not simulated: " + best.beyond_budget + "\n";
   if (groups.size() > 1) {  // the runner-up: the best configuration that is not a twin of the winner
     const search::Candidate& runner_up = r.ranked[groups[1].first];
     s += fmt::format("  why it wins: {:.1f}% faster than the runner-up ({}); its step is {:.0f}% compute, the rest "

@@ -125,24 +125,34 @@ std::string simulated_as(const Job& job, const SearchOptions& options) {
 }
 
 // Simulates the candidates in child processes and records each verdict: the simulated
-// figures, or why the simulator rules the candidate out.
+// figures, why the simulator rules the candidate out, or that its simulation is beyond
+// the budget (it keeps the estimator's figures).
 void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptions& options, SearchReport& report) {
-  // Each distinct simulation once; `simulation_of[i]` is batch[i]'s.
+  sim::SimOptions so;
+  so.in_child = options.in_simulation_child;
+  so.slowdowns = options.slowdowns;
+  // Each distinct simulation within the budget once; `simulation_of[i]` is batch[i]'s.
   std::vector<Job> jobs;
   std::vector<std::string> keys;
   std::vector<std::size_t> simulation_of;
-  for (const Candidate* c : batch) {
+  std::vector<Candidate*> simulated;
+  for (Candidate* c : batch) {
+    const SimulationSize size = sim::planned_simulation_size(c->job, so);
+    if (size.instructions > options.simulation_budget) {
+      c->beyond_budget = fmt::format("its simulation would hold {:.3g} instructions on {:.0f} ranks, more than the "
+                                     "search's budget of {:.3g} (--simulation-budget): ranked by the estimator",
+                                     size.instructions, size.ranks, options.simulation_budget);
+      continue;
+    }
     const std::string key = simulated_as(c->job, options);
     const auto it = std::find(keys.begin(), keys.end(), key);
     simulation_of.push_back(static_cast<std::size_t>(it - keys.begin()));
+    simulated.push_back(c);
     if (it != keys.end()) continue;
     keys.push_back(key);
     jobs.push_back(c->job);
   }
   int workers = options.workers > 0 ? options.workers : static_cast<int>(std::thread::hardware_concurrency());
-  sim::SimOptions so;
-  so.in_child = options.in_simulation_child;
-  so.slowdowns = options.slowdowns;
   const long total = static_cast<long>(jobs.size());
   const std::function<void(std::size_t)> progress = [&](std::size_t done) {
     if (options.progress) options.progress(static_cast<long>(done), total, "simulated");
@@ -150,8 +160,8 @@ void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptio
   const std::vector<sim::SimOutcome> outcomes = options.simulate_batch
                                                     ? options.simulate_batch(jobs, so, workers, progress)
                                                     : sim::simulate_each(jobs, so, workers, progress);
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    Candidate& c = *batch[i];
+  for (std::size_t i = 0; i < simulated.size(); ++i) {
+    Candidate& c = *simulated[i];
     const sim::SimOutcome& outcome = outcomes[simulation_of[i]];
     if (!outcome.ok) {
       c.rejection = "its simulation failed: " + outcome.error;
@@ -177,15 +187,15 @@ void simulate_candidates(const std::vector<Candidate*>& batch, const SearchOptio
 }
 
 // Tier 2: the best K by the estimator through the simulator (with the two cross-node
-// contrasts when asked); while none of those fits by the simulator, the next K. The
-// ruled-out candidates leave `ranked` for `rejected`; the rest are ranked simulated
-// first, by simulated step.
+// contrasts when asked), those beyond the simulation budget judged by the estimator;
+// while none of those is judged to fit, the next K. The ruled-out candidates leave
+// `ranked` for `rejected`; the judged ones are ranked first, by their step.
 void simulate_best(const SearchOptions& options, SearchReport& report) {
   const auto t1 = clock_type::now();
   const std::size_t k = static_cast<std::size_t>(std::max(1, options.top_k));
   auto has_winner = [&](std::size_t upto) {
     for (std::size_t i = 0; i < upto; ++i)
-      if (report.ranked[i].simulated && report.ranked[i].rejection.empty()) return true;
+      if (report.ranked[i].judged() && report.ranked[i].rejection.empty()) return true;
     return false;
   };
   std::size_t from = 0;
@@ -202,14 +212,15 @@ void simulate_best(const SearchOptions& options, SearchReport& report) {
     from = to;
   } while (!has_winner(from) && from < report.ranked.size());
   report.simulate_seconds = seconds_since(t1);
+  for (std::size_t i = 0; i < from; ++i) report.beyond_budget += report.ranked[i].beyond_budget.empty() ? 0 : 1;
 
   std::vector<Candidate> kept;
   for (Candidate& c : report.ranked) (c.rejection.empty() ? kept : report.rejected).push_back(std::move(c));
   report.ranked = std::move(kept);
-  // Simulated first (by simulated step), then the rest in estimator order; the sort is
-  // stable so ties keep the estimator's order.
+  // Judged first (by simulated step, or by estimated step beyond the budget), then the
+  // rest in estimator order; the sort is stable so ties keep the estimator's order.
   std::stable_sort(report.ranked.begin(), report.ranked.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.simulated != b.simulated) return a.simulated;
+    if (a.judged() != b.judged()) return a.judged();
     return a.score() < b.score();
   });
 }

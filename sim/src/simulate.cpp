@@ -237,19 +237,22 @@ void check_size(const Job& job, const SimOptions& options) {
   const double limit = simulation_memory_limit();
   const std::string hint = "simulate with symmetry (no --no-symmetry), fewer micro-batches or layers, or use "
                            "`partune estimate`";
-  const double world = job.world_size();
-  const SimulationSize all = simulation_size(job, world, options.granularity, options.record_events);
+  const SimulationSize all = simulation_size(job, job.world_size(), options.granularity, options.record_events);
   if (all.bytes <= limit && all.ranks <= kMaxSimulatedRanks) return;
-  double ranks = world;
-  if (world <= kMaxSimulatedRanks && options.use_symmetry && !job.cluster.instance.ranks_share_host_compute() &&
+  check_simulation_size(job, planned_simulation_size(job, options), limit, hint);
+}
+
+}  // namespace
+
+SimulationSize planned_simulation_size(const Job& job, const SimOptions& options) {
+  double ranks = job.world_size();
+  if (ranks <= kMaxSimulatedRanks && options.use_symmetry && !job.cluster.instance.ranks_share_host_compute() &&
       options.slowdowns.empty()) {
     if (const int block = replica_cluster_size(job); block > 0) ranks = ranks * block / job.data_context_degree();
     if (tensor_groups_are_symmetric(job)) ranks /= job.parallel.tensor_parallel_degree;
   }
-  check_simulation_size(job, simulation_size(job, ranks, options.granularity, options.record_events), limit, hint);
+  return simulation_size(job, ranks, options.granularity, options.record_events);
 }
-
-}  // namespace
 
 std::vector<SimOutcome> simulate_each(const std::vector<Job>& jobs, const SimOptions& options, int workers,
                                       const std::function<void(std::size_t)>& on_done) {

@@ -3,6 +3,7 @@
 #include "partune/sim/simulator.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -54,20 +55,34 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
     if (in[d]) return no("the replicas sharing nodes with replica 0 are not a leading block");
   if (size == dp) return no("every replica shares nodes with the others");
   if (dp % size != 0) return no("the replicas do not split into equal blocks of nodes");
-  if (sdp > 1 && size % sdp != 0) return no("sharded groups would span simulated and mirrored replicas");
+  // The block grows to whole sharded, expert and context groups (runs of consecutive
+  // replicas), whose collectives then run inside it; the groups that span blocks are the
+  // replica groups of a sharded job (the same shard in every sharded group), else the
+  // data-parallel groups and the expert-data ones (stride ep).
   const int ep = job.model.is_moe() ? job.parallel.expert_parallel_degree : 1;
-  if (ep > 1 && size % ep != 0) return no("expert groups would span simulated and mirrored replicas");
   const int cp = job.parallel.context_parallel_degree;
-  if (cp > 1 && size % cp != 0) return no("context groups would span simulated and mirrored replicas");
-  // Exactness: a data-parallel group's members inside the block sit on one node, so every
+  int block = size;
+  for (int g : {sdp, ep, cp})
+    if (g > 1) block = std::lcm(block, g);
+  if (block >= dp) return no("sharded, expert or context groups span every block of replicas");
+  if (dp % block != 0) return no("sharded, expert or context groups do not split the replicas into equal blocks");
+  std::vector<int> strides;  // the spanning groups: members `stride` replicas apart
+  if (sdp > 1) strides.push_back(sdp);
+  else strides.push_back(1);
+  if (sdp <= 1 && ep > 1) strides.push_back(ep);
+  // Exactness: each spanning group's members inside the block sit on one node, so every
   // network successor lies outside it and its mirror loads the same links.
   for (int r = 0; r < world; ++r) {
-    if (p.coords(r).data >= size) continue;
-    const std::vector<int> group = p.group(r, Axis::data);
-    for (int d = 1; d < size; ++d)
-      if (group[d] / G != group[0] / G) return no("a data-parallel group spans nodes inside the replica block");
+    RankCoords c = p.coords(r);
+    if (c.data >= block) continue;
+    const int node = r / G;
+    for (int stride : strides)
+      for (int d = c.data % stride; d < block; d += stride) {
+        c.data = d;
+        if (p.rank(c) / G != node) return no("a group spanning blocks of replicas spans nodes inside a block");
+      }
   }
-  return size;
+  return block;
 }
 
 bool replicas_are_symmetric(const Job& job, std::string* why_not) {

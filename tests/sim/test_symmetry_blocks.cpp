@@ -33,6 +33,14 @@ TEST_CASE("a block of replicas stands for all exactly", "[sim][symmetry]") {
       // block and the replica all-reduce crosses blocks.
       {"pipeline_parallel_degree: 2, tensor_parallel_degree: 2, placement_strategy: PTD, "
        "sharded_data_parallel_degree: 4, activation_checkpointing: full, microbatches: 4", 8},
+      // T fastest, then D: a node holds 4 replicas (dp 32), but a sharded group of 8 spans
+      // two nodes: the block grows to the sharded group (its collectives cross the network
+      // inside the block), and the replica all-reduce (one member a block) crosses blocks.
+      {"tensor_parallel_degree: 2, placement_strategy: PTD, sharded_data_parallel_degree: 8, "
+       "sharded_collective: all_to_all, activation_checkpointing: full, microbatches: 2", 8},
+      // The same with context groups of 2 inside the sharded groups (dp x cp 32).
+      {"tensor_parallel_degree: 2, context_parallel_degree: 2, placement_strategy: PTD, "
+       "sharded_data_parallel_degree: 8, activation_checkpointing: full, microbatches: 1", 8},
   };
   for (const Case& c : cases) {
     INFO(c.parallel);
@@ -43,7 +51,7 @@ TEST_CASE("a block of replicas stands for all exactly", "[sim][symmetry]") {
     const sim::SimResult a = sim::simulate(job), b = sim::simulate(job, full);
     CHECK(a.symmetric);
     CHECK_FALSE(b.symmetric);
-    const int per_replica = job.world_size() / job.data_parallel_degree() /
+    const int per_replica = job.world_size() / job.data_context_degree() /
                             (sim::tensor_groups_are_symmetric(job) ? job.parallel.tensor_parallel_degree : 1);
     CHECK(static_cast<int>(a.ranks.size()) == per_replica * c.block);
     CHECK(a.metrics.step_time == Approx(b.metrics.step_time).epsilon(1e-6));

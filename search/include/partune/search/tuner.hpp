@@ -23,6 +23,11 @@ struct Candidate {
   // Why the simulator rules the candidate out: its simulation failed (simulated stays
   // false), or its peak memory over the simulated timeline does not fit. Empty otherwise.
   std::string rejection;
+  // Why a candidate due for the simulator kept the estimator's figures instead: its
+  // simulation would hold more than SearchOptions::simulation_budget. Empty otherwise.
+  std::string beyond_budget;
+  // Judged in tier 2: simulated, or beyond the budget and so judged by the estimator.
+  bool judged() const { return simulated || !beyond_budget.empty(); }
   double score() const { return simulated ? simulation.step_time : estimate.step_time; }
 };
 
@@ -48,6 +53,12 @@ struct SearchOptions {
   // Also simulate the best tensor-across-nodes and pipeline-across-nodes candidates
   // (otherwise they carry the estimator's numbers).
   bool simulate_contrasts = false;
+  // The most instructions (the simulated ranks' programs, after folding identical
+  // replicas: sim::planned_simulation_size) one candidate's simulation may hold. A larger
+  // one keeps the estimator's figures (Candidate::beyond_budget) and is ranked by them:
+  // tier 2 then takes seconds a candidate, not minutes. Measured on the 2-core VM
+  // (docs/performance.md §2): about 7 us an instruction, so 1e6 is about 7 s.
+  double simulation_budget = 1e6;
   double memory_weight = 0.5;     // 0 balances time only, 1 memory only
   // Share of the GPU's HBM a configuration must leave free, by the estimator's peak and by
   // the simulator's: what the model does not see (the allocator's fragmentation, a longer
@@ -70,9 +81,10 @@ struct SearchOptions {
 };
 
 struct SearchReport {
-  std::vector<Candidate> ranked;   // best first: the simulated candidates that fit by the
-                                   // simulator, by simulated step, then the next survivors by
-                                   // estimated step (at most 4 K in all, less the rejected)
+  std::vector<Candidate> ranked;   // best first: the judged candidates (simulated and fitting
+                                   // by the simulator, or beyond the simulation budget) by
+                                   // their step, then the next survivors by estimated step
+                                   // (at most 4 K in all, less the rejected)
   // Candidates the simulator ruled out (Candidate::rejection says why), in estimator order.
   // When none of the top K fits by the simulator, the next K are simulated, and so on.
   std::vector<Candidate> rejected;
@@ -86,6 +98,7 @@ struct SearchReport {
   long pruned_memory = 0, pruned_dominated = 0;
   long estimated = 0, simulated = 0;  // simulated: ranked candidates sent to the simulator
   long simulation_failures = 0, simulated_too_large = 0;
+  long beyond_budget = 0;          // of `simulated`, those beyond the budget (kept their estimate)
   long partitioned = 0;            // candidates whose stages the partitioner re-split
   double memory_limit = 0;         // bytes a candidate may peak at: HBM less the headroom
   double memory_headroom = 0;      // SearchOptions::memory_headroom, for the reports

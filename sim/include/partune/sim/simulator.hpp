@@ -8,6 +8,7 @@
 
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/simulation_size.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/program_builder.hpp"
 
@@ -114,5 +115,8 @@ bool replicas_are_symmetric(const Job& job, std::string* why_not = nullptr);
 bool tensor_groups_are_symmetric(const Job& job);
 // The number of replicas simulated under symmetry (0 when it cannot apply).
 int replica_cluster_size(const Job& job, std::string* why_not = nullptr);
+// What a simulation of `job` under `options` will hold (simulation_size.hpp): the ranks the
+// symmetry rules keep (all of them without symmetry) and their programs' instructions.
+SimulationSize planned_simulation_size(const Job& job, const SimOptions& options);
 
 }  // namespace partune::sim
