@@ -37,8 +37,7 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("--set", opt->overrides, "override a job key before searching (e.g. nodes=16)");
   cmd->add_option("--top-k", opt->request.options.top_k, "candidates re-evaluated by the simulator")->check(count_in(1, 100000));
   cmd->add_option("--simulation-budget", opt->request.options.simulation_budget,
-                  "most instructions one candidate's simulation may hold (after folding identical replicas); larger "
-                  "ones keep the estimator's figures")
+                  "most instructions one candidate's simulation may hold (folded); larger ones keep their estimate")
       ->capture_default_str()->check(number_in(1, 1e12));
   cmd->add_option("--workers", opt->request.options.workers, "simulations at once, and threads estimating (default: one per core)")->check(count_in(1, 1024));
   cmd->add_option("--show", opt->print.rows, "rows in the table of top candidates")->check(count_in(1, 100000));
@@ -59,13 +58,7 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("--price-per-node-hour", opt->print.budget.on_demand_per_hour, "price of one node-hour for the cost estimate")
       ->check(number_in(0, 1e9, true));
   cmd->add_flag("--json", opt->print.json, "print one JSON object");
-  cmd->add_option("--execute", opt->execute.candidates,
-                  "run the top K candidates and K more from the rest of the ranking on the LibTorch backend, "
-                  "and compare the measured ranking with the predicted one (Kendall's tau, regret)")->check(count_in(1, 1000));
-  cmd->add_option("--execute-repeats", opt->execute.repeats, "with --execute: interleaved runs of each candidate")
-      ->capture_default_str()->check(count_in(1, 100));
-  cmd->add_option("--execute-steps", opt->execute.steps, "with --execute: steps per run, 2 warm-up steps included")
-      ->capture_default_str()->check(count_in(3, 10000));
+  add_execute_options(cmd, &opt->execute);
 }
 
 nlohmann::json run_search_command(const SearchCommand& opt) {

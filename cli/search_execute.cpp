@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "option_checks.hpp"
 #include "progress.hpp"
 
 namespace partune::cli {
@@ -105,6 +106,16 @@ std::string execution_text(const nlohmann::json& x) {
                    a["predicted_best"].get<std::string>(), a["measured_rank_of_predicted_best"].get<int>(),
                    a["regret_pct"].get<double>(), a["measured_best"].get<std::string>());
   return o.str();
+}
+
+void add_execute_options(CLI::App* cmd, ExecuteOptions* opt) {
+  cmd->add_option("--execute", opt->candidates,
+                  "run the top K candidates and K more from the rest of the ranking on the LibTorch backend, "
+                  "and compare the measured ranking with the predicted one (Kendall's tau, regret)")->check(count_in(1, 1000));
+  cmd->add_option("--execute-repeats", opt->repeats, "with --execute: interleaved runs of each candidate")
+      ->capture_default_str()->check(count_in(1, 100));
+  cmd->add_option("--execute-steps", opt->steps, "with --execute: steps per run, 2 warm-up steps included")
+      ->capture_default_str()->check(count_in(3, 10000));
 }
 
 }  // namespace partune::cli

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "partune/search/tuner.hpp"
@@ -17,6 +18,9 @@ struct ExecuteOptions {
   int repeats = 2, steps = 6, warmup = 2;
   bool progress = false;
 };
+
+// --execute, --execute-repeats, --execute-steps.
+void add_execute_options(CLI::App* cmd, ExecuteOptions* opt);
 
 // Every executed candidate (predicted and measured, or why it failed) and the ranking's
 // agreement. Throws std::runtime_error when fewer than two candidates ran.

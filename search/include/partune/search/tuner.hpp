@@ -57,7 +57,7 @@ struct SearchOptions {
   // replicas: sim::planned_simulation_size) one candidate's simulation may hold. A larger
   // one keeps the estimator's figures (Candidate::beyond_budget) and is ranked by them:
   // tier 2 then takes seconds a candidate, not minutes. Measured on the 2-core VM
-  // (docs/performance.md §2): about 7 us an instruction, so 1e6 is about 7 s.
+  // (docs/performance.md §2): 0.79M instructions took 4.7 s, 1.57M 12.6 s.
   double simulation_budget = 1e6;
   double memory_weight = 0.5;     // 0 balances time only, 1 memory only
   // Share of the GPU's HBM a configuration must leave free, by the estimator's peak and by
