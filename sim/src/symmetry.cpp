@@ -18,6 +18,11 @@ bool tensor_groups_are_symmetric(const Job& job) {
   // or PCIe switch (they move identical amounts at the same moments).
   const int tp = job.parallel.tensor_parallel_degree;
   if (tp <= 1) return false;
+  // An oversubscribed node's uplink carries every NIC's traffic: the member standing for
+  // its group loads its own NIC with its sharers' bytes, but the other NICs' share of the
+  // uplink would be missing (GPT-3 2.7B on 24 p4d, pp 4 tp 8, oversubscription 3: 0.799 s
+  // folded against 0.970 s with every rank).
+  if (job.cluster.oversubscription > 1.0) return false;
   const Placement p(job.parallel.placement_strategy, job.data_context_degree(), job.parallel.pipeline_parallel_degree,
                     tp);
   return group_span(p, Axis::tensor, job.cluster.instance.gpus_per_node).nodes == 1 &&

@@ -88,3 +88,19 @@ TEST_CASE("no symmetry when every replica shares nodes with the others", "[sim][
   CHECK_FALSE(why.empty());
   CHECK_FALSE(sim::simulate(job).symmetric);
 }
+
+TEST_CASE("an oversubscribed network is simulated as with every rank", "[sim][symmetry]") {
+  // Each node's uplink (the NICs' rate / 3) carries all four NICs' pipeline and
+  // data-parallel traffic: one rank per tensor group would load it with a quarter of it.
+  Job job = parse_job("model: gpt3-2.7b\ncluster: {instance_type: p4d.24xlarge, nodes: 24, oversubscription: 3}\n"
+                      "training: {global_batch: 192, precision: fp16}\n"
+                      "parallel: {pipeline_parallel_degree: 4, tensor_parallel_degree: 8, microbatches: 8}\n",
+                      "oversubscribed");
+  CHECK_FALSE(sim::tensor_groups_are_symmetric(job));
+  sim::SimOptions full;
+  full.use_symmetry = false;
+  const sim::SimResult a = sim::simulate(job), b = sim::simulate(job, full);
+  CHECK(a.metrics.step_time == Approx(b.metrics.step_time).epsilon(1e-9));
+  job.cluster.oversubscription = 1;  // and the uplinks were what made it slower
+  CHECK(sim::simulate(job).metrics.step_time < 0.9 * a.metrics.step_time);
+}
