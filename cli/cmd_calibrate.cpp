@@ -18,6 +18,7 @@
 #include "calibrate_report.hpp"
 #include "commands.hpp"
 #include "option_checks.hpp"
+#include "partune/backend/layer_timing.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 #include "partune/kernels/calibrate.hpp"
@@ -41,10 +42,11 @@ void calibrate_cpu(const Options& opt, const std::string& command) {
   kernels::CalibrationOptions options;
   options.quick = opt.quick;
   options.max_threads = opt.threads;
-  const kernels::Calibration c = with_progress([&](const auto& progress) {
+  kernels::Calibration c = with_progress([&](const auto& progress) {
     options.progress = progress;
     return kernels::calibrate(options);
   });
+  c.layer = backend::time_layer(c.layer);  // the backend's layer: its fixed cost per micro-batch
   const std::string yaml = kernels::instance_type_yaml(c, fs::path(opt.out).stem().string(), command);
   const InstanceType it = write_profile(*output, opt.out, yaml, kernels::unusable_fits(c));
   if (opt.json) std::cout << calibration_json(c, it, opt.out).dump(2) << "\n";

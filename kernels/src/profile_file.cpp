@@ -105,6 +105,14 @@ void add_device_comments(const Calibration& c, std::map<std::string, std::string
       "element-wise sample of 64 or >= 16 MiB (autograd recording, as in training); {}",
       residual_text(mf.residual));
   k["gpu.reserved_GiB"] = "[local-cpu] LibTorch runtime, Gloo buffers, allocator slack";
+  if (!c.layer.samples.empty()) {
+    k["gpu.layer_overhead_us.forward"] = fmt::format(
+        "measured: the backend's own layer (h {}, {} heads, ffn {}) on one sequence of a few\n"
+        "tokens, 1 thread (calibration.measurements.layer), less the plan's time for it on this profile:\n"
+        "the intercept at zero tokens of the least-squares line through what remains",
+        c.layer.hidden, c.layer.heads, c.layer.ffn_hidden);
+    k["gpu.layer_overhead_us.backward"] = "measured as forward: its backward";
+  }
   k["gpu.gemm.max_efficiency"] = fmt::format(
       "fitted: torch::matmul fp32, 1 thread, {} shapes (a layer's qkv/proj/fc1/fc2 and a\n"
       "square sweep), eff = max_efficiency k/(k + k_half) of the fp32 peak; {}",
@@ -208,6 +216,11 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   it.host_memory_bytes = m.memory_bytes;
   it.host_memory_bw = 2.0 * c.copy_bandwidth_all;  // a copy reads and writes each byte
   if (!c.all_busy.empty()) it.host_all_busy_speed = fraction(c.all_busy_speed);
+  if (!c.layer.samples.empty()) {  // against the plan on the profile above
+    const LayerOverhead lo = fit_layer_overhead(c.layer, g);
+    g.layer_overhead_fwd = lo.forward;
+    g.layer_overhead_bwd = lo.backward;
+  }
   // Gloo on CPU: the rank's own core does the copies and the syscalls (no overlap); it has
   // no tree all-reduce (as ring) and no reduce-scatter (the backend all-reduces). The
   // links are the send/recv rate; each algorithm reaches its measured share of it.
@@ -297,6 +310,11 @@ void write_measurements(std::ostringstream& y, const Calibration& c) {
   for (const auto& a : c.all_busy)
     y << fmt::format("      - [{}, {}, {:.4e}, {:.4e}, {:.3f}]\n", quoted(a.kernel), a.threads, a.alone_seconds, a.busy_seconds,
                      a.alone_seconds / a.busy_seconds);
+  if (!c.layer.samples.empty()) {
+    y << "    layer:                        # [tokens, forward s, backward s], the backend's layer, medians, 1 thread\n";
+    for (const auto& l : c.layer.samples)
+      y << fmt::format("      - [{}, {:.4e}, {:.4e}]\n", l.tokens, l.forward, l.backward);
+  }
   y << "    gloo:                         # [kind, bytes, seconds, GB/s]; 2 processes over loopback; send_recv one way\n";
   for (const auto& t : c.gloo)
     y << fmt::format("      - [{}, {:.0f}, {:.4e}, {:.4f}]\n", t.kind, t.bytes, t.seconds, t.bytes / t.seconds / 1e9);

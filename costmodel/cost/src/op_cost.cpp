@@ -147,6 +147,11 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
   lt.gemm_weight_bwd = weight;
   lt.recompute_selective = selective.total(gpu);
   lt.recompute_full = full.total(gpu);
+  if (plan.part == PlanPart::layer) {  // the host's fixed work per layer and micro-batch
+    lt.elementwise_fwd += gpu.layer_overhead_fwd;
+    lt.elementwise_bwd += gpu.layer_overhead_bwd;
+    lt.recompute_full += gpu.layer_overhead_fwd;  // the whole forward again
+  }
   return lt;
 }
 

@@ -43,7 +43,7 @@ CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProf
 void read_gpu(const Reader& r, InstanceType& it) {
   const Reader g = r.child("gpu");
   g.allow_only({"name", "peak_tflops", "hbm_GiB", "hbm_bw_GBps", "hbm_efficiency", "kernel_overhead_us",
-                "reserved_GiB", "gemm", "attention"});
+                "layer_overhead_us", "reserved_GiB", "gemm", "attention"});
   it.gpu.name = g.get_string("name");
   const Reader peak = g.child("peak_tflops");
   peak.allow_only({"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "fp4"});
@@ -59,6 +59,12 @@ void read_gpu(const Reader& r, InstanceType& it) {
   it.gpu.hbm_efficiency = g.get_fraction("hbm_efficiency", it.gpu.hbm_efficiency);
   it.gpu.kernel_overhead = g.get_non_negative("kernel_overhead_us", it.gpu.kernel_overhead / units::us) * units::us;
   it.gpu.reserved_bytes = g.get_non_negative("reserved_GiB", 0) * units::GiB;
+  if (g.has("layer_overhead_us")) {
+    const Reader lo = g.child("layer_overhead_us");
+    lo.allow_only({"forward", "backward"});
+    it.gpu.layer_overhead_fwd = lo.get_non_negative("forward", 0) * units::us;
+    it.gpu.layer_overhead_bwd = lo.get_non_negative("backward", 0) * units::us;
+  }
   if (g.has("gemm")) {
     const Reader ge = g.child("gemm");
     ge.allow_only({"max_efficiency", "tile", "sm_count", "k_half", "fp8_max_efficiency", "fp4_max_efficiency", "source"});

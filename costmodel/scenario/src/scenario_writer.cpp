@@ -42,6 +42,10 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["hbm_bw_GBps"] = g.hbm_bw / units::giga;
   n["gpu"]["hbm_efficiency"] = g.hbm_efficiency;
   n["gpu"]["kernel_overhead_us"] = g.kernel_overhead / units::us;
+  if (g.layer_overhead_fwd > 0 || g.layer_overhead_bwd > 0) {
+    n["gpu"]["layer_overhead_us"]["forward"] = g.layer_overhead_fwd / units::us;
+    n["gpu"]["layer_overhead_us"]["backward"] = g.layer_overhead_bwd / units::us;
+  }
   n["gpu"]["reserved_GiB"] = g.reserved_bytes / units::GiB;
   n["gpu"]["gemm"]["max_efficiency"] = g.gemm.max_efficiency;
   n["gpu"]["gemm"]["tile"] = g.gemm.tile;

@@ -71,6 +71,26 @@ struct FabricProbe {
 };
 
 // A latency-bandwidth fit of one collective kind over one size range.
+// The backend's transformer layer alone, one sequence of `tokens` tokens (backend's
+// time_layer: cli/cmd_calibrate.cpp runs it, kernels cannot see the backend): the medians
+// of its forward and of its backward.
+struct LayerSample {
+  int tokens = 0;
+  double forward = 0, backward = 0;  // s
+};
+// The layer those samples ran (gpt-val's: the validation suite's model) and what it cost
+// beyond its plan's time on the fitted profile (GpuProfile::layer_overhead_fwd/_bwd): the
+// part of measured - planned that does not grow with the tokens (the intercept of its
+// least-squares line at zero tokens, at least 0), 0 when nothing was measured.
+struct LayerOverhead {
+  int hidden = 256, heads = 4, ffn_hidden = 1024;
+  std::vector<LayerSample> samples;
+  double forward = 0, backward = 0;  // s
+};
+// `layer`'s overheads against the plan of its shape on `gpu` (whose own layer overheads
+// are left out), in fp32 with the standard attention core, as the CPU backend runs it.
+LayerOverhead fit_layer_overhead(LayerOverhead layer, const GpuProfile& gpu);
+
 struct NamedAlphaBeta {
   std::string kind;   // all_reduce, all_gather, send_recv, all (the cost model's joint fit), fabric
   std::string range;  // all, small (<= 64 KiB), large (>= 1 MiB)
@@ -115,6 +135,7 @@ struct Calibration {
   const calibration::AlphaBetaFit& transfer(const std::string& kind, const std::string& range = "all") const;
   double ring_efficiency = 1, gather_efficiency = 1;  // collectives' bandwidth / point-to-point bandwidth
   std::vector<std::string> notes;  // fits that could not be made, and why
+  LayerOverhead layer;             // samples filled by the caller (cli), fitted by the profile
 };
 
 // Runs every benchmark and fit. Throws std::runtime_error naming the benchmark that failed.

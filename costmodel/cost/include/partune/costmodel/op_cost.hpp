@@ -51,7 +51,9 @@ struct LayerTime {
 // The time of a plan's ops on one rank: its GEMMs (backward: input and weight gradients),
 // its attention core (standard or flash), its memory-bound kernels. Tensor collectives
 // are not included (collective.hpp costs them). With the whole forward it sums the forward
-// of the ops each checkpointing policy recomputes (LayerTime::recompute).
+// of the ops each checkpointing policy recomputes (LayerTime::recompute). A layer's plan
+// also carries the host's fixed work per layer (GpuProfile::layer_overhead_fwd/_bwd) in its
+// element-wise parts, and the forward's again under full recomputation.
 LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention);
 // plan_time of a transformer layer without sequence parallelism.
 LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p,

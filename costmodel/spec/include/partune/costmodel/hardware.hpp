@@ -68,6 +68,12 @@ struct GpuProfile {
   double hbm_bw = 0;            // bytes/s, spec
   double hbm_efficiency = 0.8;  // achieved fraction of hbm_bw by real element-wise kernels
   double kernel_overhead = 4e-6;  // s per kernel launch (small-kernel floor)
+  // The host's fixed work of running one transformer layer on one micro-batch beyond what
+  // the plan prices (operator dispatch, autograd bookkeeping, allocations), forward and
+  // backward: where the host runs the kernels itself and waits for them (the CPU backend),
+  // it adds to the layer's time. Measured by `partune calibrate` on the backend's own layer
+  // (op_cost.hpp's plan_time adds it); 0 where not measured (GPUs queue their kernels).
+  double layer_overhead_fwd = 0, layer_overhead_bwd = 0;  // s
   double reserved_bytes = 0;    // CUDA context, communicator buffers, allocator slack
   GemmEfficiency gemm;
   AttentionProfile attention;
