@@ -246,10 +246,10 @@ void check_size(const Job& job, const SimOptions& options) {
 
 SimulationSize planned_simulation_size(const Job& job, const SimOptions& options) {
   double ranks = job.world_size();
-  if (ranks <= kMaxSimulatedRanks && options.use_symmetry && !job.cluster.instance.ranks_share_host_compute() &&
-      options.slowdowns.empty()) {
-    if (const int block = replica_cluster_size(job); block > 0) ranks = ranks * block / job.data_context_degree();
-    if (tensor_groups_are_symmetric(job)) ranks /= job.parallel.tensor_parallel_degree;
+  if (ranks <= kMaxSimulatedRanks) {  // (beyond it the folding's walk over every rank is not made)
+    const Folding f = simulation_folding(job, options);
+    if (f.replica_block > 0) ranks = ranks * f.replica_block / job.data_context_degree();
+    if (f.tensor) ranks /= job.parallel.tensor_parallel_degree;
   }
   return simulation_size(job, ranks, options.granularity, options.record_events);
 }

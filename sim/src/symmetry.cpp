@@ -71,23 +71,30 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
     if (g > 1) block = std::lcm(block, g);
   if (block >= dp) return no("sharded, expert or context groups span every block of replicas");
   if (dp % block != 0) return no("sharded, expert or context groups do not split the replicas into equal blocks");
-  std::vector<int> strides;  // the spanning groups: members `stride` replicas apart
-  if (sdp > 1) strides.push_back(sdp);
-  else strides.push_back(1);
-  if (sdp <= 1 && ep > 1) strides.push_back(ep);
-  // Exactness: each spanning group's members inside the block sit on one node, so every
-  // network successor lies outside it and its mirror loads the same links.
+  // The spanning group's members are `stride` replicas apart: a sharded job's replica
+  // groups (its data-parallel group is not used: check_job refuses sharding with MoE and
+  // with the zero-bubble schedules, and sharded gradients take no buckets), else the whole
+  // data axis (which holds the expert-data groups' members too). Exactness: its members
+  // inside the block sit on one node, so every network successor lies outside the block
+  // and its mirror loads the same links.
+  const int stride = sdp > 1 ? sdp : 1;
   for (int r = 0; r < world; ++r) {
     RankCoords c = p.coords(r);
     if (c.data >= block) continue;
     const int node = r / G;
-    for (int stride : strides)
-      for (int d = c.data % stride; d < block; d += stride) {
-        c.data = d;
-        if (p.rank(c) / G != node) return no("a group spanning blocks of replicas spans nodes inside a block");
-      }
+    for (int d = c.data % stride; d < block; d += stride) {
+      c.data = d;
+      if (p.rank(c) / G != node) return no("a group spanning blocks of replicas spans nodes inside a block");
+    }
   }
   return block;
+}
+
+Folding simulation_folding(const Job& job, const SimOptions& options) {
+  // Ranks sharing a node's cores slow each other down, and slow GPUs make ranks differ:
+  // every one of them must run.
+  if (!options.use_symmetry || job.cluster.instance.ranks_share_host_compute() || !options.slowdowns.empty()) return {};
+  return {replica_cluster_size(job), tensor_groups_are_symmetric(job)};
 }
 
 bool replicas_are_symmetric(const Job& job, std::string* why_not) {

@@ -39,12 +39,9 @@ World::World(const Job& job, const SimOptions& options)
       options_(options),
       placement_(job.parallel.placement_strategy, job.data_context_degree(),
                  job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
-  // Ranks sharing a node's cores slow each other down, and slow GPUs make ranks differ:
-  // every one of them must run.
-  const bool symmetry =
-      options.use_symmetry && !job.cluster.instance.ranks_share_host_compute() && options.slowdowns.empty();
-  const int block = symmetry ? replica_cluster_size(job) : 0;
-  tensor_symmetric_ = symmetry && tensor_groups_are_symmetric(job);
+  const Folding folding = simulation_folding(job, options);
+  const int block = folding.replica_block;
+  tensor_symmetric_ = folding.tensor;
   symmetric_ = block > 0 || tensor_symmetric_;
   slot_of_rank_.assign(job.world_size(), -1);
   for (int r = 0; r < job.world_size(); ++r)

@@ -21,16 +21,6 @@ struct KeyLess {
   }
 };
 
-LayerPlan plan_of(const ModelSpec& m, const PlanConfig& c, PlanKind kind) {
-  switch (kind) {
-    case PlanKind::dense_layer: return transformer_layer_plan(m, c);
-    case PlanKind::moe_layer: return moe_layer_plan(m, c);
-    case PlanKind::embedding: return embedding_plan(m, c);
-    case PlanKind::head: return head_plan(m, c);
-  }
-  return transformer_layer_plan(m, c);
-}
-
 }  // namespace
 
 struct CostMemo::State {
@@ -54,8 +44,8 @@ CostMemo::~CostMemo() {
 }
 
 LayerTime remembered_plan_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c, PlanKind kind,
-                               bool flash_attention) {
-  auto compute = [&] { return plan_time(gpu, plan_of(m, c, kind), c.precision, flash_attention); };
+                               const LayerPlan& plan, bool flash_attention) {
+  auto compute = [&] { return plan_time(gpu, plan, c.precision, flash_attention); };
   if (current == nullptr || current->model != &m || current->gpu != &gpu) return compute();
   const Key key{kind, c, flash_attention};
   auto it = current->times.find(key);

@@ -166,8 +166,8 @@ LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, dou
 }
 
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c) {
-  const LayerTime embedding = remembered_plan_time(gpu, m, c, PlanKind::embedding, false);
-  const LayerTime head = remembered_plan_time(gpu, m, c, PlanKind::head, false);
+  const LayerTime embedding = remembered_plan_time(gpu, m, c, PlanKind::embedding, embedding_plan(m, c), false);
+  const LayerTime head = remembered_plan_time(gpu, m, c, PlanKind::head, head_plan(m, c), false);
   HeadTime ht;
   ht.embedding_fwd = embedding.forward();
   ht.embedding_bwd = embedding.backward();

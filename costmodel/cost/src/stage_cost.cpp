@@ -53,10 +53,11 @@ StageCostModel::StageCostModel(const Job& job)
   moe_layer_ = job.model.is_moe() ? moe_layer_plan(job.model, c) : layer_;
   embedding_ = embedding_plan(job.model, c);
   head_ = head_plan(job.model, c);
-  layer_time_ = remembered_plan_time(inst.gpu, job.model, c, PlanKind::dense_layer, c.flash_attention);
-  moe_layer_time_ = job.model.is_moe()
-                        ? remembered_plan_time(inst.gpu, job.model, c, PlanKind::moe_layer, c.flash_attention)
-                        : layer_time_;
+  layer_time_ = remembered_plan_time(inst.gpu, job.model, c, PlanKind::dense_layer, layer_, c.flash_attention);
+  moe_layer_time_ =
+      job.model.is_moe()
+          ? remembered_plan_time(inst.gpu, job.model, c, PlanKind::moe_layer, moe_layer_, c.flash_attention)
+          : layer_time_;
   expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), fabric);
   context_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.context_parallel_degree), fabric);
   if (job.parallel.cp_comm_type == ContextComm::a2a_p2p && job.parallel.context_a2a_degree > 1) {

@@ -115,8 +115,17 @@ bool replicas_are_symmetric(const Job& job, std::string* why_not = nullptr);
 bool tensor_groups_are_symmetric(const Job& job);
 // The number of replicas simulated under symmetry (0 when it cannot apply).
 int replica_cluster_size(const Job& job, std::string* why_not = nullptr);
+// How a simulation of `job` under `options` folds identical ranks (the one rule World and
+// planned_simulation_size read): the block of replicas it simulates (0: every replica) and
+// whether one rank stands for each tensor group. Nothing folds without use_symmetry, with
+// slow GPUs, or where ranks share a node's cores.
+struct Folding {
+  int replica_block = 0;
+  bool tensor = false;
+};
+Folding simulation_folding(const Job& job, const SimOptions& options);
 // What a simulation of `job` under `options` will hold (simulation_size.hpp): the ranks the
-// symmetry rules keep (all of them without symmetry) and their programs' instructions.
+// folding keeps (all of them without symmetry) and their programs' instructions.
 SimulationSize planned_simulation_size(const Job& job, const SimOptions& options);
 
 }  // namespace partune::sim

@@ -26,9 +26,9 @@ class CostMemo {
   State* hidden_;
 };
 
-// plan_time(gpu, the `kind` plan of m at c, c.precision, flash_attention), remembered when
-// this thread's CostMemo holds `m` and `gpu`.
+// plan_time(gpu, plan, c.precision, flash_attention) of `plan`, the `kind` plan of m at c
+// (the caller's, already built), remembered when this thread's CostMemo holds `m` and `gpu`.
 LayerTime remembered_plan_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c, PlanKind kind,
-                               bool flash_attention);
+                               const LayerPlan& plan, bool flash_attention);
 
 }  // namespace partune
