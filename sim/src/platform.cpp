@@ -63,7 +63,7 @@ Platform::Platform(const Job& job, const std::vector<int>& simulated_ranks, bool
       mirror_[r] = zone->create_host("mirror" + id, kHostSpeed);
       intra_mirror_[r] = zone->create_host("imirror" + id, kHostSpeed);
     }
-    nvswitch_port_[r] = zone->create_split_duplex_link("nvswitch" + id, inst.intra_node.bw * inst.intra_node.efficiency);
+    nvswitch_port_[r] = zone->create_split_duplex_link("nvswitch" + id, group_intra_bw(inst));
   }
   for (int n = 0; n < nodes; ++n) {
     if (!node_used[n]) continue;

@@ -49,6 +49,8 @@ class Platform {
                      int& simulated_members);
   void connect_pair(int from, int to);
   void seal();
+  // The NVLink level (node, or NVLink domain) whose NVSwitch the rank's port reaches.
+  int nvlink_domain(int rank) const { return domain_of(rank); }
 
  private:
   void route(int from_rank, int to_rank);

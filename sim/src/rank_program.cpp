@@ -93,7 +93,7 @@ void RankProgramRunner::run_compute(const Instruction& in) {
 void RankProgramRunner::run_send(int index, const Instruction& in) {
   static int token = 0;  // the payload is only its size
   const double bytes = in.bytes * (world_.node_of(in.peer) == rs_.node ? 1.0 : rs_.nic_share);
-  comms_[index] = world_.p2p_mailbox(rs_.rank, in.peer, in.kind, head_hop(in))
+  comms_[index] = p2p_mailbox(in)
                       ->put_async(&token, static_cast<uint64_t>(bytes));
   if (!in.async) {
     comms_[index]->wait();
@@ -101,11 +101,22 @@ void RankProgramRunner::run_send(int index, const Instruction& in) {
   }
 }
 
+s4u::Mailbox* RankProgramRunner::p2p_mailbox(const Instruction& in) {
+  const bool hop = head_hop(in);
+  for (const Channel& c : channels_)
+    if (c.peer == in.peer && c.kind == in.kind && c.head_hop == hop) return c.mailbox;
+  const bool sends = in.kind == OpKind::send_activation || in.kind == OpKind::send_gradient;
+  s4u::Mailbox* m = sends ? world_.p2p_mailbox(rs_.rank, in.peer, in.kind, hop)
+                          : world_.p2p_mailbox(in.peer, rs_.rank, in.kind, hop);
+  channels_.push_back({in.peer, in.kind, hop, m});
+  return m;
+}
+
 void RankProgramRunner::post_early_receives(int index) {
   for (std::size_t j = static_cast<std::size_t>(index) + 1; j < ops_.size() && !is_compute(ops_[j].kind); ++j) {
     const Instruction& in = ops_[j];
     if (!in.posted_early || comms_[j]) continue;
-    comms_[j] = world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get_async<int>(&received_);
+    comms_[j] = p2p_mailbox(in)->get_async<int>(&received_);
   }
 }
 
@@ -118,7 +129,7 @@ void RankProgramRunner::run_recv(int index, const Instruction& in, double start)
     comms_[index] = nullptr;
     if (now() <= start) return;
   } else {
-    world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get<int>();
+    p2p_mailbox(in)->get<int>();
   }
   const InstanceType& inst = world_.job().cluster.instance;
   s4u::this_actor::sleep_for(world_.node_of(in.peer) == rs_.node ? inst.intra_node.latency : inst.nic.latency);
@@ -126,25 +137,33 @@ void RankProgramRunner::run_recv(int index, const Instruction& in, double start)
 }
 
 void RankProgramRunner::run_collective(int index, const Instruction& in, double start) {
-  auto req = std::make_unique<CollectiveRequest>();
-  req->instruction = &in;
-  req->index = index;
-  req->async = in.async;
-  req->done = s4u::Semaphore::create(0);
+  CollectiveRequest inline_req;
+  inline_req.instruction = &in;
+  inline_req.index = index;
   // The fraction of its time that may hide under kernels: the profile of the algorithm
   // its communicator runs (collective.hpp), as the estimator reads it.
-  req->compute_overlap =
+  inline_req.compute_overlap =
       collective_profile(world_.job().cluster.instance, collective_algorithm(world_.job().parallel, in.group, in.kind))
           .compute_overlap;
   if (MemoryTrack::is_bucket(in)) memory_.bucket_issued(index, in.bytes * in.count);
   Stream& st = rs_.streams[group_index(in.group)];
-  if (!in.async && st.queue.empty() && !st.busy) {
+  if (in.async && rs_.groups[group_index(in.group)].on_own_links) {
+    // Timed in closed form, it needs no stream: it starts when its last member calls it.
+    auto req = std::make_unique<CollectiveRequest>(inline_req);
+    req->async = true;
+    req->observer = this;
+    world_.arrive_on_own_links(rs_, in.group, *req);
+    requests_[index] = std::move(req);
+  } else if (!in.async && st.queue.empty() && !st.busy) {
     // A blocking collective with nothing queued ahead of it on its communicator: the
     // program actor runs it itself (same rendezvous, flows and order), sparing two
-    // hand-offs per collective.
-    world_.execute_collective(rs_, in.group, *req);
+    // hand-offs per collective, and nobody waits on its `done`.
+    world_.execute_collective(rs_, in.group, inline_req);
     exposed_slot(rs_.exposed, in.group) += now() - start;
   } else {
+    auto req = std::make_unique<CollectiveRequest>(inline_req);
+    req->async = in.async;
+    req->done = s4u::Semaphore::create(0);
     if (in.async) req->observer = this;
     if (!st.items) world_.start_stream(rs_, in.group);
     st.queue.push_back(req.get());
@@ -152,9 +171,10 @@ void RankProgramRunner::run_collective(int index, const Instruction& in, double 
     if (!in.async) {
       req->done->acquire();
       exposed_slot(rs_.exposed, in.group) += now() - start;
+    } else {
+      requests_[index] = std::move(req);  // a `wait` ends it; a blocking one is over
     }
   }
-  if (in.async) requests_[index] = std::move(req);  // a `wait` ends it; a blocking one is over
 }
 
 void RankProgramRunner::collective_ended(CollectiveRequest& req) {
@@ -211,7 +231,17 @@ void RankProgramRunner::wait_copy_or_send(const Instruction& in, double start) {
 
 void RankProgramRunner::wait_collective(const Instruction& in, double start) {
   const int w = in.wait_for;
-  requests_[w]->done->acquire();
+  CollectiveRequest& req = *requests_[w];
+  if (!req.on_own_links) {
+    req.done->acquire();
+  } else {
+    if (req.start < 0) {  // not every member has called it yet: its last one wakes this one
+      req.done = s4u::Semaphore::create(0);
+      req.blocked = true;
+      req.done->acquire();
+    }
+    if (req.end > now()) s4u::this_actor::sleep_for(req.end - now());
+  }
   exposed_slot(rs_.exposed, ops_[w].group) += now() - start;
   memory_.bucket_awaited(w);
   running_.forget(w);

@@ -62,7 +62,10 @@ World::World(const Job& job, const SimOptions& options)
 void World::compute(const RankState& rs, double seconds) {
   seconds *= rs.slowdown;  // a slow GPU (SimOptions::slowdowns)
   if (rs.compute_host == rs.host) {
-    s4u::this_actor::execute(seconds * kHostSpeed);
+    // The GPU's host runs this rank's kernels alone, one instruction at a time: a sleep
+    // of their time is what an execution at its speed would take, in one simcall
+    // instead of two (start, wait). docs/performance.md §1, step 10.
+    if (seconds > 0) s4u::this_actor::sleep_for(seconds);
     return;
   }
   // On the node's pooled cores: never faster than one core alone.
@@ -94,43 +97,42 @@ s4u::Mailbox* World::p2p_mailbox(int from, int to, OpKind kind, bool head_hop) {
   return s4u::Mailbox::by_name(std::to_string(from) + tag + std::to_string(to));
 }
 
+CollectiveTraffic World::traffic(const GroupView& gv, const Instruction& in) const {
+  const CollectiveKind kind = in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
+                              : in.kind == OpKind::all_gather ? CollectiveKind::all_gather
+                              : in.kind == OpKind::all_to_all ? CollectiveKind::all_to_all
+                                                              : CollectiveKind::reduce_scatter;
+  return collective_traffic(kind, collective_algorithm(job_.parallel, gv.kind, in.kind), in.bytes, gv.span,
+                            job_.cluster.instance);
+}
+
 void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req) {
   const Instruction& in = *req.instruction;
   const GroupView& gv = rs.groups[group_index(group)];
+  if (gv.on_own_links) {
+    run_on_own_links(rs, group, req);
+    return;
+  }
   const long seq = rs.sequence[group_index(group)]++;
-  const auto key = std::make_tuple(group_index(group), gv.id, seq);
-  Meeting* meeting = nullptr;
-  if (gv.simulated_members > 1) {
+  if (gv.meetings) {
     // The earlier collectives' flows into this rank have all arrived (their members met
     // at their ends) and none of this one's can have started (they meet here first), so
     // they can be dropped: every kClearEvery collectives, when some have arrived (one
     // simcall). A mailbox holds at most kClearEvery collectives' flows.
     if (seq % kClearEvery == 0 && gv.mailbox->ready()) gv.mailbox->clear();
-    auto it = meetings_.find(key);
-    if (it == meetings_.end()) it = meetings_.emplace(key, Meeting{Rendezvous(gv.simulated_members), 0}).first;
-    meeting = &it->second;
-    meeting->rendezvous.arrive();  // a collective starts when every member has called it
+    gv.meetings->gate->wait();  // a collective starts when every member has called it
   }
   req.mark_started();
-  const CollectiveKind kind = in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
-                              : in.kind == OpKind::all_gather ? CollectiveKind::all_gather
-                              : in.kind == OpKind::all_to_all ? CollectiveKind::all_to_all
-                                                              : CollectiveKind::reduce_scatter;
-  const CollectiveTraffic t = collective_traffic(kind, collective_algorithm(job_.parallel, group, in.kind), in.bytes,
-                                                 gv.span, job_.cluster.instance);
+  const CollectiveTraffic t = traffic(gv, in);
   activities_ += send_collective_phases(rs.host, gv.to, t, in.count, rs.nic_share);
   // The slowest member decides when the collective ends, its latency after that: the
   // last member to arrive waits it out for all (one timer, not one a member).
   const double latency = t.latency * in.count;
-  if (meeting) {
-    meeting->rendezvous.arrive(latency);
-    if (++meeting->left == gv.simulated_members) meetings_.erase(key);
-  } else if (latency > 0) {
-    s4u::this_actor::sleep_for(latency);
-  }
+  if (gv.meetings) gv.meetings->end.arrive(latency);
+  else if (latency > 0) s4u::this_actor::sleep_for(latency);
   req.mark_ended();
   record(rs, 2 + group_index(group), in, req.start, req.end);
-  req.done->release();
+  if (req.done) req.done->release();
 }
 
 void World::run_stream(RankState& rs, CommGroup group) {
@@ -164,6 +166,7 @@ SimResult World::run() {
       if (in.peer >= 0) platform.connect_pair(rs->rank, in.peer);
   }
   platform.seal();
+  mark_own_links(platform);
   start_actors();
   engine.run();
   runners_.clear();  // their semaphores and flows go while the engine still exists
@@ -233,6 +236,11 @@ void World::make_rank_groups(Platform& platform, RankState& rs) {
     if (const int peer = platform.rank_of(gv.to.intra_successor); peer >= 0)
       gv.to.intra_mailbox = collective_mailbox(peer, g);
     if (const int peer = platform.rank_of(gv.to.net_successor); peer >= 0) gv.to.net_mailbox = collective_mailbox(peer, g);
+    if (gv.simulated_members > 1) {
+      std::unique_ptr<Meetings>& m = meetings_[{group_index(g), gv.id}];
+      if (!m) m = std::make_unique<Meetings>(gv.simulated_members);
+      gv.meetings = m.get();
+    }
   }
 }
 

@@ -5,7 +5,7 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "partune/costmodel/collective.hpp"
@@ -47,9 +47,31 @@ struct GroupView {
   // rank's mirrors), with their collective mailboxes when they are simulated.
   PhaseTargets to;
   s4u::Mailbox* mailbox = nullptr;  // where this rank's predecessors' flows arrive
+  struct Meetings* meetings = nullptr;  // shared by the group's simulated members
+  // Inside one NVLink level, and no other traffic crosses its members' NVSwitch ports:
+  // its collectives are timed in closed form instead of run as flows (World::mark_own_links).
+  bool on_own_links = false;
 };
 
 struct CollectiveRequest;
+
+// Where the members of one communicator meet. Run as flows, a collective starts when
+// every member has called it (`gate`, one simcall a member) and ends when the slowest
+// member's flows have arrived (`end`). Timed in closed form (on its own links), the
+// members that arrive first wait at `gate`; the last one starts their requests, sleeps
+// the collective's time for all and lets them go (one timer a collective). All are
+// reusable at once: no member can reach the next collective before every member has
+// left this one.
+struct Meetings {
+  explicit Meetings(int members)
+      : members(members), gate(s4u::Barrier::create(static_cast<unsigned>(members))), end(members) {}
+  int members;
+  s4u::BarrierPtr gate;
+  Rendezvous end;
+  int arrived = 0;                             // closed form: members that have called it
+  std::vector<CollectiveRequest*> waiting;     // closed form: their requests
+};
+
 class Platform;
 class RankProgramRunner;
 
@@ -73,6 +95,12 @@ struct CollectiveRequest {
   double start = -1, end = -1;   // simulated interval once it runs
   double compute_overlap = 1.0;   // fraction of its time that may hide under kernels
   CollectiveObserver* observer = nullptr;  // async collectives: the issuing program
+  // An async collective on its own links (World::arrive_on_own_links): no stream runs it;
+  // its program waits for `done` only while it has not started (`blocked`).
+  bool on_own_links = false;
+  bool blocked = false;
+  double seconds = 0;                 // its time once started
+  const struct RankState* owner = nullptr;
 
   void mark_started() {
     start = s4u::Engine::get_clock();
@@ -120,6 +148,11 @@ class World {
   void start_stream(RankState& rs, CommGroup group);
   void run_stream(RankState& rs, CommGroup group);
   void execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req);
+  // Collectives of a communicator on its own links (GroupView::on_own_links, own_links.cpp):
+  // a blocking one returns when it has ended; an async one returns at once, and its
+  // request says when it starts and ends once every member has called it.
+  void run_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req);
+  void arrive_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req);
   // Runs `seconds` of the rank's kernels on its compute host.
   void compute(const RankState& rs, double seconds);
   void record(const RankState& rs, int stream, const Instruction& in, double start, double end);
@@ -136,6 +169,10 @@ class World {
  private:
   void make_ranks(Platform& platform);
   void make_rank_groups(Platform& platform, RankState& rs);
+  void mark_own_links(const Platform& platform);
+  CollectiveTraffic traffic(const GroupView& gv, const Instruction& in) const;
+  double own_links_seconds(const GroupView& gv, const Instruction& in) const;
+  void start_on_own_links(CollectiveRequest& req, double start);
   static s4u::Mailbox* collective_mailbox(int rank, CommGroup group);
   void start_actors();
   SimResult collect_results();
@@ -150,15 +187,13 @@ class World {
   std::vector<std::unique_ptr<RankState>> ranks_;
   std::vector<std::unique_ptr<RankProgramRunner>> runners_;  // the program actors' state
   std::vector<int> slot_of_rank_;        // rank -> index in ranks_, -1 if not simulated
-  // The collectives under way, by (communicator, group, sequence number): where their
-  // members meet, and how many have left.
-  struct Meeting {
-    Rendezvous rendezvous;
-    int left = 0;
-  };
-  std::map<std::tuple<int, int, long>, Meeting> meetings_;
+  // The meeting places of the communicators with more than one simulated member, by
+  // (communicator, smallest member); looked up while the ranks are made, then reached
+  // through GroupView::meetings.
+  std::map<std::pair<int, int>, std::unique_ptr<Meetings>> meetings_;
   std::vector<TraceEvent> events_;
   long activities_ = 0;
+  double intra_port_bw_ = 0;  // bytes/s of a GPU's NVSwitch port (group_intra_bw)
   double stored_checkpointed_ = 0, stored_full_ = 0, logits_ = 0;
 };
 

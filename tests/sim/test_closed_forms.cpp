@@ -624,7 +624,9 @@ TEST_CASE("cores slower when all are busy: host.all_busy_speed scales concurrent
   const double single = sim::simulate(one).metrics.step_time;
   Job one_fast = one;
   one_fast.cluster.instance.host_all_busy_speed = 1.0;
-  CHECK(single == Approx(sim::simulate(one_fast).metrics.step_time).epsilon(1e-9));
+  // The shared cores run an execution (max-min shared, to SimGrid's work precision); a
+  // GPU host alone sleeps the kernels' time (World::compute): equal to ~1e-9.
+  CHECK(single == Approx(sim::simulate(one_fast).metrics.step_time).epsilon(1e-8));
   const double pipe = sim::simulate(job(2, 1.0, 2)).metrics.step_time;
   const double pipe_busy = sim::simulate(job(2, 0.75, 2)).metrics.step_time;
   CHECK(pipe_busy > 1.05 * pipe);

@@ -41,6 +41,11 @@ struct SimOptions {
   // Slow GPUs: ranks no longer identical, so every rank is simulated (no symmetry).
   std::vector<Slowdown> slowdowns;
   Granularity granularity = Granularity::chunk;
+  // Time the collectives of a communicator that has its links to itself (inside one
+  // NVLink level, nothing else crossing its members' NVSwitch ports) in closed form
+  // instead of running their flows: the same times with far fewer simulated activities
+  // (tests/sim/test_own_links.cpp). Off: every collective runs as flows.
+  bool closed_form_collectives = true;
   // For tests only: runs in the simulation's child process before the simulation, so a
   // test can make a child fail (throw) or die (abort) the way a real one might.
   std::function<void(const Job&)> in_child;

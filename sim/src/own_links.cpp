@@ -1,0 +1,133 @@
+// Communicators on their own links: collectives timed in closed form instead of run as
+// flows (GroupView::on_own_links). A communicator inside one NVLink level whose members'
+// NVSwitch ports carry nothing else (no other communicator with members beside them, no
+// pipeline hop between them) starts each collective when its last member calls it, and
+// its flows, one per port and direction, would each run at the port's bandwidth: the
+// collective takes its phases' bytes over that bandwidth, plus its latency, for every
+// member alike. The tensor-parallel groups of a job whose other groups span nodes are so;
+// their flows, and the stream actors that ran their async collectives, were most of a
+// large simulation's activities (docs/performance.md §1).
+#include "world.hpp"
+
+#include "platform.hpp"
+
+namespace partune::sim {
+
+namespace {
+
+// Communicators whose programs leave no async collective of theirs outstanding when the
+// next one of theirs is issued: their streams never hold two, so the closed form need
+// not queue one behind another. By communicator kind, over the simulated programs.
+std::vector<bool> one_at_a_time(const std::vector<std::unique_ptr<RankState>>& ranks) {
+  std::vector<bool> ok(kCommGroupCount, true);
+  for (const auto& rs : ranks) {
+    std::vector<int> outstanding(kCommGroupCount, -1);
+    const std::vector<Instruction>& ops = rs->program->ops;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Instruction& in = ops[i];
+      if (in.kind == OpKind::wait) {
+        for (int& o : outstanding)
+          if (o == in.wait_for) o = -1;
+        continue;
+      }
+      if (in.group == CommGroup::none || in.peer >= 0) continue;
+      int& o = outstanding[group_index(in.group)];
+      if (o >= 0) ok[group_index(in.group)] = false;
+      if (in.async) o = static_cast<int>(i);
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+void World::mark_own_links(const Platform& platform) {
+  intra_port_bw_ = group_intra_bw(job_.cluster.instance);
+  if (!options_.closed_form_collectives) return;
+  std::vector<int> users(static_cast<std::size_t>(job_.world_size()), 0);  // traffic over each rank's port
+  for (const auto& rs : ranks_) {
+    for (const GroupView& gv : rs->groups)
+      if (gv.to.intra_successor) ++users[rs->rank];
+    for (const Instruction& in : rs->program->ops)
+      if (in.peer >= 0 && platform.nvlink_domain(in.peer) == platform.nvlink_domain(rs->rank)) {
+        users[rs->rank] += 2;
+        users[in.peer] += 2;
+      }
+  }
+  const std::vector<bool> queue_free = one_at_a_time(ranks_);
+  for (const auto& rs : ranks_)
+    for (GroupView& gv : rs->groups) {
+      if (!gv.to.intra_successor || gv.to.net_successor || gv.span.nodes != 1) continue;
+      if (!queue_free[group_index(gv.kind)]) continue;
+      bool alone = true;
+      for (int m : comm_group_members(job_, rs->rank, gv.kind))
+        if (slot_of_rank_[m] >= 0 && users[m] != 1) alone = false;
+      gv.on_own_links = alone;
+    }
+}
+
+double World::own_links_seconds(const GroupView& gv, const Instruction& in) const {
+  const CollectiveTraffic t = traffic(gv, in);
+  double seconds = t.latency * in.count;
+  for (int ph = 0; ph < t.phase_count; ++ph) seconds += t.phases[ph].intra_bytes * in.count / intra_port_bw_;
+  return seconds;
+}
+
+// Blocking: the members that call it first wait at the gate; the last one starts their
+// requests, sleeps the collective's time for all and lets them go (one timer, and one
+// simcall a member).
+void World::run_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req) {
+  const GroupView& gv = rs.groups[group_index(group)];
+  Meetings* m = gv.meetings;
+  if (m && ++m->arrived < m->members) {
+    m->waiting.push_back(&req);
+    m->gate->wait();
+  } else {
+    if (m) {
+      m->arrived = 0;
+      for (CollectiveRequest* r : m->waiting) r->mark_started();
+      m->waiting.clear();
+    }
+    req.mark_started();
+    const double seconds = own_links_seconds(gv, *req.instruction);
+    if (seconds > 0) s4u::this_actor::sleep_for(seconds);
+    if (m) m->gate->wait();  // the others have waited there since they called it
+  }
+  req.mark_ended();
+  record(rs, 2 + group_index(group), *req.instruction, req.start, req.end);
+  if (req.done) req.done->release();
+}
+
+// Async: nothing runs it. When its last member calls it, every member's request gets its
+// start and end (start_on_own_links); a program that waits for it before then blocks
+// until that moment, and after it sleeps until the end (RankProgramRunner::wait_collective).
+// Every member calls a given collective async or every member blocking (the programs of a
+// communicator's members issue the same collectives), so the gate's count holds.
+void World::arrive_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req) {
+  const GroupView& gv = rs.groups[group_index(group)];
+  req.on_own_links = true;
+  req.owner = &rs;
+  req.seconds = own_links_seconds(gv, *req.instruction);
+  Meetings* m = gv.meetings;
+  const double now = s4u::Engine::get_clock();
+  if (m && ++m->arrived < m->members) {
+    m->waiting.push_back(&req);
+    return;
+  }
+  if (m) {
+    m->arrived = 0;
+    for (CollectiveRequest* r : m->waiting) start_on_own_links(*r, now);
+    m->waiting.clear();
+  }
+  start_on_own_links(req, now);
+}
+
+void World::start_on_own_links(CollectiveRequest& req, double start) {
+  req.start = start;
+  req.end = start + req.seconds;
+  if (req.observer) req.observer->collective_started(req);
+  record(*req.owner, 2 + group_index(req.instruction->group), *req.instruction, req.start, req.end);
+  if (req.blocked) req.done->release();
+}
+
+}  // namespace partune::sim
