@@ -64,7 +64,7 @@ void World::compute(const RankState& rs, double seconds) {
   if (rs.compute_host == rs.host) {
     // The GPU's host runs this rank's kernels alone, one instruction at a time: a sleep
     // of their time is what an execution at its speed would take, in one simcall
-    // instead of two (start, wait). docs/performance.md §1, step 10.
+    // instead of two (start, wait). docs/performance.md §1, step 9.
     if (seconds > 0) s4u::this_actor::sleep_for(seconds);
     return;
   }
