@@ -170,6 +170,7 @@ SimResult World::run() {
   start_actors();
   engine.run();
   runners_.clear();  // their semaphores and flows go while the engine still exists
+  meetings_.clear();  // as the barriers and semaphores of the communicators
 
   SimResult out = collect_results();
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
