@@ -4,6 +4,7 @@
 // the same simulation with closed_form_collectives off.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -84,4 +85,23 @@ TEST_CASE("communicators that share their NVSwitch ports keep their flows", "[si
     check_same_timeline(closed, flows);
     CHECK(closed.activities == flows.activities);  // nothing timed in closed form
   }
+}
+
+TEST_CASE("every scenario job simulates to the same step with its collectives in closed form", "[sim][own-links]") {
+  // The shipped jobs (folded, as `simulate` runs them): MoE, context parallelism, sharded
+  // data parallelism, zero-bubble schedules, NVLink domains and p3dn's shared NICs among them.
+  int jobs = 0;
+  for (const auto& f : std::filesystem::directory_iterator(std::string(PARTUNE_SOURCE_DIR) + "/scenarios/jobs")) {
+    if (f.path().extension() != ".yaml") continue;
+    INFO(f.path().filename().string());
+    const Job job = load_job(f.path().string());
+    sim::SimOptions flows;
+    flows.closed_form_collectives = false;
+    const sim::SimResult a = sim::simulate(job), b = sim::simulate(job, flows);
+    CHECK(a.metrics.step_time == Approx(b.metrics.step_time).epsilon(1e-9));
+    CHECK(a.exposed.tensor == Approx(b.exposed.tensor).epsilon(1e-9).margin(1e-12));
+    CHECK(a.activities <= b.activities);
+    ++jobs;
+  }
+  CHECK(jobs >= 10);
 }
