@@ -3,8 +3,7 @@
 // NVSwitch ports carry nothing else (no other communicator with members beside them, no
 // pipeline hop between them) starts each collective when its last member calls it, and
 // its flows, one per port and direction, would each run at the port's bandwidth: the
-// collective takes its phases' bytes over that bandwidth, plus its latency, for every
-// member alike. The tensor-parallel groups of a job whose other groups span nodes are so;
+// collective takes its cost on idle links (collective_cost), for every member alike. The tensor-parallel groups of a job whose other groups span nodes are so;
 // their flows, and the stream actors that ran their async collectives, were most of a
 // large simulation's activities (docs/performance.md §1).
 #include "world.hpp"
@@ -42,7 +41,6 @@ std::vector<bool> one_at_a_time(const std::vector<std::unique_ptr<RankState>>& r
 }  // namespace
 
 void World::mark_own_links(const Platform& platform) {
-  intra_port_bw_ = group_intra_bw(job_.cluster.instance);
   if (!options_.closed_form_collectives) return;
   std::vector<int> users(static_cast<std::size_t>(job_.world_size()), 0);  // traffic over each rank's port
   for (const auto& rs : ranks_) {
@@ -66,11 +64,26 @@ void World::mark_own_links(const Platform& platform) {
     }
 }
 
+// The collective's cost on idle links (collective.hpp): what its flows take alone on the
+// members' ports (the estimator's figure; test_collective_agreement ties the two).
 double World::own_links_seconds(const GroupView& gv, const Instruction& in) const {
-  const CollectiveTraffic t = traffic(gv, in);
-  double seconds = t.latency * in.count;
-  for (int ph = 0; ph < t.phase_count; ++ph) seconds += t.phases[ph].intra_bytes * in.count / intra_port_bw_;
-  return seconds;
+  return collective_cost(collective_kind(in), collective_algorithm(job_.parallel, gv.kind, in.kind), in.bytes, gv.span,
+                         job_.cluster.instance)
+             .total() *
+         in.count;
+}
+
+// Counts `req` in; true for the last member to call the collective (its meeting rearmed),
+// which then starts the requests of those that called before it. Without a meeting (one
+// simulated member) every call is the last.
+bool World::last_to_arrive(Meetings* m, CollectiveRequest& req) {
+  if (!m) return true;
+  if (++m->arrived < m->members) {
+    m->waiting.push_back(&req);
+    return false;
+  }
+  m->arrived = 0;
+  return true;
 }
 
 // Blocking: the members that call it first wait at the gate; the last one starts their
@@ -79,12 +92,10 @@ double World::own_links_seconds(const GroupView& gv, const Instruction& in) cons
 void World::run_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req) {
   const GroupView& gv = rs.groups[group_index(group)];
   Meetings* m = gv.meetings;
-  if (m && ++m->arrived < m->members) {
-    m->waiting.push_back(&req);
+  if (!last_to_arrive(m, req)) {
     m->gate->wait();
   } else {
     if (m) {
-      m->arrived = 0;
       for (CollectiveRequest* r : m->waiting) r->mark_started();
       m->waiting.clear();
     }
@@ -110,12 +121,8 @@ void World::arrive_on_own_links(RankState& rs, CommGroup group, CollectiveReques
   req.seconds = own_links_seconds(gv, *req.instruction);
   Meetings* m = gv.meetings;
   const double now = s4u::Engine::get_clock();
-  if (m && ++m->arrived < m->members) {
-    m->waiting.push_back(&req);
-    return;
-  }
+  if (!last_to_arrive(m, req)) return;
   if (m) {
-    m->arrived = 0;
     for (CollectiveRequest* r : m->waiting) start_on_own_links(*r, now);
     m->waiting.clear();
   }

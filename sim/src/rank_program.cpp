@@ -93,7 +93,7 @@ void RankProgramRunner::run_compute(const Instruction& in) {
 void RankProgramRunner::run_send(int index, const Instruction& in) {
   static int token = 0;  // the payload is only its size
   const double bytes = in.bytes * (world_.node_of(in.peer) == rs_.node ? 1.0 : rs_.nic_share);
-  comms_[index] = p2p_mailbox(in)
+  comms_[index] = world_.p2p_mailbox(rs_.rank, in.peer, in.kind, head_hop(in))
                       ->put_async(&token, static_cast<uint64_t>(bytes));
   if (!in.async) {
     comms_[index]->wait();
@@ -101,22 +101,11 @@ void RankProgramRunner::run_send(int index, const Instruction& in) {
   }
 }
 
-s4u::Mailbox* RankProgramRunner::p2p_mailbox(const Instruction& in) {
-  const bool hop = head_hop(in);
-  for (const Channel& c : channels_)
-    if (c.peer == in.peer && c.kind == in.kind && c.head_hop == hop) return c.mailbox;
-  const bool sends = in.kind == OpKind::send_activation || in.kind == OpKind::send_gradient;
-  s4u::Mailbox* m = sends ? world_.p2p_mailbox(rs_.rank, in.peer, in.kind, hop)
-                          : world_.p2p_mailbox(in.peer, rs_.rank, in.kind, hop);
-  channels_.push_back({in.peer, in.kind, hop, m});
-  return m;
-}
-
 void RankProgramRunner::post_early_receives(int index) {
   for (std::size_t j = static_cast<std::size_t>(index) + 1; j < ops_.size() && !is_compute(ops_[j].kind); ++j) {
     const Instruction& in = ops_[j];
     if (!in.posted_early || comms_[j]) continue;
-    comms_[j] = p2p_mailbox(in)->get_async<int>(&received_);
+    comms_[j] = world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get_async<int>(&received_);
   }
 }
 
@@ -129,7 +118,7 @@ void RankProgramRunner::run_recv(int index, const Instruction& in, double start)
     comms_[index] = nullptr;
     if (now() <= start) return;
   } else {
-    p2p_mailbox(in)->get<int>();
+    world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get<int>();
   }
   const InstanceType& inst = world_.job().cluster.instance;
   s4u::this_actor::sleep_for(world_.node_of(in.peer) == rs_.node ? inst.intra_node.latency : inst.nic.latency);

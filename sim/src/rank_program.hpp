@@ -38,9 +38,6 @@ class RankProgramRunner final : public CollectiveObserver {
   void stop_streams();
   // A head on stage 0 runs as instructions of its own chunk (chunk = virtual_stages).
   bool head_hop(const Instruction& in) const { return head_first_ && in.chunk == chunks_; }
-  // World::p2p_mailbox of a send (from this rank) or receive (to it), remembered: a rank
-  // talks to a few neighbours, and naming a mailbox builds and hashes a string.
-  s4u::Mailbox* p2p_mailbox(const Instruction& in);
 
   World& world_;
   RankState& rs_;
@@ -54,13 +51,6 @@ class RankProgramRunner final : public CollectiveObserver {
   std::vector<std::unique_ptr<CollectiveRequest>> requests_;  // collectives, by index
   MemoryTrack memory_;
   RunningCollectives running_;
-  struct Channel {
-    int peer;
-    OpKind kind;
-    bool head_hop;
-    s4u::Mailbox* mailbox;
-  };
-  std::vector<Channel> channels_;  // p2p_mailbox's, a handful
 };
 
 }  // namespace partune::sim

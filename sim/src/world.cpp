@@ -97,13 +97,11 @@ s4u::Mailbox* World::p2p_mailbox(int from, int to, OpKind kind, bool head_hop) {
   return s4u::Mailbox::by_name(std::to_string(from) + tag + std::to_string(to));
 }
 
-CollectiveTraffic World::traffic(const GroupView& gv, const Instruction& in) const {
-  const CollectiveKind kind = in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
-                              : in.kind == OpKind::all_gather ? CollectiveKind::all_gather
-                              : in.kind == OpKind::all_to_all ? CollectiveKind::all_to_all
-                                                              : CollectiveKind::reduce_scatter;
-  return collective_traffic(kind, collective_algorithm(job_.parallel, gv.kind, in.kind), in.bytes, gv.span,
-                            job_.cluster.instance);
+CollectiveKind collective_kind(const Instruction& in) {
+  return in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
+         : in.kind == OpKind::all_gather ? CollectiveKind::all_gather
+         : in.kind == OpKind::all_to_all ? CollectiveKind::all_to_all
+                                         : CollectiveKind::reduce_scatter;
 }
 
 void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req) {
@@ -123,7 +121,8 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
     gv.meetings->gate->wait();  // a collective starts when every member has called it
   }
   req.mark_started();
-  const CollectiveTraffic t = traffic(gv, in);
+  const CollectiveTraffic t = collective_traffic(collective_kind(in), collective_algorithm(job_.parallel, group, in.kind),
+                                                 in.bytes, gv.span, job_.cluster.instance);
   activities_ += send_collective_phases(rs.host, gv.to, t, in.count, rs.nic_share);
   // The slowest member decides when the collective ends, its latency after that: the
   // last member to arrive waits it out for all (one timer, not one a member).

@@ -55,6 +55,9 @@ struct GroupView {
 
 struct CollectiveRequest;
 
+// The collective an instruction runs.
+CollectiveKind collective_kind(const Instruction& in);
+
 // Where the members of one communicator meet. Run as flows, a collective starts when
 // every member has called it (`gate`, one simcall a member) and ends when the slowest
 // member's flows have arrived (`end`). Timed in closed form (on its own links), the
@@ -170,9 +173,9 @@ class World {
   void make_ranks(Platform& platform);
   void make_rank_groups(Platform& platform, RankState& rs);
   void mark_own_links(const Platform& platform);
-  CollectiveTraffic traffic(const GroupView& gv, const Instruction& in) const;
   double own_links_seconds(const GroupView& gv, const Instruction& in) const;
   void start_on_own_links(CollectiveRequest& req, double start);
+  static bool last_to_arrive(Meetings* meetings, CollectiveRequest& req);
   static s4u::Mailbox* collective_mailbox(int rank, CommGroup group);
   void start_actors();
   SimResult collect_results();
@@ -193,7 +196,6 @@ class World {
   std::map<std::pair<int, int>, std::unique_ptr<Meetings>> meetings_;
   std::vector<TraceEvent> events_;
   long activities_ = 0;
-  double intra_port_bw_ = 0;  // bytes/s of a GPU's NVSwitch port (group_intra_bw)
   double stored_checkpointed_ = 0, stored_full_ = 0, logits_ = 0;
 };
 

@@ -70,7 +70,6 @@ struct FabricProbe {
   std::vector<TransferMeasurement> pingpong;    // kind "send_recv", one way
 };
 
-// A latency-bandwidth fit of one collective kind over one size range.
 // The backend's transformer layer alone, one sequence of `tokens` tokens (backend's
 // time_layer: cli/cmd_calibrate.cpp runs it, kernels cannot see the backend): the medians
 // of its forward and of its backward.
@@ -91,6 +90,7 @@ struct LayerOverhead {
 // are left out), in fp32 with the standard attention core, as the CPU backend runs it.
 LayerOverhead fit_layer_overhead(LayerOverhead layer, const GpuProfile& gpu);
 
+// A latency-bandwidth fit of one collective kind over one size range.
 struct NamedAlphaBeta {
   std::string kind;   // all_reduce, all_gather, send_recv, all (the cost model's joint fit), fabric
   std::string range;  // all, small (<= 64 KiB), large (>= 1 MiB)
