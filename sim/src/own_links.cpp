@@ -8,6 +8,8 @@
 // large simulation's activities (docs/performance.md §1).
 #include "world.hpp"
 
+#include <algorithm>
+
 #include "platform.hpp"
 
 namespace partune::sim {
@@ -86,22 +88,27 @@ bool World::last_to_arrive(Meetings* m, CollectiveRequest& req) {
   return true;
 }
 
-// Blocking: the members that call it first wait at the gate; the last one starts their
-// requests, sleeps the collective's time for all and lets them go (one timer, and one
-// simcall a member).
+// Blocking: the members that call it first wait at the gate; the last one starts it when
+// every member is ready (a member that called it with its kernels still to run is ready
+// when they end), sleeps to its end for all and lets them go (one timer, and one simcall
+// a member).
 void World::run_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req) {
   const GroupView& gv = rs.groups[group_index(group)];
   Meetings* m = gv.meetings;
+  const double now = s4u::Engine::get_clock();
+  if (req.ready < now) req.ready = now;
   if (!last_to_arrive(m, req)) {
     m->gate->wait();
   } else {
+    double start = req.ready;
     if (m) {
-      for (CollectiveRequest* r : m->waiting) r->mark_started();
+      for (const CollectiveRequest* r : m->waiting) start = std::max(start, r->ready);
+      for (CollectiveRequest* r : m->waiting) r->mark_started(start);
       m->waiting.clear();
     }
-    req.mark_started();
-    const double seconds = own_links_seconds(gv, *req.instruction);
-    if (seconds > 0) s4u::this_actor::sleep_for(seconds);
+    req.mark_started(start);
+    const double until_end = (start - now) + own_links_seconds(gv, *req.instruction);
+    if (until_end > 0) s4u::this_actor::sleep_for(until_end);
     if (m) m->gate->wait();  // the others have waited there since they called it
   }
   req.mark_ended();

@@ -11,6 +11,49 @@ namespace {
 
 double now() { return s4u::Engine::get_clock(); }
 
+// Receives flagged posted_early after compute instruction `i` (before the next compute):
+// what RankProgramRunner::post_early_receives posts when `i` starts.
+bool posts_early_receives(const std::vector<Instruction>& ops, std::size_t i) {
+  for (std::size_t j = i + 1; j < ops.size() && !is_compute(ops[j].kind); ++j)
+    if (ops[j].posted_early) return true;
+  return false;
+}
+
+// Instructions run together with the next one (RankProgramRunner::Fusion). A compute
+// and the blocking collective after it: the collective is timed in closed form, the
+// kernels are a sleep on the GPU's own host, and nothing the rank issued asynchronously
+// that could slow its kernels or change its memory (a collective, an offload, a reload) is
+// outstanding. Pipeline sends and receives in flight do neither. A receive before such a
+// compute that posts no early receives: its latency is slept with those kernels (posted
+// early receives must start at the compute's start, hence the condition).
+std::vector<char> plan_fusions(const RankState& rs) {
+  using F = RankProgramRunner::Fusion;
+  const std::vector<Instruction>& ops = rs.program->ops;
+  std::vector<char> fused(ops.size(), F::none);
+  if (rs.compute_host != rs.host) return fused;
+  std::vector<char> outstanding(ops.size(), 0);
+  int count = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Instruction& in = ops[i];
+    if (in.kind == OpKind::wait) {
+      if (outstanding[in.wait_for]) --count;
+      outstanding[in.wait_for] = 0;
+    } else if (in.async && (is_collective(in.kind) || in.kind == OpKind::offload || in.kind == OpKind::reload)) {
+      outstanding[i] = 1;
+      ++count;
+    }
+    if (count > 0 || !is_compute(in.kind) || i + 1 == ops.size()) continue;
+    const Instruction& next = ops[i + 1];
+    if (!is_collective(next.kind) || next.async || MemoryTrack::is_bucket(next) ||
+        !rs.groups[group_index(next.group)].on_own_links)
+      continue;
+    fused[i] = F::compute_then_collective;
+    const bool after_receive = i > 0 && (ops[i - 1].kind == OpKind::recv_activation || ops[i - 1].kind == OpKind::recv_gradient);
+    if (after_receive && !posts_early_receives(ops, i)) fused[i - 1] = F::latency_into_next;
+  }
+  return fused;
+}
+
 MemoryTrack make_memory_track(const World& world, const RankState& rs) {
   ActivationSizes sizes;
   sizes.stored_checkpointed = world.stored_checkpointed();
@@ -37,14 +80,21 @@ RankProgramRunner::RankProgramRunner(World& world, RankState& rs)
                   copies_done_[index]->release();
                 }),
       requests_(ops_.size()),
-      memory_(make_memory_track(world, rs)) {}
+      memory_(make_memory_track(world, rs)),
+      fused_(plan_fusions(rs)) {}
 
 void RankProgramRunner::run() {
   for (std::size_t i = 0; i < ops_.size(); ++i) {
     const Instruction& in = ops_[i];
     const int index = static_cast<int>(i);
     memory_.at_instruction_boundary();
-    const double start = now();
+    const double start = now() + latency_owed_;  // a receive's latency, slept with these kernels
+    latency_owed_ = 0;
+    if (fused_[i] == Fusion::compute_then_collective) {
+      run_compute_then_collective(index, start);
+      ++i;  // the collective ran too
+      continue;
+    }
     switch (in.kind) {
       case OpKind::forward:
       case OpKind::recompute:
@@ -69,7 +119,7 @@ void RankProgramRunner::run() {
       case OpKind::wait: run_wait(in, start); break;
     }
     // Async work is recorded where it completes (stream actors, or its wait).
-    if (!in.async && in.kind != OpKind::wait) world_.record(rs_, 0, in, start, now());
+    if (!in.async && in.kind != OpKind::wait) world_.record(rs_, 0, in, start, now() + latency_owed_);
   }
   rs_.end_time = now();
   rs_.memory_peak = memory_.peak();
@@ -88,6 +138,30 @@ void RankProgramRunner::run_compute(const Instruction& in) {
   });
   running_.drop_ended();
   memory_.compute_done(in);
+}
+
+// The kernels of `index`, then the blocking collective after it, in one wait: the rank
+// tells its communicator when its kernels will end, and its meeting starts the collective
+// when the last member's have (World::run_on_own_links); what the two instructions would
+// have recorded, one after the other, is recorded from those times. One simcall instead of
+// two: the kernels' sleep is folded into the wait for the collective.
+void RankProgramRunner::run_compute_then_collective(int index, double start) {
+  const Instruction& compute = ops_[index];
+  const Instruction& coll = ops_[index + 1];
+  post_early_receives(index);
+  const double kernels = compute.seconds * rs_.slowdown;
+  const double ready = kernels > 0 ? start + kernels : start;
+  rs_.compute_busy += compute.seconds;
+  memory_.compute_done(compute);
+  world_.record(rs_, 0, compute, start, ready);
+  memory_.at_instruction_boundary();
+  CollectiveRequest req;
+  req.instruction = &coll;
+  req.index = index + 1;
+  req.ready = ready;
+  world_.run_on_own_links(rs_, coll.group, req);
+  exposed_slot(rs_.exposed, coll.group) += now() - ready;
+  world_.record(rs_, 0, coll, ready, now());
 }
 
 void RankProgramRunner::run_send(int index, const Instruction& in) {
@@ -121,8 +195,10 @@ void RankProgramRunner::run_recv(int index, const Instruction& in, double start)
     world_.p2p_mailbox(in.peer, rs_.rank, in.kind, head_hop(in))->get<int>();
   }
   const InstanceType& inst = world_.job().cluster.instance;
-  s4u::this_actor::sleep_for(world_.node_of(in.peer) == rs_.node ? inst.intra_node.latency : inst.nic.latency);
-  rs_.exposed.pipeline += now() - start;
+  const double latency = world_.node_of(in.peer) == rs_.node ? inst.intra_node.latency : inst.nic.latency;
+  if (fused_[index] == Fusion::latency_into_next) latency_owed_ = latency;
+  else s4u::this_actor::sleep_for(latency);
+  rs_.exposed.pipeline += now() + latency_owed_ - start;
 }
 
 void RankProgramRunner::run_collective(int index, const Instruction& in, double start) {

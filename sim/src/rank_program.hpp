@@ -14,6 +14,9 @@ namespace partune::sim {
 class RankProgramRunner final : public CollectiveObserver {
  public:
   RankProgramRunner(World& world, RankState& rs);
+  // Instructions run as one wait with the next (plan_fusions): fewer simcalls, the same
+  // simulated times (docs/performance.md §1, step 10).
+  enum Fusion : char { none, compute_then_collective, latency_into_next };
   // The actor's body: runs the program, then records the end time and stops the streams.
   void run();
 
@@ -23,6 +26,7 @@ class RankProgramRunner final : public CollectiveObserver {
 
  private:
   void run_compute(const Instruction& in);
+  void run_compute_then_collective(int index, double start);
   void run_send(int index, const Instruction& in);
   // Receives flagged posted_early that follow compute instruction `index` (before the next
   // compute): posted now, so their bytes move while it runs.
@@ -51,6 +55,8 @@ class RankProgramRunner final : public CollectiveObserver {
   std::vector<std::unique_ptr<CollectiveRequest>> requests_;  // collectives, by index
   MemoryTrack memory_;
   RunningCollectives running_;
+  std::vector<char> fused_;  // Fusion, by instruction index
+  double latency_owed_ = 0;  // a receive's latency, to be slept with the next kernels
 };
 
 }  // namespace partune::sim

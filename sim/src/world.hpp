@@ -104,9 +104,13 @@ struct CollectiveRequest {
   bool blocked = false;
   double seconds = 0;                 // its time once started
   const struct RankState* owner = nullptr;
+  // A blocking one on its own links: when its member is ready to start it, if later than
+  // its call (the member's kernels before it still to run: run_compute_then_collective).
+  double ready = -1;
 
-  void mark_started() {
-    start = s4u::Engine::get_clock();
+  void mark_started() { mark_started(s4u::Engine::get_clock()); }
+  void mark_started(double at) {
+    start = at;
     if (observer) observer->collective_started(*this);
   }
   void mark_ended() {
@@ -152,8 +156,9 @@ class World {
   void run_stream(RankState& rs, CommGroup group);
   void execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req);
   // Collectives of a communicator on its own links (GroupView::on_own_links, own_links.cpp):
-  // a blocking one returns when it has ended; an async one returns at once, and its
-  // request says when it starts and ends once every member has called it.
+  // a blocking one returns when it has ended (it starts when every member is ready: at its
+  // call, or at the request's `ready`); an async one returns at once, and its request says
+  // when it starts and ends once every member has called it.
   void run_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req);
   void arrive_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req);
   // Runs `seconds` of the rank's kernels on its compute host.

@@ -59,6 +59,11 @@ TEST_CASE("collectives on their own links take in closed form what their flows t
       {"pipeline_parallel_degree: 2, tensor_parallel_degree: 8, sequence_parallel: true, "
        "activation_checkpointing: full, microbatches: 4",
        {"node=1:1.2"}},
+      // Full checkpointing with a slow GPU: a gradient's receive, its latency slept with the
+      // recompute's kernels, and each compute waited out with the all-reduce after it
+      // (RankProgramRunner::plan_fusions).
+      {"pipeline_parallel_degree: 2, tensor_parallel_degree: 8, activation_checkpointing: full, microbatches: 4",
+       {"rank=9:1.25"}},
       // Interleaved stages, the head on its own.
       {"pipeline_parallel_degree: 2, tensor_parallel_degree: 8, virtual_stages: 2, microbatches: 4", {}},
   };
