@@ -6,6 +6,7 @@
 // and, when it follows that compute directly, their measured time cut from the compute's
 // event. Calls no instruction takes are a disagreement between the program and the layers.
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -16,13 +17,8 @@ namespace partune::backend {
 namespace {
 
 int kind_index(OpKind k) {
-  switch (k) {
-    case OpKind::all_reduce: return static_cast<int>(CollectiveKind::all_reduce);
-    case OpKind::all_gather: return static_cast<int>(CollectiveKind::all_gather);
-    case OpKind::reduce_scatter: return static_cast<int>(CollectiveKind::reduce_scatter);
-    case OpKind::all_to_all: return static_cast<int>(CollectiveKind::all_to_all);
-    default: return -1;
-  }
+  const std::optional<CollectiveKind> c = collective_of(k);
+  return c ? static_cast<int>(*c) : -1;
 }
 
 // Up to `most` calls of kind k from `open` (and their share of its seconds).

@@ -97,12 +97,7 @@ s4u::Mailbox* World::p2p_mailbox(int from, int to, OpKind kind, bool head_hop) {
   return s4u::Mailbox::by_name(std::to_string(from) + tag + std::to_string(to));
 }
 
-CollectiveKind collective_kind(const Instruction& in) {
-  return in.kind == OpKind::all_reduce   ? CollectiveKind::all_reduce
-         : in.kind == OpKind::all_gather ? CollectiveKind::all_gather
-         : in.kind == OpKind::all_to_all ? CollectiveKind::all_to_all
-                                         : CollectiveKind::reduce_scatter;
-}
+CollectiveKind collective_kind(const Instruction& in) { return collective_of(in.kind).value(); }
 
 void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req) {
   const Instruction& in = *req.instruction;

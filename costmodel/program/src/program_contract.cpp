@@ -56,9 +56,16 @@ bool is_compute(OpKind k) {
          k == OpKind::backward_weight || k == OpKind::optimizer_step;
 }
 
-bool is_collective(OpKind k) {
-  return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::reduce_scatter ||
-         k == OpKind::all_to_all;
+bool is_collective(OpKind k) { return collective_of(k).has_value(); }
+
+std::optional<CollectiveKind> collective_of(OpKind k) {
+  switch (k) {
+    case OpKind::all_reduce: return CollectiveKind::all_reduce;
+    case OpKind::all_gather: return CollectiveKind::all_gather;
+    case OpKind::reduce_scatter: return CollectiveKind::reduce_scatter;
+    case OpKind::all_to_all: return CollectiveKind::all_to_all;
+    default: return std::nullopt;
+  }
 }
 
 std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {

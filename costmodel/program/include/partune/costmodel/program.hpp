@@ -24,9 +24,11 @@
 //    output S); `count` collectives of that size are folded into one instruction and pay
 //    latency `count` times.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/placement.hpp"
 
@@ -56,6 +58,9 @@ enum class OpKind : std::uint8_t {
 const char* to_string(OpKind k);
 bool is_compute(OpKind k);
 bool is_collective(OpKind k);
+// The collective a collective instruction runs (collective.hpp's kinds, whose costs and
+// traffic it is priced with and the backend books it under); none for other kinds.
+std::optional<CollectiveKind> collective_of(OpKind k);
 
 // The communicator a collective runs on.
 enum class CommGroup : std::uint8_t {
