@@ -3,9 +3,10 @@
 // NVSwitch ports carry nothing else (no other communicator with members beside them, no
 // pipeline hop between them) starts each collective when its last member calls it, and
 // its flows, one per port and direction, would each run at the port's bandwidth: the
-// collective takes its cost on idle links (collective_cost), for every member alike. The tensor-parallel groups of a job whose other groups span nodes are so;
-// their flows, and the stream actors that ran their async collectives, were most of a
-// large simulation's activities (docs/performance.md §1).
+// collective takes its cost on idle links (collective_cost), for every member alike. The
+// tensor-parallel groups of a job whose other groups span nodes are so; their flows, and
+// the stream actors that ran their async collectives, were most of a large simulation's
+// activities (docs/performance.md §1).
 #include "world.hpp"
 
 #include <algorithm>
@@ -69,7 +70,7 @@ void World::mark_own_links(const Platform& platform) {
 // The collective's cost on idle links (collective.hpp): what its flows take alone on the
 // members' ports (the estimator's figure; test_collective_agreement ties the two).
 double World::own_links_seconds(const GroupView& gv, const Instruction& in) const {
-  return collective_cost(collective_kind(in), collective_algorithm(job_.parallel, gv.kind, in.kind), in.bytes, gv.span,
+  return collective_cost(*collective_of(in.kind), collective_algorithm(job_.parallel, gv.kind, in.kind), in.bytes, gv.span,
                          job_.cluster.instance)
              .total() *
          in.count;

@@ -30,7 +30,7 @@ std::vector<char> plan_fusions(const RankState& rs) {
   using F = RankProgramRunner::Fusion;
   const std::vector<Instruction>& ops = rs.program->ops;
   std::vector<char> fused(ops.size(), F::none);
-  if (rs.compute_host != rs.host) return fused;
+  if (!rs.kernels_alone()) return fused;
   std::vector<char> outstanding(ops.size(), 0);
   int count = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -48,7 +48,8 @@ std::vector<char> plan_fusions(const RankState& rs) {
         !rs.groups[group_index(next.group)].on_own_links)
       continue;
     fused[i] = F::compute_then_collective;
-    const bool after_receive = i > 0 && (ops[i - 1].kind == OpKind::recv_activation || ops[i - 1].kind == OpKind::recv_gradient);
+    const OpKind before = i > 0 ? ops[i - 1].kind : OpKind::wait;
+    const bool after_receive = before == OpKind::recv_activation || before == OpKind::recv_gradient;
     if (after_receive && !posts_early_receives(ops, i)) fused[i - 1] = F::latency_into_next;
   }
   return fused;
@@ -149,7 +150,7 @@ void RankProgramRunner::run_compute_then_collective(int index, double start) {
   const Instruction& compute = ops_[index];
   const Instruction& coll = ops_[index + 1];
   post_early_receives(index);
-  const double kernels = compute.seconds * rs_.slowdown;
+  const double kernels = rs_.kernel_seconds(compute.seconds);
   const double ready = kernels > 0 ? start + kernels : start;
   rs_.compute_busy += compute.seconds;
   memory_.compute_done(compute);

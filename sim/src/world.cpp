@@ -60,8 +60,8 @@ World::World(const Job& job, const SimOptions& options)
 }
 
 void World::compute(const RankState& rs, double seconds) {
-  seconds *= rs.slowdown;  // a slow GPU (SimOptions::slowdowns)
-  if (rs.compute_host == rs.host) {
+  seconds = rs.kernel_seconds(seconds);  // a slow GPU (SimOptions::slowdowns)
+  if (rs.kernels_alone()) {
     // The GPU's host runs this rank's kernels alone, one instruction at a time: a sleep
     // of their time is what an execution at its speed would take, in one simcall
     // instead of two (start, wait). docs/performance.md §1, step 9.
@@ -97,8 +97,6 @@ s4u::Mailbox* World::p2p_mailbox(int from, int to, OpKind kind, bool head_hop) {
   return s4u::Mailbox::by_name(std::to_string(from) + tag + std::to_string(to));
 }
 
-CollectiveKind collective_kind(const Instruction& in) { return collective_of(in.kind).value(); }
-
 void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest& req) {
   const Instruction& in = *req.instruction;
   const GroupView& gv = rs.groups[group_index(group)];
@@ -116,7 +114,7 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
     gv.meetings->gate->wait();  // a collective starts when every member has called it
   }
   req.mark_started();
-  const CollectiveTraffic t = collective_traffic(collective_kind(in), collective_algorithm(job_.parallel, group, in.kind),
+  const CollectiveTraffic t = collective_traffic(*collective_of(in.kind), collective_algorithm(job_.parallel, group, in.kind),
                                                  in.bytes, gv.span, job_.cluster.instance);
   activities_ += send_collective_phases(rs.host, gv.to, t, in.count, rs.nic_share);
   // The slowest member decides when the collective ends, its latency after that: the

@@ -55,9 +55,6 @@ struct GroupView {
 
 struct CollectiveRequest;
 
-// The collective an instruction runs.
-CollectiveKind collective_kind(const Instruction& in);
-
 // Where the members of one communicator meet. Run as flows, a collective starts when
 // every member has called it (`gate`, one simcall a member) and ends when the slowest
 // member's flows have arrived (`end`). Timed in closed form (on its own links), the
@@ -133,6 +130,10 @@ struct RankState {
   s4u::Host* host = nullptr;
   s4u::Host* compute_host = nullptr;  // == host, or the node's shared cores
   double slowdown = 1;                // its kernels' time factor (SimOptions::slowdowns)
+  // Its kernels run alone on the GPU's host (World::compute sleeps their time), not on the
+  // node's shared cores; and how long `seconds` of them take on this GPU.
+  bool kernels_alone() const { return compute_host == host; }
+  double kernel_seconds(double seconds) const { return seconds * slowdown; }
   s4u::Host* cpu = nullptr;   // the node's host memory (offload target)
   const RankProgram* program = nullptr;
   GroupView groups[kCommGroupCount];  // indexed by CommGroup
