@@ -44,7 +44,7 @@ std::string layout(const Job& job) {
                                                 : " 1f1b";
   s += fmt::format(" dp{}", job.data_parallel_degree());
   if (pc.sharded_data_parallel_degree > 1) s += fmt::format(" sdp{}", pc.sharded_data_parallel_degree);
-  if (pc.shard_optimizer_state && pc.sharded_data_parallel_degree == 1) s += " zero1";
+  if (pc.shard_optimizer_state && pc.sharded_data_parallel_degree == 1) s += pc.shard_gradients ? " zero2" : " zero1";
   if (pc.activation_checkpointing == Checkpointing::full) s += " ckpt-full";
   if (pc.activation_checkpointing == Checkpointing::selective) s += " ckpt-sel";
   if (pc.offload_activations) s += " offload";

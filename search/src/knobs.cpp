@@ -218,7 +218,11 @@ void add_memory_knobs(std::vector<Knob>& k) {
       "shard_optimizer_state", &S::shard_optimizer_state, parse_bool,
       [](J j) { return j.parallel.shard_optimizer_state; },
       [](P p, Job& j) { j.parallel.shard_optimizer_state = p.shard_optimizer; },
-      [](J j) { return flag(j.parallel.shard_optimizer_state, "zero1"); }));
+      [](J j) { return flag(j.parallel.shard_optimizer_state && !j.parallel.shard_gradients, "zero1"); }));
+  k.push_back(make_knob(
+      "shard_gradients", &S::shard_gradients, parse_bool, [](J j) { return j.parallel.shard_gradients; },
+      [](P p, Job& j) { j.parallel.shard_gradients = p.shard_gradients; },
+      [](J j) { return flag(j.parallel.shard_gradients, "zero2"); }));
   k.push_back(make_knob(
       "flash_attention", &S::flash_attention, parse_bool, [](J j) { return j.parallel.flash_attention; },
       [](P p, Job& j) { j.parallel.flash_attention = p.flash; },

@@ -98,6 +98,7 @@ class Enumerator {
     ckpts_ = or_default(space.checkpointing, {Checkpointing::none, Checkpointing::selective, Checkpointing::full});
     offloads_ = or_default(space.offload_activations, {false, true});
     opt_shards_ = or_default(space.shard_optimizer_state, {false, true});
+    grad_shards_ = or_default(space.shard_gradients, {false});
     for (bool o : or_default(space.offload_optimizer, {false}))
       for (bool p : or_default(space.offload_parameters, {false}))
         if (!p || o) state_offloads_.emplace_back(o, p);  // parameters go with the optimizer
@@ -229,8 +230,11 @@ class Enumerator {
                                                                             : std::vector<int>{-1}))
         for (bool off : offloads_) {
           if (off && ck == Checkpointing::none) continue;  // offload moves checkpoints
-          for (bool zero1 : opt_shards_) {
+          for (bool zero1 : opt_shards_)
+          for (bool zero2 : grad_shards_) {
             if (zero1 && (p.sharded > 1 || dp == 1)) continue;  // sharded DP already shards it
+            if (zero2 && !zero1) continue;                       // gradients go with the optimizer state
+            p.shard_gradients = zero2;
             for (bool fa : flashes_)
               for (bool sp : sps)
                 for (CollectiveAlgorithm algo : algos_)
@@ -263,7 +267,7 @@ class Enumerator {
   Job scratch_;
   EnumerationStats stats_;
   std::vector<Checkpointing> ckpts_;
-  std::vector<bool> offloads_, opt_shards_, flashes_;
+  std::vector<bool> offloads_, opt_shards_, grad_shards_, flashes_;
   std::vector<std::pair<bool, bool>> state_offloads_;  // (offload_optimizer, offload_parameters)
   std::vector<CollectiveAlgorithm> algos_;
   std::vector<ContextComm> comms_;
@@ -313,6 +317,7 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"offload-opt", "optimizer state and master weights in host memory (ZeRO-Offload)"},
       {"offload-params", "the parameter shard in host memory too"},
       {"zero1", "optimizer state sharded over the data-parallel ranks (ZeRO stage 1)"},
+      {"zero2", "gradients sharded too, reduce-scattered every micro-batch (ZeRO stage 2)"},
       {"flash", "FlashAttention"},
       {"sp", "sequence parallelism: norms, dropouts and residuals split over the tensor-parallel group"},
       {"stages[a,b,..]", "layers of each pipeline stage, as the automated partitioner split them (else even)"},

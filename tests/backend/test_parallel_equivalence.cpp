@@ -105,6 +105,9 @@ TEST_CASE("multi-rank: sharded data parallel 2 as ZeRO-3 and as FSDP runs it", "
 
 TEST_CASE("multi-rank: optimizer-state sharding over data parallel 2", "[backend][multirank]") {
   check_equivalent("--set shard_optimizer_state=true", 2);
+  // ZeRO-2: every micro-batch's gradients reduce-scattered into the rank's slice, where
+  // they add up (a sum of slices is the slice of the sum).
+  check_equivalent("--set shard_optimizer_state=true --set shard_gradients=true", 2);
 }
 
 TEST_CASE("multi-rank: optimizer state offload (ZeRO-Offload, FSDP CPU offload)", "[backend][multirank][offload]") {

@@ -158,9 +158,13 @@ TEST_CASE("the hint names only knobs the job has not turned", "[fit_hint]") {
   SECTION("ZeRO-1 already on: sharding the rest is what is left") {
     j.parallel.shard_optimizer_state = true;
     const std::string h = fit_hint(j, states);
-    CHECK(h.rfind("to fit, shrink the model states (120.0 GiB) with sharded_data_parallel_degree up to 8", 0) == 0);
+    CHECK(h.rfind("to fit, shrink the model states (120.0 GiB) with shard_gradients: true (each rank keeps 1/8 of "
+                  "the gradients), sharded_data_parallel_degree up to 8", 0) == 0);
     CHECK_THAT(h, !Contains("shard_optimizer_state"));
     CHECK_THAT(h, !Contains("activations"));
+    j.parallel.shard_gradients = true;  // ZeRO-2 too
+    CHECK(fit_hint(j, states).rfind("to fit, shrink the model states (120.0 GiB) with sharded_data_parallel_degree "
+                                    "up to 8", 0) == 0);
   }
   SECTION("tensor 8 over the node: no data parallelism to shard over, no tensor room") {
     j.parallel.tensor_parallel_degree = 8;

@@ -122,6 +122,25 @@ TEST_CASE("model states: 16 bytes per parameter for mixed-precision Adam, split 
     CHECK(mb.gradients == Approx(2 * N));
     CHECK(mb.optimizer_states == Approx(12 * N / 8));
   }
+  SECTION("shard_gradients (ZeRO-2) divides the gradients too: 2 + (2 + 12) / dp bytes") {
+    // ZeRO's table (Rajbhandari et al. 2020, Fig. 1): P_os+g keeps 2N + (2 + 12) N / Nd.
+    Job s = j;
+    s.parallel.shard_optimizer_state = true;
+    s.parallel.shard_gradients = true;
+    require_valid(s);
+    const MemoryBreakdown mb = stage_memory(s, 0);
+    CHECK(mb.parameters == Approx(2 * N));
+    CHECK(mb.gradients == Approx(2 * N / 8));
+    CHECK(mb.optimizer_states == Approx(12 * N / 8));
+    // The buckets still hold whole layers' gradients while they travel.
+    CHECK(mb.communication_buffers == Approx(base.communication_buffers));
+    // In fp32 the slice's reduced gradient is the gradients counted: weights 4N, the
+    // gradient slice 4N / dp, moments and the slice's own weights (8 + 4) N / dp.
+    s.training.precision = Precision::fp32;
+    const MemoryBreakdown f = stage_memory(s, 0);
+    CHECK(f.gradients == Approx(4 * N / 8));
+    CHECK(f.optimizer_states == Approx(12 * N / 8));
+  }
   SECTION("fp32 training: a sharded optimizer adds its slice's weights and gradient") {
     // fp32 Adam: weights 4N, gradients 4N, moments 8N. With shard_optimizer_state each
     // rank's slice also has its own fp32 weights and reduced gradient: (8 + 4 + 4) N / dp.

@@ -50,7 +50,7 @@ const std::vector<std::pair<std::string, std::string>> kValues = {
     {"expert_parallel_degree", "1"},    {"sharded_collective", "all_to_all"}, {"microbatch_size", "2"},       {"pipeline", "interleaved"},
     {"virtual_stages", "2"},            {"placement_strategy", "PDT"},     {"activation_checkpointing", "selective"},
     {"checkpointed_layers", "2"},       {"offload_activations", "true"},   {"offload_optimizer", "true"},
-    {"offload_parameters", "true"},     {"shard_optimizer_state", "false"},
+    {"offload_parameters", "true"},     {"shard_optimizer_state", "false"}, {"shard_gradients", "false"},
     {"flash_attention", "true"},        {"sequence_parallel", "true"},
 };
 
@@ -74,6 +74,7 @@ Job changed(Job j, const std::string& key) {
   else if (key == "offload_optimizer") pc.offload_optimizer = false;
   else if (key == "offload_parameters") pc.offload_parameters = false;
   else if (key == "shard_optimizer_state") pc.shard_optimizer_state = true;
+  else if (key == "shard_gradients") pc.shard_gradients = pc.shard_optimizer_state = true;
   else if (key == "flash_attention") pc.flash_attention = false;
   else if (key == "sequence_parallel") pc.sequence_parallel = false;
   else FAIL("no other value for " << key);

@@ -247,7 +247,7 @@ double largest_stage_parameters(const Context& c) { return stage_parameter_count
 // critical first stage waits through: pipeline time, as the simulator's critical
 // rank sees them); what is left of the buckets after the first stage's
 // backward is exposed at the end. (Only the last micro-batch carries buckets: gradient
-// accumulation defers the synchronisation.)
+// accumulation defers the synchronisation; with gradient sharding every one does.)
 // A stage's last backward, B seconds of kernels over L layers, beside C seconds of its
 // buckets: one bucket per layer, each issued when its layer's backward ends, so the first
 // layer (B / L) runs alone. Beside a collective the kernels lose (1 - overlap) of each
@@ -321,7 +321,7 @@ Drain drain_exposed(const Context& c, double overlap, const std::function<double
   return out;
 }
 
-PerMicrobatch data_parallel(const Context& c, double stage_params) {
+PerMicrobatch data_parallel(const Context& c, const Slots& slots, double stage_params) {
   PerMicrobatch out;
   if (c.sdp == 1 && c.dp > 1) {
     const CollectiveAlgorithm algo = collective_algorithm(c.pc, CommGroup::data, OpKind::all_reduce);
@@ -356,6 +356,17 @@ PerMicrobatch data_parallel(const Context& c, double stage_params) {
                 ag;
     out.exposed = d.own + ag;
     out.drain_waits = d.waits;
+    if (c.pc.shard_gradients) {
+      // ZeRO-2: every earlier micro-batch's backward carries the critical stage's buckets
+      // too; they stretch it as the last one's do, and what is left runs beside the
+      // forward that follows (1F1B's next step) before it is exposed.
+      const StageCost& k = slots.stage;
+      const double one = comm(slots.critical), microbatches = c.pc.microbatches * c.job.training.gradient_accumulation;
+      const BucketStretch b = bucket_stretch(one, overlap, k.backward + k.recompute,
+                                             c.job.layers_on_stage(slots.critical) + 1.0);
+      out.total += (microbatches - 1) * one;
+      out.exposed += (microbatches - 1) * (b.stretch + exposed(b.leftover, overlap, k.forward));
+    }
   } else if (c.sdp > 1 && c.dp > c.sdp) {
     // Replicas of each shard (MiCS): all-reduce the shard's gradients across them.
     GroupSpan replicas{c.dp / c.sdp, std::max(1, c.dp_span.nodes / std::max(1, c.sdp_span.nodes)), 1};
@@ -480,7 +491,7 @@ Estimate estimate(const Job& job) {
   const PerMicrobatch shard = sharded(c, slots), copies = offload(c, slots);
   const PipelinePass pass = pipeline(c, slots, shard.exposed + copies.exposed);
   const double stage_params = largest_stage_parameters(c);
-  const PerMicrobatch grads = data_parallel(c, stage_params);
+  const PerMicrobatch grads = data_parallel(c, slots, stage_params);
 
   StepBreakdown br;
   const double passes = job.training.gradient_accumulation, microbatches = c.pc.microbatches * passes;

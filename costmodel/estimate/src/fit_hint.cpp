@@ -78,6 +78,8 @@ std::vector<std::string> state_knobs(const Job& job, const MemoryBreakdown& m) {
   std::vector<std::string> k;
   if (dp > 1 && sdp == 1 && !pc.shard_optimizer_state && m.optimizer_states > 0)
     k.push_back(fmt::format("shard_optimizer_state: true (over the {} data-parallel ranks)", dp));
+  if (dp > 1 && sdp == 1 && pc.shard_optimizer_state && !pc.shard_gradients && m.gradients > 0)
+    k.push_back(fmt::format("shard_gradients: true (each rank keeps 1/{} of the gradients)", dp));
   // Sharded data parallelism is not combined with expert parallelism.
   if (dp > 1 && sdp < dp && ep == 1) k.push_back(fmt::format("sharded_data_parallel_degree up to {}", dp));
   if (job.model.is_moe() && ep < std::min(job.model.experts, dp))

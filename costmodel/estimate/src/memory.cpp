@@ -74,9 +74,14 @@ double model_states(const Job& job, const RankParameters& rank, int stage, Memor
   // A mixture of experts' experts are sliced over the expert-data-parallel group instead.
   const bool zero1 = sdp == 1 && pc.shard_optimizer_state;
   const double experts = stage_expert_parameter_count(job, rank, stage), shared = params - experts;
+  // ZeRO-2: only the slice the rank's optimizer updates (the experts' over the expert-data
+  // group); the whole gradients exist only in the buckets, layer by layer (below).
+  if (zero1 && pc.shard_gradients)
+    mb.gradients = (shared / dp + experts / job.expert_data_parallel_degree()) * sb.gradients;
+  // (With gradient sharding the reduced slice is the gradients counted above.)
   const double slice_copies = zero1 && !mixed_precision(job.training.precision)
                                   ? (shared / dp + experts / job.expert_data_parallel_degree()) *
-                                        (sb.weights + sb.gradients)
+                                        (sb.weights + (pc.shard_gradients ? 0.0 : sb.gradients))
                                   : 0.0;
   mb.optimizer_states = (shared * job.optimizer_shard_fraction() + experts * job.expert_optimizer_shard_fraction()) *
                             sb.optimizer +

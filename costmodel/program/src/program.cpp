@@ -58,7 +58,8 @@ RankProgram ProgramBuilder::build() {
   const std::vector<Step> steps = stage_steps();
   const int passes = job_.training.gradient_accumulation;
   // The last backward of each chunk in the step carries the gradient buckets (its last W
-  // when the schedule splits backward).
+  // when the schedule splits backward); with gradient sharding (ZeRO-2) every one does,
+  // each reduce-scattering into the rank's slice.
   const Step::Kind syncing = split_ ? Step::weight : Step::backward;
   std::vector<int> last_backward(v_, -1);
   for (int i = 0; i < static_cast<int>(steps.size()); ++i)
@@ -76,7 +77,8 @@ RankProgram ProgramBuilder::build() {
       } else if (s.kind == Step::head) {
         head(mb);
       } else {
-        const bool sync_gradients = pass == passes - 1 && i == last_backward[s.chunk];
+        const bool sync_gradients =
+            (pc_.shard_gradients && s.kind == syncing) || (pass == passes - 1 && i == last_backward[s.chunk]);
         if (s.kind == Step::weight) backward_weight(mb, s.chunk, sync_gradients);
         else backward(mb, s.chunk, sync_gradients, backward_index++);
       }

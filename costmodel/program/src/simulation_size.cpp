@@ -20,7 +20,10 @@ double instructions_per_rank(const Job& job, Granularity granularity) {
   // A layer's forward and backward with its gathers, tensor collectives, copies and waits
   // is at most kPerLayer instructions; a chunk's, with its pipeline sends and receives, kPerChunk.
   constexpr double kPerLayer = 24, kPerChunk = 16, kPerBucketLayer = 12, kStep = 32;
-  const bool per_layer = granularity == Granularity::layer || pc.sharded_data_parallel_degree > 1;
+  // Every backward runs layer by layer with sharded data parallelism, or with gradient
+  // sharding (each micro-batch's buckets).
+  const bool per_layer = granularity == Granularity::layer || pc.sharded_data_parallel_degree > 1 ||
+                         (pc.shard_gradients && job.data_context_degree() > 1);
   if (per_layer) return microbatches * chunks * (kPerLayer * layers_per_chunk + kPerChunk) + kStep;
   // Chunk granularity: whole chunks, but the last backward of each chunk runs layer by
   // layer when gradients are synchronised in buckets.

@@ -295,7 +295,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   r.allow_only({"pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree",
                 "data_parallel_degree", "microbatches", "active_microbatches", "pipeline",
                 "virtual_stages", "placement_strategy", "activation_checkpointing",
-                "offload_activations", "activation_loading_horizon", "shard_optimizer_state",
+                "offload_activations", "activation_loading_horizon", "shard_optimizer_state", "shard_gradients",
                 "offload_optimizer", "offload_parameters",
                 "flash_attention", "sequence_parallel", "overlap_p2p_comm", "grad_reduce_in_fp32", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
@@ -322,6 +322,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.offload_activations = r.get_bool("offload_activations", false);
   p.activation_loading_horizon = r.get_int("activation_loading_horizon", 1, limits::kMaxLayers, 4);
   p.shard_optimizer_state = r.get_bool("shard_optimizer_state", false);
+  p.shard_gradients = r.get_bool("shard_gradients", false);
   p.offload_optimizer = r.get_bool("offload_optimizer", false);
   p.offload_parameters = r.get_bool("offload_parameters", false);
   p.flash_attention = r.get_bool("flash_attention", false);

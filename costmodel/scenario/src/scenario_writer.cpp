@@ -180,6 +180,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (pc.offload_optimizer) p["offload_optimizer"] = true;
   if (pc.offload_parameters) p["offload_parameters"] = true;
   p["shard_optimizer_state"] = pc.shard_optimizer_state;
+  if (pc.shard_gradients) p["shard_gradients"] = true;
   p["flash_attention"] = pc.flash_attention;
   if (pc.sequence_parallel) p["sequence_parallel"] = true;
   if (pc.overlap_p2p_comm) p["overlap_p2p_comm"] = true;

@@ -432,9 +432,17 @@ JobViolation check_memory_and_kernels(const Job& job) {
 
 }  // namespace
 
-// parallel.sharding: a knob the flavour does not have is a mistake, not a no-op.
+// parallel.sharding: a knob the flavour does not have is a mistake, not a no-op; gradient
+// sharding (ZeRO-2) goes with the optimizer state's, over data-parallel ranks.
 JobViolation check_sharding(const Job& job) {
   const ParallelConfig& pc = job.parallel;
+  if (pc.shard_gradients && pc.sharded_data_parallel_degree > 1)
+    return bad("parallel.shard_gradients",
+               "sharded data parallelism already keeps a 1 / sharded degree slice of the gradients: drop one of the two");
+  if (pc.shard_gradients && !pc.shard_optimizer_state)
+    return bad("parallel.shard_gradients",
+               "a rank keeps the gradient slice its optimizer-state slice updates (ZeRO-2): turn on "
+               "shard_optimizer_state as well");
   const ShardingConfig& s = pc.sharding;
   const bool fsdp = pc.sharding_flavor == ShardingFlavor::fsdp;
   const char* flavor = to_string(pc.sharding_flavor);

@@ -29,6 +29,10 @@ struct SearchSpace {
   std::vector<Checkpointing> checkpointing;
   std::vector<bool> offload_activations;
   std::vector<bool> shard_optimizer_state;
+  // Gradient sharding (ZeRO-2) on top of shard_optimizer_state: tried only on request
+  // (default false), like state offload: it trades data-parallel traffic under gradient
+  // accumulation for memory (and with one micro-batch a step it saves memory at no cost).
+  std::vector<bool> shard_gradients;
   // State offload (ZeRO-Offload / FSDP CPU offload) is tried only on request (default
   // false): it trades step time for memory, so it is a way to fit, listed explicitly.
   std::vector<bool> offload_optimizer;
@@ -63,7 +67,7 @@ struct Point {
   PipelineSchedule schedule = PipelineSchedule::interleaved;
   PlacementOrder placement;
   Checkpointing checkpointing = Checkpointing::none;
-  bool offload = false, shard_optimizer = false, flash = false, sequence_parallel = false;
+  bool offload = false, shard_optimizer = false, shard_gradients = false, flash = false, sequence_parallel = false;
   bool offload_optimizer = false, offload_parameters = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   int checkpointed_layers = -1;

@@ -119,6 +119,12 @@ struct ParallelConfig {
   // memory too and is copied to the device before each all-gather (sharded DP only).
   bool offload_parameters = false;
   bool shard_optimizer_state = false;
+  // ZeRO-2 (DeepSpeed stage 2; FSDP's SHARD_GRAD_OP shards the same model states): with
+  // shard_optimizer_state, each rank keeps only its 1 / dp slice of the gradients too, so
+  // every micro-batch's backward reduce-scatters its buckets into that slice instead of
+  // accumulating whole gradients until the step's last micro-batch. Less memory, more
+  // data-parallel traffic under gradient accumulation (the same with one micro-batch).
+  bool shard_gradients = false;
   bool flash_attention = false;
   // Megatron's sequence parallelism (Korthikanti et al. 2022): the norms, dropouts and
   // residuals run on s/t tokens per tensor rank; each tensor all-reduce becomes a
