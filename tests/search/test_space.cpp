@@ -22,11 +22,12 @@ using testing::p4d_job;
 namespace {
 
 // The knobs of a point other than its placement.
-using Knobs = std::tuple<int, int, int, int, int, int, int, int, bool, bool, bool, bool, int, int>;
+using Knobs = std::tuple<int, int, int, int, int, int, int, int, bool, bool, bool, bool, bool, int, int>;
 Knobs knobs_of(const Point& p) {
   return {p.pipeline, p.tensor, p.sharded, p.microbatch_size, p.microbatches, p.virtual_stages,
-          static_cast<int>(p.schedule), static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer, p.flash,
-          p.sequence_parallel, static_cast<int>(p.sharded_collective), p.checkpointed_layers};
+          static_cast<int>(p.schedule), static_cast<int>(p.checkpointing), p.offload, p.shard_optimizer,
+          p.shard_gradients, p.flash, p.sequence_parallel, static_cast<int>(p.sharded_collective),
+          p.checkpointed_layers};
 }
 
 // The communication groups a placement gives: for each axis, the set of its groups
@@ -190,6 +191,33 @@ TEST_CASE("enumerate: sequence parallelism doubles the points with a tensor-para
     CHECK(make_job(base, p).parallel.sequence_parallel);
     CHECK_THAT(describe(make_job(base, p)), Catch::EndsWith(" sp"));
   }
+}
+
+TEST_CASE("enumerate: gradient sharding, when asked, goes only beside the optimizer state's", "[search][space]") {
+  // kPinned with shard_optimizer_state free gives each point with data parallelism
+  // (dp > 1) twice, ZeRO-1 off and on; asking for shard_gradients too adds a third, ZeRO-2,
+  // to each of those and to no other.
+  const Job base = p4d_job("gpt2-small", 1, 16);
+  std::vector<std::string> fixes = {"activation_checkpointing=none", "offload_activations=false",
+                                    "flash_attention=false", "sharded_collective=ring", "sequence_parallel=false",
+                                    "shard_optimizer_state=false,true"};
+  const std::vector<Point> without = visit_all(base, restricted(fixes));
+  long zero1 = 0;
+  for (const Point& p : without) zero1 += p.shard_optimizer;
+  REQUIRE(zero1 > 0);
+  fixes.push_back("shard_gradients=false,true");
+  const std::vector<Point> with = visit_all(base, restricted(fixes));
+  CHECK(static_cast<long>(with.size()) == static_cast<long>(without.size()) + zero1);
+  long zero2 = 0;
+  for (const Point& p : with) {
+    if (!p.shard_gradients) continue;
+    ++zero2;
+    CHECK(p.shard_optimizer);
+    const Job job = make_job(base, p);
+    CHECK(job.parallel.shard_gradients);
+    CHECK_THAT(describe(job), Catch::Contains(" zero2") && !Catch::Contains("zero1"));
+  }
+  CHECK(zero2 == zero1);
 }
 
 TEST_CASE("enumerate: placements that give the same groups are visited once", "[search][space]") {
