@@ -1,6 +1,7 @@
 #include "partune/costmodel/stage_cost.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/cost_memo.hpp"
@@ -53,6 +54,14 @@ StageCostModel::StageCostModel(const Job& job)
   moe_layer_ = job.model.is_moe() ? moe_layer_plan(job.model, c) : layer_;
   embedding_ = embedding_plan(job.model, c);
   head_ = head_plan(job.model, c);
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  for (auto [plan, tc] : {std::pair{&layer_, &layer_tc_}, std::pair{&moe_layer_, &moe_layer_tc_},
+                          std::pair{&embedding_, &embedding_tc_}, std::pair{&head_, &head_tc_}}) {
+    if (tc == &moe_layer_tc_ && !job.model.is_moe()) continue;  // a dense model has no such layer
+    tc->forward = tensor_collectives(*plan, PlanPass::forward);
+    tc->backward = tensor_collectives(*plan, PlanPass::backward);
+    tc->recompute = tensor_collectives(*plan, PlanPass::recompute, policy);
+  }
   layer_time_ = remembered_plan_time(inst.gpu, job.model, c, PlanKind::dense_layer, layer_, c.flash_attention);
   moe_layer_time_ =
       job.model.is_moe()
@@ -118,18 +127,17 @@ double StageCostModel::tensor_collective_time(const TensorCollective& c, int sta
 StageCollectives StageCostModel::collectives(int stage) const {
   const LayerMix layers = job_.stage_mix(stage), recomputed = job_.checkpointed_mix(stage);
   const int embedding = first_stage_has_embedding(stage) ? 1 : 0, head = stage == job_.lm_head_stage() ? 1 : 0;
-  const Checkpointing policy = job_.parallel.activation_checkpointing;
   StageCollectives out;
-  append(out.forward, tensor_collectives(embedding_, PlanPass::forward), embedding);
-  append(out.forward, tensor_collectives(layer_, PlanPass::forward), layers.dense);
-  append(out.forward, tensor_collectives(moe_layer_, PlanPass::forward), layers.moe);
-  append(out.forward, tensor_collectives(head_, PlanPass::forward), head);
-  append(out.backward, tensor_collectives(head_, PlanPass::backward), head);
-  append(out.backward, tensor_collectives(layer_, PlanPass::backward), layers.dense);
-  append(out.backward, tensor_collectives(moe_layer_, PlanPass::backward), layers.moe);
-  append(out.backward, tensor_collectives(embedding_, PlanPass::backward), embedding);
-  append(out.recompute, tensor_collectives(layer_, PlanPass::recompute, policy), recomputed.dense);
-  append(out.recompute, tensor_collectives(moe_layer_, PlanPass::recompute, policy), recomputed.moe);
+  append(out.forward, embedding_tc_.forward, embedding);
+  append(out.forward, layer_tc_.forward, layers.dense);
+  append(out.forward, moe_layer_tc_.forward, layers.moe);
+  append(out.forward, head_tc_.forward, head);
+  append(out.backward, head_tc_.backward, head);
+  append(out.backward, layer_tc_.backward, layers.dense);
+  append(out.backward, moe_layer_tc_.backward, layers.moe);
+  append(out.backward, embedding_tc_.backward, embedding);
+  append(out.recompute, layer_tc_.recompute, recomputed.dense);
+  append(out.recompute, moe_layer_tc_.recompute, recomputed.moe);
   return out;
 }
 

@@ -446,7 +446,7 @@ bool host_memory_exceeded(const InstanceType& inst, const MemoryBreakdown& m) {
 
 void memory_verdict(const Context& c, Estimate& e) {
   const double hbm = c.inst.gpu.hbm_bytes;
-  e.memory = peak_memory(c.job, c.rank);
+  e.memory = peak_memory(c.job, c.rank, StagePlans{c.stages.layer(), c.stages.moe_layer(), c.stages.head()});
   e.memory_capacity = hbm;
   const double host = e.memory.host_offload * c.inst.gpus_per_node;
   if (e.memory.total() > hbm) {
@@ -468,9 +468,9 @@ Estimate headline_metrics(const Job& job, double step_time) {
   e.step_time = step_time;
   e.samples_per_s = B / step_time;
   e.tokens_per_s = e.samples_per_s * model.seq_len;
-  e.model_flops = model_flops_per_step(model, B);
-  e.hardware_flops =
-      hardware_flops_per_step(model, B, job.parallel.activation_checkpointing, job.checkpointed_fraction());
+  const StepFlops flops = step_flops(model, B, job.parallel.activation_checkpointing, job.checkpointed_fraction());
+  e.model_flops = flops.model;
+  e.hardware_flops = flops.hardware;
   e.tflops_per_gpu = e.model_flops / (step_time * N) / units::tera;
   e.hw_tflops_per_gpu = e.hardware_flops / (step_time * N) / units::tera;
   e.mfu = e.model_flops / (step_time * N * job.cluster.instance.gpu.peak_flops(job.training.precision));
@@ -480,7 +480,7 @@ Estimate headline_metrics(const Job& job, double step_time) {
 MemoryFit estimate_memory(const Job& job) {
   const Context c(job);
   MemoryFit f;
-  f.memory = peak_memory(job, c.rank);
+  f.memory = peak_memory(job, c.rank, StagePlans{c.stages.layer(), c.stages.moe_layer(), c.stages.head()});
   f.fits = f.memory.total() <= c.inst.gpu.hbm_bytes && !host_memory_exceeded(c.inst, f.memory);
   return f;
 }

@@ -13,13 +13,11 @@ namespace partune {
 // mean over the stage's layers of a kind stands for a layer (exact when every layer has
 // experts).
 namespace {
-void stage_activations(const Job& job, int stage, const PlanConfig& config, const LayerPlan& plan,
-                       MemoryBreakdown& mb) {
+void stage_activations(const Job& job, int stage, const LayerPlan& plan, const LayerPlan& moe, MemoryBreakdown& mb) {
   const ParallelConfig& pc = job.parallel;
   const double layers = job.layers_on_stage(stage);
   const double checkpointed = job.checkpointed_layers_on_stage(stage);
   const LayerMix L = job.stage_mix(stage), K = job.checkpointed_mix(stage);
-  const LayerPlan moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : plan;
   const Checkpointing policy = pc.activation_checkpointing;
   auto mean = [](double a, double wa, double b, double wb) { return wa + wb > 0 ? (a * wa + b * wb) / (wa + wb) : a; };
   const double full_layer = mean(plan.stored_bytes(Checkpointing::none), L.dense - K.dense,
@@ -125,15 +123,19 @@ void sharded_buffers(const Job& job, const RankParameters& rank, int stage, cons
 MemoryBreakdown stage_memory(const Job& job, int stage) { return stage_memory(job, rank_parameters(job), stage); }
 
 MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int stage) {
+  const PlanConfig config = plan_config(job);  // the micro-batch's
+  const LayerPlan dense = transformer_layer_plan(job.model, config);
+  const LayerPlan moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : dense;
+  return stage_memory(job, rank, StagePlans{dense, moe, head_plan(job.model, config)}, stage);
+}
+
+MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const StagePlans& plans, int stage) {
   const ParallelConfig& pc = job.parallel;
   MemoryBreakdown mb;
   mb.stage = stage;
   const double slice_copies = model_states(job, rank, stage, mb);
-  PlanConfig config = plan_config(job);
-  config.sequences = job.microbatch_size();
-  const LayerPlan plan = transformer_layer_plan(job.model, config);  // one plan for the three figures
-  if (pc.sharded_data_parallel_degree > 1) sharded_buffers(job, rank, stage, plan, mb);
-  stage_activations(job, stage, config, plan, mb);
+  if (pc.sharded_data_parallel_degree > 1) sharded_buffers(job, rank, stage, plans.dense, mb);
+  stage_activations(job, stage, plans.dense, plans.moe, mb);
   const double in_flight = in_flight_microbatches(pc, stage);
   if (stage == job.lm_head_stage()) {
     // fp16 logits plus the fp32 copy the cross-entropy works on, vocabulary split over TP.
@@ -142,7 +144,7 @@ MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int sta
     // backward back to back, and interleaving keeps the head on one chunk. A head on the
     // first stage runs its forward and backward back to back under every schedule.
     const bool gpipe = pc.pipeline == PipelineSchedule::simple && !job.lm_head_on_first_stage();
-    mb.logits_one_microbatch = logits_bytes_per_microbatch(job);
+    mb.logits_one_microbatch = plans.head.stored_bytes(Checkpointing::none);  // logits_bytes_per_microbatch
     mb.logits = mb.logits_one_microbatch * (gpipe ? in_flight : 1.0);
   }
   // ZeRO-Offload / FSDP CPU offload: the optimizer state (and the parameter shard) live
@@ -164,15 +166,22 @@ MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int sta
 MemoryBreakdown peak_memory(const Job& job) { return peak_memory(job, rank_parameters(job)); }
 
 MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank) {
+  const PlanConfig config = plan_config(job);
+  const LayerPlan dense = transformer_layer_plan(job.model, config);
+  const LayerPlan moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : dense;
+  return peak_memory(job, rank, StagePlans{dense, moe, head_plan(job.model, config)});
+}
+
+MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank, const StagePlans& plans) {
   // Uniform stages: stage 0 holds the most in-flight activations and the embedding, the
   // head's stage the logits; middle stages are never larger than both ends. Uneven
   // stages (or a head on stage 0) can make any stage the largest: look at every one.
   const int pp = job.parallel.pipeline_parallel_degree;
-  MemoryBreakdown best = stage_memory(job, rank, 0);
+  MemoryBreakdown best = stage_memory(job, rank, plans, 0);
   if (pp == 1) return best;
   const bool every = !job.parallel.stage_layers.empty();
   for (int s = every ? 1 : pp - 1; s < pp; ++s) {
-    MemoryBreakdown mb = stage_memory(job, rank, s);
+    MemoryBreakdown mb = stage_memory(job, rank, plans, s);
     if (mb.total() > best.total()) best = mb;
   }
   return best;

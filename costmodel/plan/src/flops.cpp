@@ -56,10 +56,24 @@ double model_flops_per_step(const ModelSpec& m, double global_batch) {
 
 double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
                                double checkpointed_fraction) {
+  return step_flops(m, global_batch, ckpt, checkpointed_fraction).hardware;
+}
+
+StepFlops step_flops(const ModelSpec& m, double global_batch, Checkpointing ckpt, double checkpointed_fraction) {
   const PerKind k = per_kind(m);
-  double recompute = k.mix.dense * recomputed_forward_flops(m, global_batch, ckpt);
-  if (k.mix.moe > 0) recompute += k.mix.moe * moe_layer_plan(k.routed, whole_model(global_batch)).recomputed_flops(ckpt);
-  return model_flops_per_step(m, global_batch) + checkpointed_fraction * recompute;
+  const PlanConfig whole = whole_model(global_batch);
+  const LayerPlan dense = transformer_layer_plan(m, whole);
+  double forward = k.mix.dense * dense.forward_flops();
+  double recompute = k.mix.dense * dense.recomputed_flops(ckpt);
+  if (k.mix.moe > 0) {
+    const LayerPlan moe = moe_layer_plan(k.routed, whole);
+    forward += k.mix.moe * moe.forward_flops();
+    recompute += k.mix.moe * moe.recomputed_flops(ckpt);
+  }
+  StepFlops out;
+  out.model = 3.0 * (forward + head_plan(m, whole).gemm_flops());  // as model_flops_per_step
+  out.hardware = out.model + checkpointed_fraction * recompute;
+  return out;
 }
 
 double recomputed_forward_flops(const ModelSpec& m, double sequences, Checkpointing ckpt) {

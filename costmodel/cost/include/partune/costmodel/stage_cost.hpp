@@ -86,6 +86,11 @@ class StageCostModel {
   std::vector<GroupSpan> tensor_span_;  // per stage
   bool uniform_tensor_ = true;
   LayerPlan layer_, moe_layer_, embedding_, head_;
+  // Each plan's tensor collectives by pass (tensor_collectives), listed once: a stage's
+  // are these times its layers.
+  struct PassCollectives {
+    std::vector<TensorCollective> forward, backward, recompute;
+  } layer_tc_, moe_layer_tc_, embedding_tc_, head_tc_;
   LayerTime layer_time_, moe_layer_time_;
   GroupSpan expert_span_, context_span_, context_a2a_span_;
   HeadTime head_time_;

@@ -45,11 +45,22 @@ struct MemoryBreakdown {
 // Micro-batches whose activations a stage holds at once: in_flight_microbatches, the
 // schedule's own rule (schedule.hpp).
 
+// The layer plans the memory figures read, at plan_config(job) (the micro-batch's): a
+// dense layer, a layer with experts (the dense one again for a dense model) and the head.
+// A caller that holds them already (the estimator's stage costs) passes them in.
+struct StagePlans {
+  const LayerPlan& dense;
+  const LayerPlan& moe;
+  const LayerPlan& head;
+};
+
 // Memory of one pipeline stage's GPU (`rank`: rank_parameters(job), when already built).
 MemoryBreakdown stage_memory(const Job& job, int stage);
 MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int stage);
+MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const StagePlans& plans, int stage);
 // The stage with the largest footprint (the one that decides whether the job fits).
 MemoryBreakdown peak_memory(const Job& job);
 MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank);
+MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank, const StagePlans& plans);
 
 }  // namespace partune

@@ -40,6 +40,12 @@ double model_flops_per_step(const ModelSpec& m, double global_batch);
 // (Job::checkpointed_fraction(); parallel.checkpointed_layers): only they recompute.
 double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
                                double checkpointed_fraction = 1.0);
+// Both of a step's figures from one build of each plan (the estimator's headline).
+struct StepFlops {
+  double model = 0;     // model_flops_per_step
+  double hardware = 0;  // hardware_flops_per_step
+};
+StepFlops step_flops(const ModelSpec& m, double global_batch, Checkpointing ckpt, double checkpointed_fraction = 1.0);
 
 // Forward FLOPs of one dense layer's ops that `ckpt` recomputes in backward for `sequences`
 // sequences (the layer plan's `recomputed` rule: none, the attention core, the whole
