@@ -29,6 +29,17 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+// Llama 3's stages (Dubey et al. 2024, sec. 3.3.2: "we reduce one Transformer layer each
+// from the first and the last stages"): `chunks` model chunks of layers + 2 split evenly,
+// the first and the last one layer short, the embedding and the head in their place.
+// Empty where the layers split evenly without it, or layers + 2 do not.
+std::vector<int> ends_short(int layers, int chunks) {
+  if (chunks < 2 || layers % chunks == 0 || (layers + 2) % chunks != 0) return {};
+  std::vector<int> out(chunks, (layers + 2) / chunks);
+  --out.front(), --out.back();
+  return out;
+}
+
 template <class T>
 std::vector<T> or_default(const std::vector<T>& given, std::vector<T> fallback) {
   return given.empty() ? fallback : given;
@@ -76,6 +87,7 @@ void apply(const Point& p, Job& job) {
   job.parallel.stage_layers.clear();
   job.parallel.lm_head_stage = LmHeadStage::last;
   job.training.gradient_accumulation = 1;
+  if (p.ends_short) job.parallel.stage_layers = ends_short(job.model.layers, p.pipeline * p.virtual_stages);
 }
 
 Job make_job(const Job& base, const Point& point) {
@@ -114,8 +126,9 @@ class Enumerator {
     // Tensor groups up to the NVLink level: a node, or an NVLink domain of several.
     const int world = base_.world_size(), G = base_.cluster.instance.fabric_gpus();
     std::vector<int> pp_all, tp_all;
-    for (int d = 1; d <= std::min(world, m.layers); ++d)
-      if (world % d == 0 && m.layers % d == 0) pp_all.push_back(d);
+    // Degrees that split the layers, or split them with the ends one layer short (Llama 3).
+    for (int d = 1; d <= std::min(world, m.layers + 2); ++d)
+      if (world % d == 0 && (m.layers % d == 0 || !ends_short(m.layers, d).empty())) pp_all.push_back(d);
     for (int t = 1; t <= G; t *= 2)
       if (m.heads % t == 0 && m.ffn_hidden % t == 0) tp_all.push_back(t);
     for (int pp : or_default(space_.pipeline_degrees, pp_all))
@@ -211,6 +224,7 @@ class Enumerator {
         for (const auto& [sched, v] : schedules(pp))
           for (PlacementOrder placement : placements) {
             p.schedule = sched, p.virtual_stages = v, p.placement = placement;
+            p.ends_short = !ends_short(base_.model.layers, pp * v).empty();
             memory_knobs(p, axis);
           }
       }
@@ -286,7 +300,9 @@ std::string describe(const Job& job) {
   for (const Knob& k : knobs()) s += k.describe(job);
   // The layout the partitioner may choose (not a knob of the space).
   const ParallelConfig& pc = job.parallel;
-  if (!pc.stage_layers.empty()) s += fmt::format(" stages[{}]", fmt::join(pc.stage_layers, ","));
+  const int chunks = pc.pipeline_parallel_degree * pc.virtual_stages;
+  if (!pc.stage_layers.empty() && pc.stage_layers == ends_short(job.model.layers, chunks)) s += " ends-1";
+  else if (!pc.stage_layers.empty()) s += fmt::format(" stages[{}]", fmt::join(pc.stage_layers, ","));
   if (pc.lm_head_stage == LmHeadStage::first) s += " head-on-stage0";
   return s;
 }
@@ -320,6 +336,7 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"zero2", "gradients sharded too, reduce-scattered every micro-batch (ZeRO stage 2)"},
       {"flash", "FlashAttention"},
       {"sp", "sequence parallelism: norms, dropouts and residuals split over the tensor-parallel group"},
+      {"ends-1", "Llama 3's stages: the first and the last model chunk one layer short (layers + 2 split evenly)"},
       {"stages[a,b,..]", "layers of each pipeline stage, as the automated partitioner split them (else even)"},
       {"head-on-stage0", "the LM head on the first pipeline stage (beside the tied embedding)"},
   };

@@ -220,6 +220,38 @@ TEST_CASE("enumerate: gradient sharding, when asked, goes only beside the optimi
   CHECK(zero2 == zero1);
 }
 
+TEST_CASE("enumerate: Llama 3's stages where the layers alone do not split", "[search][space]") {
+  // Six layers on one 8-GPU node: pipeline degrees 1 and 2 split them (2: v 1 evenly);
+  // 4 and 8 do not, but 6 + 2 = 8 chunks' worth do, the first and the last chunk one layer
+  // short (Dubey et al. 2024, sec. 3.3.2): 4 chunks [1,2,2,1], 8 chunks [0,1,1,1,1,1,1,0]
+  // (the embedding alone first, the head alone last). 16 chunks split neither way.
+  Job base = p4d_job("gpt2-small", 1, 16);
+  base.model.layers = 6;
+  std::vector<std::string> fixes(kPinned.begin(), kPinned.end());
+  fixes.push_back("tensor_parallel_degree=1");
+  const std::vector<Point> points = visit_all(base, restricted(fixes));
+  const std::vector<int> four = {1, 2, 2, 1}, eight = {0, 1, 1, 1, 1, 1, 1, 0};
+  std::set<std::pair<int, int>> short_ends;  // (pipeline, chunks)
+  for (const Point& p : points) {
+    const Job job = make_job(base, p);
+    const int chunks = p.pipeline * p.virtual_stages;
+    INFO(describe(job));
+    if (6 % chunks == 0) {
+      CHECK_FALSE(p.ends_short);
+      CHECK(job.parallel.stage_layers.empty());
+      continue;
+    }
+    REQUIRE(p.ends_short);
+    CHECK(job.parallel.stage_layers == (chunks == 4 ? four : eight));
+    CHECK_THAT(describe(job), Catch::Contains(" ends-1"));
+    short_ends.insert({p.pipeline, chunks});
+  }
+  // pp 2 interleaved over 2 and 4 chunks a GPU, pp 4 with 1 and 2. Not pp 8 with one
+  // chunk a GPU: its first and last stage would hold no layer, which the job rules allow
+  // only to an interleaved schedule's end chunks.
+  CHECK(short_ends == std::set<std::pair<int, int>>{{2, 4}, {2, 8}, {4, 4}, {4, 8}});
+}
+
 TEST_CASE("enumerate: placements that give the same groups are visited once", "[search][space]") {
   const Job base = p4d_job("gpt2-small", 1, 16);
   std::vector<std::string> fixes = kPinned;

@@ -104,7 +104,7 @@ Slots stage_slots(const Context& c) {
     out.slot_sum += count * cost.slot();
     if (cost.slot() > out.slot) out.slot = cost.slot(), out.critical = s, out.stage = cost;
   };
-  if (c.pc.stage_layers.empty() && c.stages.uniform_tensor_groups()) {
+  if (c.job.uniform_middle_stages() && c.stages.uniform_tensor_groups()) {
     visit(0, 1);
     if (c.pp > 2) visit(1, c.pp - 2);
     if (c.pp > 1) visit(c.pp - 1, 1);
@@ -227,13 +227,20 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
   return out;
 }
 
-// The stage with the most parameters synchronises (and updates) the most. With uniform
-// stages a middle stage holds only layers: the ends hold the most.
-// The stage with the most parameters (uniform stages: the first or the last).
+// The stage with the most parameters synchronises (and updates) the most. With even
+// stages a middle stage holds only layers: the ends hold the most. With Llama 3's stages
+// (ends a layer short) a middle one may hold more: it is looked at too.
 int largest_stage(const Context& c) {
   int best = 0;
-  for (int s = c.pc.stage_layers.empty() ? c.pp - 1 : 1; s < c.pp; ++s)
+  auto look = [&](int s) {
     if (stage_parameter_count(c.job, c.rank, s) > stage_parameter_count(c.job, c.rank, best)) best = s;
+  };
+  if (!c.job.uniform_middle_stages()) {
+    for (int s = 1; s < c.pp; ++s) look(s);
+  } else {
+    if (!c.pc.stage_layers.empty() && c.pp > 2) look(1);
+    if (c.pp > 1) look(c.pp - 1);
+  }
   return best;
 }
 double largest_stage_parameters(const Context& c) { return stage_parameter_count(c.job, c.rank, largest_stage(c)); }
@@ -278,7 +285,7 @@ struct Drain {
 };
 Drain drain_exposed(const Context& c, double overlap, const std::function<double(int)>& stage_comm) {
   // Uniform stages come in three kinds (first, middle, last): work each out once.
-  const bool uniform = c.pc.stage_layers.empty() && c.stages.uniform_tensor_groups();
+  const bool uniform = c.job.uniform_middle_stages() && c.stages.uniform_tensor_groups();
   struct Kind {
     int stage = -1;
     double backward = 0, comm = 0;

@@ -179,10 +179,19 @@ MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank, const St
   const int pp = job.parallel.pipeline_parallel_degree;
   MemoryBreakdown best = stage_memory(job, rank, plans, 0);
   if (pp == 1) return best;
-  const bool every = !job.parallel.stage_layers.empty();
-  for (int s = every ? 1 : pp - 1; s < pp; ++s) {
+  auto look = [&](int s) {
     MemoryBreakdown mb = stage_memory(job, rank, plans, s);
     if (mb.total() > best.total()) best = mb;
+  };
+  // Llama 3's stages (ends a layer short): a middle stage holds the most layers, and of the
+  // middle ones the first the most micro-batches, but a split backward's schedule walk
+  // (zb-h1, the V's) peaks where it does: every stage then.
+  const bool listed = !job.parallel.stage_layers.empty();
+  if (!job.uniform_middle_stages() || (listed && splits_backward(job.parallel.pipeline))) {
+    for (int s = 1; s < pp; ++s) look(s);
+  } else {
+    if (listed && pp > 2) look(1);
+    look(pp - 1);
   }
   return best;
 }

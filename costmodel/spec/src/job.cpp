@@ -114,6 +114,15 @@ LayerMix Job::checkpointed_mix(int stage) const {
   return out;
 }
 
+bool Job::uniform_middle_stages() const {
+  const std::vector<int>& sl = parallel.stage_layers;
+  if (sl.empty()) return true;
+  if (model.is_moe()) return false;  // which layers carry experts differs by position
+  for (std::size_t i = 2; i + 1 < sl.size(); ++i)
+    if (sl[i] != sl[1]) return false;
+  return true;
+}
+
 int Job::expert_data_parallel_degree() const {
   return std::max(1, data_context_degree() / std::max(1, parallel.expert_parallel_degree));
 }

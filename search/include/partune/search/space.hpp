@@ -71,6 +71,9 @@ struct Point {
   bool offload_optimizer = false, offload_parameters = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   int checkpointed_layers = -1;
+  // Where the layers do not split over pipeline x virtual_stages chunks but layers + 2 do:
+  // Llama 3's stages, the first and the last chunk one layer short (stage_layers).
+  bool ends_short = false;
 };
 
 // Writes the point's knobs into `job` (a copy of the base).

@@ -210,6 +210,10 @@ struct Job {
   // Chunk c of stage s is model chunk c * pp + s (Megatron interleaving).
   int layers_in_chunk(int stage, int chunk) const;
   int layers_on_stage(int stage) const;  // over its chunks
+  // Whether the stages between the first and the last hold the same work, so that one of
+  // them stands for all: even chunks (no stage_layers), or a dense model's stage_layers
+  // whose entries differ only at the first and the last chunk (Llama 3's stages).
+  bool uniform_middle_stages() const;
   // True when stage_layers lists the model's chunks (pp x virtual_stages entries).
   bool chunk_layers_listed() const;
   // The model's layer index of layer `layer` (0-based inside the chunk) of `chunk` on
