@@ -15,6 +15,7 @@
 #include "gpt2_small_hand.hpp"
 #include "job_fixtures.hpp"
 #include "partune/costmodel/error.hpp"
+#include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/program_builder.hpp"
@@ -176,4 +177,52 @@ TEST_CASE("chunk lists: sends and receives pair up, empty ends included", "[unev
       if (std::get<2>(key)) activations += mbs.size();
     CHECK(activations == 3 * 4 * 4u);
   }
+}
+
+// Llama 3's stages (ends a layer short) differ only at the first and the last chunk, so the
+// memory figure looks at one middle stage (Job::uniform_middle_stages). Against every
+// stage looked at one by one (stage_memory): the same peak, whichever schedule; and a
+// middle stage is what holds it when the ends are short enough.
+TEST_CASE("Llama 3's stages: the peak over every stage, read from one middle stage", "[uneven][chunks][memory]") {
+  struct Layout {
+    int pp, v;
+    PipelineSchedule schedule;
+    std::vector<int> chunks;
+  };
+  // GPT-2 small cut to 14 layers on 16 GPUs: 16 chunks of 1 with empty ends, 8 of 2 with
+  // ends of 1, 4 of 4 with ends of 3.
+  std::vector<int> sixteen(16, 1), eight(8, 2), four(4, 4);
+  sixteen.front() = sixteen.back() = 0;
+  eight.front() = eight.back() = 1;
+  four.front() = four.back() = 3;
+  const Layout layouts[] = {{8, 2, PipelineSchedule::interleaved, sixteen}, {4, 2, PipelineSchedule::interleaved, eight},
+                            {8, 1, PipelineSchedule::interleaved, eight},   {8, 1, PipelineSchedule::simple, eight},
+                            {8, 1, PipelineSchedule::zb_h1, eight},         {4, 1, PipelineSchedule::interleaved, four},
+                            {4, 2, PipelineSchedule::zbv, eight}};
+  for (const Layout& l : layouts) {
+    Job j = p4d_job("gpt2-small", 2, 64);
+    j.model.layers = 14;
+    j.parallel.pipeline_parallel_degree = l.pp;
+    j.parallel.virtual_stages = l.v;
+    j.parallel.pipeline = l.schedule;
+    j.parallel.microbatches = 16;
+    j.parallel.stage_layers = l.chunks;
+    INFO("pp " << l.pp << " v " << l.v << " " << to_string(l.schedule));
+    require_valid(j);
+    CHECK(j.uniform_middle_stages());
+    double largest = 0;
+    int at = -1;
+    for (int s = 0; s < l.pp; ++s) {
+      const double total = stage_memory(j, s).total();
+      if (total > largest) largest = total, at = s;
+    }
+    const MemoryBreakdown peak = peak_memory(j);
+    CHECK(peak.total() == Approx(largest).epsilon(1e-12));
+    CHECK(peak.stage == at);
+  }
+  // A list whose middle chunks differ is not uniform: every stage is looked at.
+  Job uneven = chunk_job({1, 3, 3, 1});
+  CHECK(uneven.uniform_middle_stages());
+  uneven.parallel.stage_layers = {2, 3, 2, 1};
+  CHECK_FALSE(uneven.uniform_middle_stages());
 }
