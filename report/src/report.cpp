@@ -108,7 +108,8 @@ std::string describe_job(const Job& job) {
                    pc.virtual_stages > 1 && !v_shaped(pc.pipeline) ? fmt::format(" ({} virtual stages)", pc.virtual_stages)
                                                                     : "",
                    to_string(pc.activation_checkpointing), offload_text(pc),
-                   pc.shard_optimizer_state ? "on" : "off", pc.flash_attention ? "on" : "off",
+                   !pc.shard_optimizer_state ? "off" : pc.shard_gradients ? "on, gradients too (ZeRO-2)" : "on",
+                   pc.flash_attention ? "on" : "off",
                    to_string(pc.sharded_collective), to_string(job.training.precision),
                    to_string(job.training.optimizer));
   return s;

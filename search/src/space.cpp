@@ -221,12 +221,13 @@ class Enumerator {
         p.pipeline = pp, p.tensor = tp, p.sharded = sdp, p.expert = ep, p.microbatch_size = b;
         p.context = cp, p.context_comm = comm;
         p.microbatches = B / (dp * b);
-        for (const auto& [sched, v] : schedules(pp))
+        for (const auto& [sched, v] : schedules(pp)) {
+          p.ends_short = !ends_short(base_.model.layers, pp * v).empty();
           for (PlacementOrder placement : placements) {
             p.schedule = sched, p.virtual_stages = v, p.placement = placement;
-            p.ends_short = !ends_short(base_.model.layers, pp * v).empty();
             memory_knobs(p, axis);
           }
+        }
       }
   }
 

@@ -122,11 +122,22 @@ void sharded_buffers(const Job& job, const RankParameters& rank, int stage, cons
 
 MemoryBreakdown stage_memory(const Job& job, int stage) { return stage_memory(job, rank_parameters(job), stage); }
 
+namespace {
+// The plans StagePlans views, built for a caller that holds none.
+struct OwnPlans {
+  LayerPlan dense, moe, head;
+  explicit OwnPlans(const Job& job) {
+    const PlanConfig config = plan_config(job);  // the micro-batch's
+    dense = transformer_layer_plan(job.model, config);
+    moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : dense;
+    head = head_plan(job.model, config);
+  }
+  StagePlans view() const { return StagePlans{dense, moe, head}; }
+};
+}  // namespace
+
 MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int stage) {
-  const PlanConfig config = plan_config(job);  // the micro-batch's
-  const LayerPlan dense = transformer_layer_plan(job.model, config);
-  const LayerPlan moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : dense;
-  return stage_memory(job, rank, StagePlans{dense, moe, head_plan(job.model, config)}, stage);
+  return stage_memory(job, rank, OwnPlans(job).view(), stage);
 }
 
 MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const StagePlans& plans, int stage) {
@@ -144,7 +155,7 @@ MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const S
     // backward back to back, and interleaving keeps the head on one chunk. A head on the
     // first stage runs its forward and backward back to back under every schedule.
     const bool gpipe = pc.pipeline == PipelineSchedule::simple && !job.lm_head_on_first_stage();
-    mb.logits_one_microbatch = plans.head.stored_bytes(Checkpointing::none);  // logits_bytes_per_microbatch
+    mb.logits_one_microbatch = logits_bytes(plans.head);
     mb.logits = mb.logits_one_microbatch * (gpipe ? in_flight : 1.0);
   }
   // ZeRO-Offload / FSDP CPU offload: the optimizer state (and the parameter shard) live
@@ -166,10 +177,7 @@ MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const S
 MemoryBreakdown peak_memory(const Job& job) { return peak_memory(job, rank_parameters(job)); }
 
 MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank) {
-  const PlanConfig config = plan_config(job);
-  const LayerPlan dense = transformer_layer_plan(job.model, config);
-  const LayerPlan moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : dense;
-  return peak_memory(job, rank, StagePlans{dense, moe, head_plan(job.model, config)});
+  return peak_memory(job, rank, OwnPlans(job).view());
 }
 
 MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank, const StagePlans& plans) {

@@ -71,8 +71,8 @@ double stored_stage_bytes(const Job& job, double sequences, int stage) {
   return bytes;
 }
 
-double logits_bytes_per_microbatch(const Job& job) {
-  return head_plan(job.model, plan_config(job)).stored_bytes(Checkpointing::none);
-}
+double logits_bytes(const LayerPlan& head) { return head.stored_bytes(Checkpointing::none); }
+
+double logits_bytes_per_microbatch(const Job& job) { return logits_bytes(head_plan(job.model, plan_config(job))); }
 
 }  // namespace partune

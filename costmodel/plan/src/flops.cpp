@@ -50,8 +50,7 @@ double logits_forward_flops(const ModelSpec& m, double sequences) {
 }
 
 double model_flops_per_step(const ModelSpec& m, double global_batch) {
-  // Backward costs twice the forward (gradients w.r.t. inputs and weights).
-  return 3.0 * (layers_forward_flops(m, global_batch) + logits_forward_flops(m, global_batch));
+  return step_flops(m, global_batch, Checkpointing::none).model;
 }
 
 double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpointing ckpt,
@@ -71,7 +70,8 @@ StepFlops step_flops(const ModelSpec& m, double global_batch, Checkpointing ckpt
     recompute += k.mix.moe * moe.recomputed_flops(ckpt);
   }
   StepFlops out;
-  out.model = 3.0 * (forward + head_plan(m, whole).gemm_flops());  // as model_flops_per_step
+  // Backward costs twice the forward (gradients w.r.t. inputs and weights).
+  out.model = 3.0 * (forward + head_plan(m, whole).gemm_flops());
   out.hardware = out.model + checkpointed_fraction * recompute;
   return out;
 }

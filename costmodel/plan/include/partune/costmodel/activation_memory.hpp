@@ -7,6 +7,7 @@
 // The program builder (offload and reload copies) and memory's stage totals
 // (memory.hpp) both read these.
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/layer_plan.hpp"
 #include "partune/costmodel/parameter_count.hpp"
 
 namespace partune {
@@ -52,5 +53,7 @@ double stored_stage_bytes(const Job& job, double sequences, int stage);
 // LM-head output and loss buffers of one micro-batch on the head's stage: fp16 logits
 // plus the fp32 copy the cross-entropy works on, vocabulary split over tensor parallel.
 double logits_bytes_per_microbatch(const Job& job);
+// The same from a head plan already built (at plan_config(job)).
+double logits_bytes(const LayerPlan& head);
 
 }  // namespace partune
