@@ -278,7 +278,9 @@ nlohmann::json reproduce_json(const ReproduceResult& r) {
                     {"before", row.before},
                     {"direction_ok", row.direction_ok},
                     {"fits", row.fits},
-                    {"known_gap", row.known_gap}});
+                    {"known_gap", row.known_gap},
+                    {"gpu", row.gpu},
+                    {"parallel_kind", row.parallel_kind}});
   }
   return {{"rows", rows},
           {"mape_pct", r.mape_pct},

@@ -1,5 +1,7 @@
 #include "partune/costmodel/table.hpp"
 
+#include "partune/costmodel/corpus.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -69,7 +71,8 @@ Table load_table_file(const std::string& file) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string key = "rows[" + std::to_string(i) + "]";
     const Reader row(rows[i], file, key);
-    row.allow_only({"name", "metric", "published", "job", "baseline", "before", "note", "known_gap"});
+    row.allow_only({"name", "metric", "published", "job", "baseline", "before", "note", "known_gap", "source",
+                    "stack", "assumptions"});
     TableRow tr;
     tr.name = row.get_string("name");
     if (seen.count(tr.name)) row.fail("name", "'" + tr.name + "' is used by another row");
@@ -78,6 +81,9 @@ Table load_table_file(const std::string& file) {
         "metric", {"hw_tflops_per_gpu", "tflops_per_gpu", "samples_per_s", "tokens_per_s", "speedup"}, 0));
     tr.published = row.get_positive("published");
     tr.note = row.get_string("note", "");
+    tr.source = row.get_string("source", "");
+    tr.stack = row.get_string("stack", "");
+    tr.assumptions = row.get_string("assumptions", "");
     if (row.has("known_gap")) {
       tr.known_gap = row.get_string("known_gap");
       if (tr.known_gap.find_first_not_of(" \t\n") == std::string::npos)
@@ -174,6 +180,8 @@ ReproduceResult reproduce(const std::vector<Table>& tables, const JobEvaluator& 
       rr.before = row.before;
       rr.fits = e.fits && (!row.has_baseline || base.fits);
       rr.known_gap = row.known_gap;
+      rr.gpu = gpu_generation(row.job);
+      rr.parallel_kind = to_string(parallel_kind(row.job));
       by_name[row.name] = {rr.published, rr.predicted};
       abs_sum += std::fabs(rr.error_pct);
       table_abs_sum += std::fabs(rr.error_pct);

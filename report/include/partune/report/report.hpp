@@ -33,5 +33,9 @@ nlohmann::json published_comparison_json(const std::vector<search::PublishedComp
 
 std::string reproduce_text(const ReproduceResult& r);
 nlohmann::json reproduce_json(const ReproduceResult& r);
+// reproduce --corpus: the rows with their GPU generation and parallel kind, then the error
+// summary over the corpus and per source, GPU generation and parallel kind (corpus.hpp).
+std::string corpus_text(const ReproduceResult& r);
+nlohmann::json corpus_json(const ReproduceResult& r);
 
 }  // namespace partune::report

@@ -26,6 +26,9 @@ struct TableRow {
   std::string note;
   std::string known_gap;      // why the prediction is known to be far off (a mechanism, or
                               // "not explained yet" and the issue that addresses it)
+  // Corpus rows (scenarios/corpus/README.md): where the figure is, the software it ran on
+  // and what the publication leaves unstated. Free text for people; nothing reads it.
+  std::string source, stack, assumptions;
 };
 
 struct Table {
@@ -46,6 +49,8 @@ struct RowResult {
   bool direction_ok = true;  // sign of (row - before) agrees between prediction and paper
   bool fits = true;
   std::string known_gap;  // the row's `known_gap`, as written in the table file
+  std::string gpu;            // the GPU generation the row runs on (gpu_generation)
+  std::string parallel_kind;  // its parallel kind (parallel_kind)
 };
 
 struct TableSummary {
