@@ -1,0 +1,77 @@
+// The corpus report (issue 49, item 3): its summary arithmetic against hand-computed
+// figures, how a row is classified, and what every corpus row must carry.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+#include "partune/costmodel/corpus.hpp"
+#include "partune/costmodel/scenario.hpp"
+
+using namespace partune;
+
+namespace {
+
+RowResult row(const std::string& table, double error_pct, const std::string& gpu, const std::string& kind,
+              bool fits = true) {
+  RowResult r;
+  r.table = table;
+  r.row = table + std::to_string(error_pct);
+  r.published = 100;
+  r.predicted = 100 + error_pct;
+  r.error_pct = error_pct;
+  r.gpu = gpu;
+  r.parallel_kind = kind;
+  r.fits = fits;
+  return r;
+}
+
+Job job(const std::string& instance, int nodes, const std::string& model, const std::string& parallel) {
+  return parse_job("model: " + model + "\ncluster: {instance_type: " + instance + ", nodes: " +
+                       std::to_string(nodes) + "}\ntraining: {global_batch: 1024}\nparallel: " + parallel + "\n",
+                   "corpus-test.yaml");
+}
+
+}  // namespace
+
+TEST_CASE("the corpus summary: MAPE, median, signed error and shares within bounds", "[corpus]") {
+  ReproduceResult r;
+  r.rows = {row("a", +5, "A100", "data"), row("a", -12, "A100", "tensor-pipeline"),
+            row("b", +30, "H100", "moe", false), row("b", -2, "H100", "data"), row("c", +16, "B200", "data")};
+  const CorpusSummary c = summarize_corpus(r);
+  CHECK(c.all.rows == 5);
+  CHECK(c.all.mape_pct == Approx((5 + 12 + 30 + 2 + 16) / 5.0));      // 13
+  CHECK(c.all.median_abs_pct == Approx(12));                          // 2 5 [12] 16 30
+  CHECK(c.all.mean_signed_pct == Approx((5 - 12 + 30 - 2 + 16) / 5.0));  // 7.4
+  CHECK(c.all.within10 == Approx(2 / 5.0));                           // 5, 2
+  CHECK(c.all.within15 == Approx(3 / 5.0));                           // and 12
+  CHECK(c.all.within20 == Approx(4 / 5.0));                           // and 16
+  CHECK(c.all.not_fit == 1);
+  REQUIRE(c.by_source.size() == 3);
+  CHECK(c.by_source[0].first == "a");
+  CHECK(c.by_source[0].second.mape_pct == Approx(8.5));
+  CHECK(c.by_source[0].second.median_abs_pct == Approx(8.5));  // even count: the mean of the middle two
+  CHECK(c.by_source[1].second.mean_signed_pct == Approx(14));
+  REQUIRE(c.by_gpu.size() == 3);
+  CHECK(c.by_gpu[2].first == "B200");
+  REQUIRE(c.by_kind.size() == 3);
+  CHECK(c.by_kind[0].first == "data");
+  CHECK(c.by_kind[0].second.rows == 3);
+}
+
+TEST_CASE("a corpus row's GPU generation and parallel kind come from its job", "[corpus]") {
+  CHECK(gpu_generation(job("p4d.24xlarge", 1, "gpt2-small", "{}")) == "A100");
+  CHECK(gpu_generation(job("p5.48xlarge", 1, "gpt2-small", "{}")) == "H100");
+  CHECK(gpu_generation(job("p5e.48xlarge", 1, "gpt2-small", "{}")) == "H200");
+  CHECK(gpu_generation(job("p6e-gb200.36xlarge", 2, "gpt2-small", "{}")) == "GB200");
+  CHECK(parallel_kind(job("p5.48xlarge", 1, "gpt2-small", "{}")) == ParallelKind::data);
+  CHECK(parallel_kind(job("p5.48xlarge", 1, "gpt2-small", "{shard_optimizer_state: true}")) == ParallelKind::data);
+  CHECK(parallel_kind(job("p5.48xlarge", 1, "gpt2-small", "{tensor_parallel_degree: 2}")) ==
+        ParallelKind::tensor_pipeline);
+  CHECK(parallel_kind(job("p5.48xlarge", 1, "gpt2-small", "{sharded_data_parallel_degree: 8}")) ==
+        ParallelKind::sharded_data);
+  CHECK(parallel_kind(job("p5.48xlarge", 2, "llama-3-8b", "{tensor_parallel_degree: 2, context_parallel_degree: 2}")) ==
+        ParallelKind::context);
+  CHECK(parallel_kind(job("p5.48xlarge", 1, "mixtral-8x7b", "{tensor_parallel_degree: 2, expert_parallel_degree: 4}")) ==
+        ParallelKind::moe);
+}
