@@ -83,6 +83,7 @@ void register_reproduce(CLI::App& app) {
           }
     const ReproduceResult r = reproduce(tables, evaluate);
     if (opt->corpus && opt->json) std::cout << report::corpus_json(r).dump(2) << "\n";
+    else if (opt->corpus && opt->markdown) std::cout << report::corpus_markdown(r);
     else if (opt->corpus) std::cout << report::corpus_text(r);
     else if (opt->json) std::cout << report::reproduce_json(r).dump(2) << "\n";
     else if (opt->markdown) std::cout << reproduce_markdown(r, opt->estimator ? "estimator" : "simulator");

@@ -39,7 +39,25 @@ nlohmann::json groups_json(const std::vector<std::pair<std::string, ErrorSummary
   return out;
 }
 
+std::string markdown_block(const std::string& title,
+                           const std::vector<std::pair<std::string, ErrorSummary>>& groups) {
+  std::string s = fmt::format("| {} | rows | MAPE | median | mean signed | within 10% | within 15% | within 20% | "
+                              "predicted not to fit |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                              title);
+  for (const auto& [label, e] : groups)
+    s += fmt::format("| {} | {} | {:.1f}% | {:.1f}% | {:+.1f}% | {:.0f}% | {:.0f}% | {:.0f}% | {} |\n", label, e.rows,
+                     e.mape_pct, e.median_abs_pct, e.mean_signed_pct, 100 * e.within10, 100 * e.within15,
+                     100 * e.within20, e.not_fit);
+  return s + "\n";
+}
+
 }  // namespace
+
+std::string corpus_markdown(const ReproduceResult& r) {
+  const CorpusSummary c = summarize_corpus(r);
+  return markdown_block("corpus", {{"all rows", c.all}}) + markdown_block("source", c.by_source) +
+         markdown_block("GPU", c.by_gpu) + markdown_block("parallel kind", c.by_kind);
+}
 
 std::string corpus_text(const ReproduceResult& r) {
   std::string s = fmt::format("{:<26} {:<44} {:<6} {:<15} {:>12} {:>12} {:>8}\n", "source", "row", "gpu", "kind",

@@ -2,10 +2,12 @@
 // figures, how a row is classified, and what every corpus row must carry.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <set>
 #include <string>
 
 #include "partune/costmodel/corpus.hpp"
+#include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 
 using namespace partune;
@@ -74,4 +76,49 @@ TEST_CASE("a corpus row's GPU generation and parallel kind come from its job", "
         ParallelKind::context);
   CHECK(parallel_kind(job("p5.48xlarge", 1, "mixtral-8x7b", "{tensor_parallel_degree: 2, expert_parallel_degree: 4}")) ==
         ParallelKind::moe);
+}
+
+namespace {
+
+std::vector<Table> corpus() { return load_tables({std::string(PARTUNE_SOURCE_DIR) + "/scenarios/corpus"}); }
+
+}  // namespace
+
+TEST_CASE("the corpus: 100+ rows from 10+ sources, each row citing its figure", "[corpus]") {
+  const std::vector<Table> tables = corpus();
+  std::size_t rows = 0;
+  std::set<std::string> gpus;
+  for (const Table& t : tables) {
+    INFO(t.file);
+    CHECK(!t.source.empty());
+    for (const TableRow& r : t.rows) {
+      INFO(r.name);
+      ++rows;
+      CHECK(!r.source.empty());  // where the figure is
+      CHECK(!r.note.empty());    // the figure as published, and the arithmetic to `published`
+      // Every row runs its instance type's own profile: no stack picked for a row.
+      CHECK(r.job.cluster.instance.collective_stack.empty());
+      CHECK(r.metric != Metric::speedup);
+      gpus.insert(gpu_generation(r.job));
+    }
+  }
+  CHECK(tables.size() >= 10);
+  CHECK(rows >= 100);
+  // The generations the issue names, where published.
+  for (const char* g : {"A100", "H100", "H200", "B200", "GB200"}) CHECK(gpus.count(g) == 1);
+}
+
+TEST_CASE("the corpus's accuracy does not regress (estimator)", "[corpus]") {
+  const ReproduceResult r = reproduce(corpus(), [](const Job& j) { return estimate(j); });
+  const CorpusSummary c = summarize_corpus(r);
+  INFO("corpus MAPE " << c.all.mape_pct << "%, signed " << c.all.mean_signed_pct << "%, within 15% "
+                      << 100 * c.all.within15 << "%, predicted not to fit " << c.all.not_fit);
+  // The issue's goal: MAPE <= 10%, >= 70% of rows within 15%, mean signed error within 3%,
+  // no run that ran predicted not to fit. Not reached: these bound the last measured values
+  // (docs/validation.md section 0, 2026-11-29: 26.6%, 41% within 15%, signed +11.6%, 16
+  // rows predicted not to fit), to catch a regression; none is a row's own.
+  CHECK(c.all.mape_pct <= 26.6);
+  CHECK(c.all.within15 >= 0.4125);
+  CHECK(std::abs(c.all.mean_signed_pct) <= 11.7);
+  CHECK(c.all.not_fit <= 16);
 }

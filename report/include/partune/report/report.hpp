@@ -37,5 +37,7 @@ nlohmann::json reproduce_json(const ReproduceResult& r);
 // summary over the corpus and per source, GPU generation and parallel kind (corpus.hpp).
 std::string corpus_text(const ReproduceResult& r);
 nlohmann::json corpus_json(const ReproduceResult& r);
+// The summary alone as Markdown tables (docs/validation.md section 0).
+std::string corpus_markdown(const ReproduceResult& r);
 
 }  // namespace partune::report
