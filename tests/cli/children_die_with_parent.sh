@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Signals `partune simulate` and `partune search` while their forked simulation children
 # run, and checks that no child outlives its parent (issue 12, item 4e).
-#   children_die_with_parent.sh PARTUNE JOB
-# JOB must keep the simulation children busy for a few seconds (the 175B job on 120 p4d:
-# about 17 s without symmetry; its search restricted to tp8 pp8 starts simulating at once). Exit 0 when every case
-# leaves nothing behind; the failing case and the survivors otherwise.
+#   children_die_with_parent.sh PARTUNE JOB SEARCH_JOB
+# JOB must keep simulate's children busy for a few seconds (the 175B job on 120 p4d: about
+# 17 s without symmetry), and SEARCH_JOB the search's workers (GPT-NeoX-20B on 16 p4d with
+# 64 candidates simulated rank by rank under jitter: about 5 s of simulation; the 175B
+# search's 8 symmetric simulations ended within 0.1 s, too soon to be caught reliably).
+# Exit 0 when every case leaves nothing behind; the failing case and the survivors otherwise.
 set -u
 set -m  # each background command in its own process group, SIGINT not ignored
 partune=$1
 job=$2
+search_job=$3
 failed=0
 
 # Every descendant of $1, recursively.
@@ -64,6 +67,6 @@ check() {
 
 for signal in TERM INT KILL; do
   check "$signal" simulate "$job" --no-symmetry
-  check "$signal" search "$job" --fix tensor_parallel_degree=8 --fix pipeline_parallel_degree=8 --top-k 8 --workers 2
+  check "$signal" search "$search_job" --top-k 64 --workers 2 --slow jitter=0.05
 done
 exit $failed
