@@ -1,7 +1,6 @@
 // partune validate JOB.yaml | --suite DIR [--jobs a,b] [--steps N] [--warmup K] [--repeats R] [--set k=v] [--json] [--trace-dir DIR]
-// partune validate --search JOB [--candidates K]: search --execute K, judged on the ranking
-// targets (validate_search.hpp). The suite: validate/validation_suite.hpp; printed by
-// validate_report.hpp.
+// partune validate --search JOB [--candidates K] (validate_search.hpp) | --replay DIR
+// (validate_replay.hpp). The suite: validate/validation_suite.hpp; printed by validate_report.hpp.
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "partune/validate/validation_suite.hpp"
 #include "progress.hpp"
 #include "validate_report.hpp"
+#include "validate_replay.hpp"
 #include "validate_search.hpp"
 
 namespace partune::cli {
@@ -25,7 +25,7 @@ namespace {
 
 struct ValidateOptions {
   validate::SuiteOptions suite;
-  std::string trace_dir, search;
+  std::string trace_dir, search, replay;
   int candidates = 5;
   bool json = false;
 };
@@ -67,8 +67,9 @@ void validate_jobs(const ValidateOptions& opt) {
 
 void check(const ValidateOptions& opt) {
   const validate::SuiteOptions& s = opt.suite;
-  if (s.job.empty() + s.suite.empty() + opt.search.empty() != 2)
-    fail("partune: error: validate takes one job file, --suite DIR or --search JOB\n", 2);
+  if (s.job.empty() + s.suite.empty() + opt.search.empty() + opt.replay.empty() != 3)
+    fail("partune: error: validate takes one job file, --suite DIR, --search JOB or --replay DIR\n", 2);
+  if (!opt.replay.empty()) return;  // predicts only: no backend needed
   if (!s.jobs.empty() && s.suite.empty()) fail("partune: error: --jobs selects jobs of a --suite\n", 2);
   if (s.warmup >= s.steps)
     fail(fmt::format("partune: error: --steps {} leaves no step after --warmup {}\n", s.steps, s.warmup), 2);
@@ -95,6 +96,8 @@ void register_validate(CLI::App& app) {
   cmd->add_option("--search", opt->search,
                   "search this job, run the top K candidates and K from the rest of the ranking on the backend "
                   "(search --execute K), and judge the ranking: Kendall's tau >= 0.8, regret <= 5%");
+  cmd->add_option("--replay", opt->replay, "predict the GPU runs on record under DIR (e.g. docs/device-runs) again, each on "
+                  "its own calibration, against what it measured: step, instruction kinds, kernel categories");
   cmd->add_option("--candidates", opt->candidates, "with --search: K")->capture_default_str()->check(count_in(1, 1000));
   cmd->add_option("--set", s.overrides, "override a key of every job, e.g. --set optimizer=sgd");
   cmd->add_option("--device", s.device,
@@ -104,6 +107,7 @@ void register_validate(CLI::App& app) {
   cmd->add_flag("--json", opt->json, "print one JSON object");
   cmd->callback([opt] {
     check(*opt);
+    if (!opt->replay.empty()) return validate_replay(opt->replay, opt->json);
     if (!opt->search.empty())
       return validate_search(opt->search, opt->suite.overrides,
                              {opt->candidates, opt->suite.repeats, opt->suite.steps, opt->suite.warmup}, opt->json);

@@ -37,7 +37,8 @@ namespace {
       {"optimizer", std::regex("multi_tensor|foreach|fused_adam", std::regex::icase)},
       {"attention", std::regex("flash|fmha|sdpa|attention|cudnn", std::regex::icase)},
       {"gemm", std::regex("gemm|cutlass|xmma|nvjet|cublas|sm90_|sm80_|wgmma", std::regex::icase)},
-      {"reduction_norm", std::regex("reduce|norm|softmax|cross_entropy|nll|log_softmax", std::regex::icase)},
+      // (GammaBetaBackward: LayerNorm's scale and shift gradients, a reduction over tokens.)
+      {"reduction_norm", std::regex("reduce|norm|softmax|cross_entropy|nll|log_softmax|GammaBeta", std::regex::icase)},
       {"copy", std::regex("copy|memcpy|memset|cat|transpose|index", std::regex::icase)},
       {"elementwise", std::regex("elementwise|vectorized|unrolled|pointwise", std::regex::icase)},
   };

@@ -183,6 +183,12 @@ GpuMemoryMeasurement bench_gpu_memory(const std::string& kernel, double elements
     } else if (kernel == "gelu") {
       call = [&] { (void)torch::gelu(a); };
       r.bytes = 4.0 * r.elements;
+    } else if (kernel == "broadcast_mul") {
+      // A per-row factor broadcast over the row (RMSNorm's x * r, rotary's tables): LibTorch's
+      // non-vectorised element-wise kernel.
+      const auto factor = torch::rand({n / width, 1}, opts);
+      call = [&, factor] { (void)(a * factor); };
+      r.bytes = 4.0 * r.elements;
     } else if (kernel == "layer_norm") {
       const auto gamma = torch::ones({width}, opts.requires_grad(true));
       const auto beta = torch::zeros({width}, opts.requires_grad(true));
@@ -256,7 +262,7 @@ struct AttentionCase {
 struct GpuBenchmarkPlan {
   double warm_up_seconds = 0, target = 0;  // target: seconds of timing per case
   std::vector<GemmCase> bf16, fp8;
-  std::vector<std::string> memory_kernels{"copy", "add", "gelu", "layer_norm"};
+  std::vector<std::string> memory_kernels{"copy", "add", "gelu", "layer_norm", "broadcast_mul"};
   std::vector<double> memory_sizes;
   std::vector<AttentionCase> score_bmm, flash;  // flash: partune's kernel, then LibTorch's SDPA
   double copy_bytes = 0;

@@ -256,8 +256,21 @@ InstanceType measured_gpu_instance_type(const GpuCalibration& c, const std::stri
   if (c.gpu.memory_bytes > 0) g.hbm_bytes = c.gpu.memory_bytes;
   if (c.gpu.sm_count > 0) g.gemm.sm_count = c.gpu.sm_count;
   if (c.memory_measured) {
+    // Back-to-back eager calls with autograd recording: their shared intercept is the
+    // host's dispatch of one kernel (the device's own gap between queued kernels stays the
+    // datasheet's kernel_overhead). The classes' rates are their kernels' measured ones.
     g.hbm_efficiency = c.hbm_efficiency;
-    g.kernel_overhead = c.memory_fit.kernel_overhead;
+    g.dispatch = c.memory_fit.kernel_overhead;
+    const auto rate = [&](const char* kernel) {
+      try {
+        return std::min(1.0, c.memory_fit.bandwidth_of(kernel) / g.hbm_bw);
+      } catch (const std::out_of_range&) {
+        return 0.0;
+      }
+    };
+    g.norm_efficiency = rate("layer_norm");
+    g.copy_efficiency = rate("copy");
+    g.strided_efficiency = rate("broadcast_mul");
   }
   if (c.gemm_measured) {
     g.gemm.max_efficiency = c.gemm_fit.fit.max_efficiency;
@@ -330,11 +343,17 @@ void add_gpu_comments(const GpuCalibration& c, std::map<std::string, std::string
              fmt::format("fitted: bf16 add {:.0f}, gelu {:.0f}, layer_norm {:.0f} GB/s (copy {:.0f}, read + write),\n"
                          "weighted by the estimator's per-token bytes (LayerNorm 8h, GeLU 16h, adds 14h) / hbm_bw",
                          bw("add"), bw("gelu"), bw("layer_norm"), bw("copy")));
-  k["gpu.kernel_overhead_us"] =
+  k["gpu.dispatch_us"] =
       either(c.memory_measured,
-             fmt::format("fitted: the shared intercept of t = overhead + bytes / bw_kernel over back-to-back calls of\n"
-                         "64 elements and of >= 256 MiB (autograd recording, as in training); {}",
+             fmt::format("fitted: the shared intercept of t = dispatch + bytes / bw_kernel over back-to-back calls of\n"
+                         "64 elements and of >= 256 MiB (autograd recording, as in training): the host's launch of a kernel; {}",
                          residual_text(mf.residual)));
+  k["gpu.norm_efficiency"] = either(c.memory_measured, fmt::format("measured: layer_norm {:.0f} GB/s / hbm_bw", bw("layer_norm")));
+  k["gpu.copy_efficiency"] = either(c.memory_measured, fmt::format("measured: copy {:.0f} GB/s / hbm_bw", bw("copy")));
+  k["gpu.strided_efficiency"] =
+      either(c.memory_measured && bw("broadcast_mul") > 0,
+             fmt::format("measured: a [rows, 4096] x [rows, 1] multiply (LibTorch's non-vectorised kernel) {:.0f} GB/s / hbm_bw",
+                         bw("broadcast_mul")));
   k["gpu.gemm.max_efficiency"] =
       either(c.gemm_measured,
              fmt::format("fitted: torch::matmul bf16, {} shapes (squares, a layer's GEMMs, short k), the cost\n"

@@ -155,7 +155,10 @@ TEST_CASE("a GPU calibration's profile carries the fits and loads back", "[gpu_c
   CHECK(it.gpu.gemm.tile == 128);
   CHECK(it.gpu.gemm.sm_count == 132);
   CHECK(it.gpu.gemm.fp8_max_efficiency == Approx(0.66).epsilon(1e-3));
-  CHECK(it.gpu.kernel_overhead == Approx(6e-6).epsilon(1e-3));
+  // The intercept of back-to-back eager calls is the host's dispatch; the device's own gap
+  // between kernels stays the datasheet's (h100-sxm-device: 2.4 us).
+  CHECK(it.gpu.dispatch == Approx(6e-6).epsilon(1e-3));
+  CHECK(it.gpu.kernel_overhead == Approx(2.4e-6).epsilon(1e-9));
   CHECK(it.gpu.attention.score_bmm_efficiency == Approx(0.3).epsilon(1e-3));
   CHECK(it.gpu.attention.flash_efficiency == Approx(0.05).epsilon(1e-3));
   CHECK_FALSE(it.gpu.attention.flash_fp32);

@@ -84,6 +84,11 @@ TEST_CASE("every file of one GPU carries the same efficiencies", "[profiles][cor
       CHECK(same(a.gpu.attention.score_bytes_fwd, b.gpu.attention.score_bytes_fwd));
       CHECK(same(a.gpu.attention.score_bytes_bwd, b.gpu.attention.score_bytes_bwd));
       CHECK(same(a.gpu.hbm_efficiency, b.gpu.hbm_efficiency));
+      CHECK(same(a.gpu.strided_efficiency, b.gpu.strided_efficiency));
+      CHECK(same(a.gpu.norm_efficiency, b.gpu.norm_efficiency));
+      CHECK(same(a.gpu.copy_efficiency, b.gpu.copy_efficiency));
+      CHECK(same(a.gpu.dispatch, b.gpu.dispatch));
+      CHECK(same(a.gpu.kernel_overhead, b.gpu.kernel_overhead));
     }
   }
   // The groups the files name: the check above is not vacuous for the GPUs calibrate measured.
@@ -106,6 +111,12 @@ TEST_CASE("the H100 and H200 files carry what calibrate measured on them", "[pro
       CHECK(same(p.it.gpu.gemm.fp8_max_efficiency, 0.7131));
       CHECK(same(p.it.gpu.attention.flash_efficiency, 0.3504));
       CHECK(same(p.it.gpu.hbm_efficiency, 0.8146));
+      // calibrate's LayerNorm and copy rates (2055.5 and 3052.9 GB/s of 3350), its intercept
+      // of eager calls (5.953 us), and the profiled non-vectorised kernels' 1.36 TB/s.
+      CHECK(same(p.it.gpu.norm_efficiency, 2055.5 / 3350));
+      CHECK(same(p.it.gpu.copy_efficiency, 3052.9 / 3350));
+      CHECK(same(p.it.gpu.dispatch, 5.953e-6));
+      CHECK(same(p.it.gpu.strided_efficiency, 0.405));  // 1.358 and 1.356 TB/s of 3.35
     }
     if (p.file == "p5e.48xlarge.yaml" || p.file == "p5en.48xlarge.yaml" || p.file == "h200-device.yaml") {
       INFO(p.file);
@@ -113,6 +124,9 @@ TEST_CASE("the H100 and H200 files carry what calibrate measured on them", "[pro
       CHECK(same(p.it.gpu.gemm.fp8_max_efficiency, 0.6961));
       CHECK(same(p.it.gpu.attention.flash_efficiency, 0.3637));
       CHECK(same(p.it.gpu.hbm_efficiency, 0.7195));
+      CHECK(same(p.it.gpu.norm_efficiency, 2813.1 / 4800));
+      CHECK(same(p.it.gpu.copy_efficiency, 4347.9 / 4800));
+      CHECK(same(p.it.gpu.dispatch, 5.946e-6));
     }
   }
 }

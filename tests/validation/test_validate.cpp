@@ -179,7 +179,7 @@ TEST_CASE("validate --search judges the ranking and exits by the table", "[valid
   const auto run = [](const std::string& cmd, std::string& out) { return run_command(cmd + " 2>&1", out); };
   std::string usage;
   CHECK(run(std::string(PARTUNE_BINARY) + " validate " + job + " --search " + job, usage) == 2);
-  CHECK(usage.find("one job file, --suite DIR or --search JOB") != std::string::npos);
+  CHECK(usage.find("one job file, --suite DIR, --search JOB or --replay DIR") != std::string::npos);
   std::string out;
   const int status = run(std::string(PARTUNE_BINARY) + " validate --search " + job +
                              " --candidates 2 --repeats 1 --steps 4 --warmup 2",

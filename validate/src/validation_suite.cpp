@@ -13,21 +13,29 @@
 
 namespace partune::validate {
 
-namespace {
-
-Prediction predict(const SuiteJob& c) {
+Prediction predict(const Job& ran) {
   Prediction p;
-  p.programs = build_programs(c.ran, ProgramOptions{Granularity::layer});
+  p.programs = build_programs(ran, ProgramOptions{Granularity::layer});
   sim::SimOptions so;
   so.use_symmetry = false;
   so.record_events = true;
   so.granularity = Granularity::layer;
-  p.result = sim::simulate(c.ran, so);
+  p.result = sim::simulate(ran, so);
   return p;
 }
 
+Job as_run_on(Job ran, const std::string& device) {
+  if (device == "cuda") {
+    ran.training.kernel_fusion = KernelFusion::eager;
+    ran.training.optimizer_impl = OptimizerImpl::torch;
+  }
+  return ran;
+}
+
+namespace {
+
 void run_once(const SuiteJob& c, const SuiteOptions& opt, JobValidation& j) {
-  if (!j.prediction) j.prediction = predict(c);
+  if (!j.prediction) j.prediction = predict(c.ran);
   const BackendRun run = run_on_backend({c.file, opt.overrides, opt.steps, c.ran.world_size(), c.model, opt.device});
   j.runs.push_back(compare_with_measurement(c.ran, j.prediction->programs, j.prediction->result, run.measured,
                                             opt.warmup));
@@ -56,7 +64,7 @@ std::vector<SuiteJob> load_suite(const SuiteOptions& opt) {
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(f, "model", e.what());
     }
-    c.ran = backend::scaled_job(c.job, c.model);
+    c.ran = as_run_on(backend::scaled_job(c.job, c.model), opt.device);
     jobs.push_back(std::move(c));
   }
   return jobs;

@@ -21,6 +21,30 @@ double memory_bound_time(const GpuProfile& gpu, double bytes) {
   return bytes / (gpu.hbm_bw * gpu.hbm_efficiency);
 }
 
+double kernel_class_efficiency(const GpuProfile& gpu, KernelClass c) {
+  double own = 0;
+  switch (c) {
+    case KernelClass::elementwise: break;
+    case KernelClass::strided:
+    case KernelClass::strided_copy: own = gpu.strided_efficiency; break;
+    case KernelClass::norm: own = gpu.norm_efficiency; break;
+    case KernelClass::copy: own = gpu.copy_efficiency; break;
+  }
+  return own > 0 ? own : gpu.hbm_efficiency;
+}
+
+double kernel_class_time(const GpuProfile& gpu, const KernelWork& w, KernelClass c) {
+  const int i = static_cast<int>(c);
+  if (w.kernels[i] == 0 && w.bytes[i] == 0) return 0.0;
+  return w.bytes[i] / (gpu.hbm_bw * kernel_class_efficiency(gpu, c)) + w.kernels[i] * gpu.kernel_overhead;
+}
+
+double kernel_work_time(const GpuProfile& gpu, const KernelWork& w) {
+  double sum = 0;
+  for (int i = 0; i < kKernelClasses; ++i) sum += kernel_class_time(gpu, w, static_cast<KernelClass>(i));
+  return sum;
+}
+
 namespace {
 
 // The GEMM format's max_efficiency over the bf16 one (its own fit, or 1).
@@ -92,61 +116,91 @@ OpTime attention_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op, b
   const double rate = peak * std::min(eff, gpu.gemm.max_efficiency);
   // (Every score, a sliding window's masked ones too.)
   const double computed = op.flops / (op.score_fraction > 0 ? op.score_fraction : 1.0);
+  if (op.score_passes_in_work)  // the passes are the op's kernel work (layer_plan.hpp)
+    return {computed / rate + 2 * gpu.kernel_overhead, 2.0 * computed / rate + 4 * gpu.kernel_overhead};
   return {computed / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_fwd) + 4 * gpu.kernel_overhead,
           2.0 * computed / rate + memory_bound_time(gpu, op.m * gpu.attention.score_bytes_bwd) +
               8 * gpu.kernel_overhead};
 }
 
-// The time of a set of ops in one pass, by part: GEMMs, the attention core, and the
-// memory-bound kernels, which stream their bytes at HBM speed and each pay the
-// small-kernel floor.
+// The time of a set of ops in one pass, by part: GEMMs, the attention core, the
+// memory-bound kernels by class, and the host's dispatch left idle.
 struct PassTime {
-  double gemm = 0, attention = 0, bytes = 0;
-  int kernels = 0;
-  double elementwise(const GpuProfile& gpu) const {
-    return kernels > 0 ? memory_bound_time(gpu, bytes) + kernels * gpu.kernel_overhead : 0.0;
+  double gemm = 0, attention = 0, idle = 0;
+  std::array<double, kKernelClasses> by_class{};
+  double memory() const {
+    double sum = 0;
+    for (double t : by_class) sum += t;
+    return sum;
   }
-  // As LayerTime::forward() adds its parts.
-  double total(const GpuProfile& gpu) const { return gemm + attention + elementwise(gpu); }
+  double total() const { return gemm + attention + memory() + idle; }
 };
+
+// Kernels a GEMM op and the attention core launch in a pass (FlashAttention's backward:
+// the kernel, the output-gradient dot product and dq's conversion; the standard core:
+// its batched GEMMs and score passes).
+int compute_kernels(const PlanOp& op, bool forward, bool flash) {
+  if (op.kind == PlanOpKind::gemm) return static_cast<int>(op.batch) * (forward ? 1 : 2);
+  if (op.kind != PlanOpKind::attention_core) return 0;
+  if (flash) return forward ? 1 : 3;
+  return (forward ? 2 : 4) * (op.score_passes_in_work ? 1 : 2);  // (the passes' own: in the work)
+  return 0;
+}
+
+// Adds one op's pass: its compute time and memory-bound kernels on the device, floored by
+// the host's launches of all its kernels (the host runs ahead of long kernels, but an op
+// of short ones waits for it).
+void add_op(const GpuProfile& gpu, const PlanOp& op, double compute, const KernelWork& work, int compute_kernels,
+            bool host_dispatch, PassTime& pass) {
+  if (op.kind == PlanOpKind::gemm) pass.gemm += compute;
+  if (op.kind == PlanOpKind::attention_core) pass.attention += compute;
+  double device = compute;
+  for (int i = 0; i < kKernelClasses; ++i) {
+    const double t = kernel_class_time(gpu, work, static_cast<KernelClass>(i));
+    pass.by_class[i] += t;
+    device += t;
+  }
+  if (host_dispatch && gpu.dispatch > 0)
+    pass.idle += std::max(0.0, (compute_kernels + work.total_kernels()) * gpu.dispatch - device);
+}
 
 }  // namespace
 
 LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention) {
   PassTime fwd, bwd, selective, full;  // the last two: the forward of the recomputed ops
   double weight = 0;                   // the GEMMs' weight gradients, of bwd
-  auto add = [&](const PlanOp& op, PassTime& pass, double time, double bytes, int kernels) {
-    if (op.kind == PlanOpKind::gemm) pass.gemm += time;
-    if (op.kind == PlanOpKind::attention_core) pass.attention += time;
-    pass.bytes += bytes;
-    pass.kernels += kernels;
-  };
+  const bool dispatch = plan.host_dispatch;
   for (const PlanOp& op : plan.ops) {
     OpTime t;
     switch (op.kind) {
       case PlanOpKind::gemm: t = gemm_op_time(gpu, p, op); break;
       case PlanOpKind::attention_core: t = attention_op_time(gpu, non_gemm_precision(p), op, flash_attention); break;
-      case PlanOpKind::memory_bound: break;  // its bytes and launches are added up below
+      case PlanOpKind::memory_bound: break;  // its kernels are op.forward_work / backward_work
       case PlanOpKind::tensor_comm:
       case PlanOpKind::expert_comm:
       case PlanOpKind::context_comm: continue;  // collectives are costed by collective.hpp
     }
-    add(op, fwd, t.fwd, op.bytes, op.kernels);
-    add(op, bwd, t.bwd, op.backward_bytes, op.backward_kernels);
+    const int kf = compute_kernels(op, true, flash_attention), kb = compute_kernels(op, false, flash_attention);
+    add_op(gpu, op, t.fwd, op.forward_work, kf, dispatch, fwd);
+    add_op(gpu, op, t.bwd, op.backward_work, kb, dispatch, bwd);
     weight += t.weight;
-    if (recomputed(op, Checkpointing::selective)) add(op, selective, t.fwd, op.bytes, op.kernels);
-    if (recomputed(op, Checkpointing::full)) add(op, full, t.fwd, op.bytes, op.kernels);
+    if (recomputed(op, Checkpointing::selective)) add_op(gpu, op, t.fwd, op.forward_work, kf, dispatch, selective);
+    if (recomputed(op, Checkpointing::full)) add_op(gpu, op, t.fwd, op.forward_work, kf, dispatch, full);
   }
   LayerTime lt;
   lt.gemm_fwd = fwd.gemm;
   lt.attention_fwd = fwd.attention;
-  lt.elementwise_fwd = fwd.elementwise(gpu);
+  lt.elementwise_fwd = fwd.memory() + fwd.idle;
   lt.gemm_bwd = bwd.gemm;
   lt.attention_bwd = bwd.attention;
-  lt.elementwise_bwd = bwd.elementwise(gpu);
+  lt.elementwise_bwd = bwd.memory() + bwd.idle;
+  lt.class_fwd = fwd.by_class;
+  lt.class_bwd = bwd.by_class;
+  lt.idle_fwd = fwd.idle;
+  lt.idle_bwd = bwd.idle;
   lt.gemm_weight_bwd = weight;
-  lt.recompute_selective = selective.total(gpu);
-  lt.recompute_full = full.total(gpu);
+  lt.recompute_selective = selective.total();
+  lt.recompute_full = full.total();
   if (plan.part == PlanPart::layer) {  // the host's fixed work per layer and micro-batch
     lt.elementwise_fwd += gpu.layer_overhead_fwd;
     lt.elementwise_bwd += gpu.layer_overhead_bwd;
@@ -195,8 +249,36 @@ double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_
   return params * (grad + 2.0 * state + (mixed ? 2.0 : 0.0));
 }
 
-double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params, double gradient_bytes) {
-  return memory_bound_time(gpu, optimizer_bytes(o, p, params, gradient_bytes)) + 4 * gpu.kernel_overhead;
+OptimizerTime optimizer_times(const GpuProfile& gpu, const TrainingConfig& t, double params, int tensors,
+                              double gradient_bytes) {
+  const Precision p = t.precision;
+  if (t.optimizer_impl == OptimizerImpl::fused || !mixed_precision(p))
+    return {memory_bound_time(gpu, optimizer_bytes(t.optimizer, p, params, gradient_bytes)) + 4 * gpu.kernel_overhead, 0};
+  // torch.optim's fused kernel reads fp32 gradients and steps the fp32 masters in place;
+  // the conversions read one format and write the other, a copy a tensor each way.
+  const double eb = bytes_per_element(p), state = (t.optimizer == Optimizer::adam ? 3.0 : 2.0) * 4.0;
+  // The foreach step (Adam): m *= b1, m += (1 - b1) g, v *= b2, v += (1 - b2) g g, d = sqrt(v),
+  // d /= c, d += eps (8 bytes an element each but the two that read g: 12), p -= lr m / d
+  // (read three, write one: 16): 80 bytes a parameter; SGD's momentum and update, 28.
+  const double foreach_bytes = t.optimizer == Optimizer::adam ? 80.0 : 28.0;
+  const bool foreach = t.optimizer_impl == OptimizerImpl::foreach;
+  const bool loop = t.optimizer_impl == OptimizerImpl::per_tensor;
+  const double host = t.cuda_graphs ? 0.0 : tensors * gpu.dispatch;  // a kernel a tensor
+  double step = memory_bound_time(gpu, params * (foreach || loop ? foreach_bytes : 4.0 + 2.0 * state));
+  if (loop) step = std::max(step + 10 * tensors * gpu.kernel_overhead, 10 * host);
+  else step += (foreach ? 32 : 4) * gpu.kernel_overhead;
+  // To fp32 through LibTorch's unrolled (non-vectorised) converting copy, back to the 16-bit
+  // format through its vectorised one (the profiled kernels).
+  KernelWork to_fp32, back;
+  to_fp32.add(KernelClass::strided_copy, params * (eb + 4.0), tensors);
+  back.add(KernelClass::copy, params * (eb + 4.0), tensors);
+  return {step, std::max(kernel_work_time(gpu, to_fp32), host) + std::max(kernel_work_time(gpu, back), host)};
+}
+
+double optimizer_time(const GpuProfile& gpu, const TrainingConfig& t, double params, int tensors,
+                      double gradient_bytes) {
+  const OptimizerTime o = optimizer_times(gpu, t, params, tensors, gradient_bytes);
+  return o.step + o.conversions;
 }
 
 double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params,

@@ -420,7 +420,7 @@ double optimizer(const Context& c, double stage_params) {
   const TrainingConfig& t = c.job.training;
   const double params = local_params(c, stage_params);
   if (c.pc.offload_optimizer) return host_optimizer_time(c.inst, t.optimizer, t.precision, params, c.gb);
-  return optimizer_time(c.inst.gpu, t.optimizer, t.precision, params, c.gb);
+  return optimizer_time(c.inst.gpu, t, params, stage_parameter_tensors(c.job, c.rank, largest_stage(c)), c.gb);
 }
 
 // 6b. State offload's blocking copies over the rank's PCIe share (program.cpp): per step

@@ -73,6 +73,14 @@ void context_exchange(PlanBuilder& p, const CoreWidths& w, PlanOpRole role) {
 void core_with_context(PlanBuilder& p, const CoreWidths& w) {
   context_exchange(p, w, PlanOpRole::context_in);
   p.plan.ops.push_back(attention_core(p.m, p.c, p.tokens, p.scale, w));
+  const double t = p.t, T = p.tokens, q = T * p.m.heads * w.v / t, kv = T * w.key_heads * w.qk / t;
+  p.eager_extra(eager_attention_layout(q, kv, p.element_bytes()));
+  if (p.eager_kernels() && !p.c.flash_attention) {
+    PlanOp& core = p.plan.ops.back();
+    // (Every score, a sliding window's masked ones too.)
+    p.eager_extra(eager_score_passes(core.m / core.score_fraction, q, kv, p.element_bytes()));
+    core.score_passes_in_work = true;
+  }
   context_exchange(p, w, PlanOpRole::context_out);
 }
 
@@ -82,16 +90,17 @@ void core_with_context(PlanBuilder& p, const CoreWidths& w) {
 void attention_exit(PlanBuilder& p, double context) {
   const ModelSpec& m = p.m;
   const double h = m.hidden, t = p.t, T = p.tokens, Ts = p.seq_tokens;
-  const double b = m.bias ? 1.0 : 0.0, norm = norm_params(m);
+  const double b = m.bias ? 1.0 : 0.0, eb = p.element_bytes();
   p.gemm(PlanOpRole::projection, context / t, h, 2.0 * T * context / t, b * h);
   if (m.bias) p.shard_gradient(h);  // its bias, added after the reduce-scatter
   p.comm(PlanOpRole::attention_out, p.exit(), p.activation_bytes());
   // Bias, dropout and residual add: reads two inputs, writes the output and a 1-byte mask
   // (7h bytes a token); keeps the mask. Without dropout: no mask (6h, nothing kept).
-  p.memory_bound(PlanOpRole::attention_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
-  p.memory_bound(PlanOpRole::mlp_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
-  p.holds(norm);
-  p.shard_gradient(norm);
+  p.memory_bound(PlanOpRole::attention_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h,
+                 eager_residual(Ts * h, eb, m.has_dropout()));
+  p.memory_bound(PlanOpRole::mlp_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h, eager_norm(m.norm, Ts * h, eb));
+  p.holds_norm(h);
+  p.shard_gradient(norm_params(m));
   p.comm(PlanOpRole::mlp_in, p.entry(), p.activation_bytes());
 }
 
@@ -99,8 +108,8 @@ void attention_exit(PlanBuilder& p, double context) {
 void input_norm(PlanBuilder& p) {
   const double h = p.m.hidden, Ts = p.seq_tokens;
   p.plan.input_bytes = 2.0 * Ts * h * p.scale;
-  p.memory_bound(PlanOpRole::input_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h);
-  p.holds(norm_params(p.m));
+  p.memory_bound(PlanOpRole::input_norm, 4.0 * Ts * h, 2, 2.0 * Ts * h, eager_norm(p.m.norm, Ts * h, p.element_bytes()));
+  p.holds_norm(h);
   p.shard_gradient(norm_params(p.m));  // scale (and shift)
 }
 
@@ -136,8 +145,9 @@ void mla_attention(PlanBuilder& p) {
   if (p.c.sequence_parallel)
     p.comm(PlanOpRole::attention_in, Conjugate::sp_gather, T * latent * bytes_per_element(p.c.precision));
   // The latents' RMSNorms (ql and kl), whole, keeping their inputs.
-  p.memory_bound(PlanOpRole::latent_norm, 4.0 * T * (ql + kl), 2, 2.0 * T * (ql + kl));
-  p.holds(ql + kl);
+  p.memory_bound(PlanOpRole::latent_norm, 4.0 * T * (ql + kl), 2, 2.0 * T * (ql + kl),
+                 eager_norm(NormKind::rmsnorm, T * (ql + kl), p.element_bytes()));
+  p.holds(ql + kl, ql > 0 ? 2 : 1);
   replicated();
   if (ql > 0)
     p.gemm(PlanOpRole::q_up, ql, H * dqk, 2.0 * T * ql, 0.0);
@@ -145,7 +155,7 @@ void mla_attention(PlanBuilder& p) {
     p.gemm(PlanOpRole::q_up, h, H * dqk, 2.0 * Ts * h, 0.0);  // from the hidden state, by heads
   p.gemm(PlanOpRole::kv_up, kl, H * (m.qk_nope_head_dim + dv), 2.0 * T * kl, 0.0);
   // Rotary positions on the queries' rotary part and the shared rotary key.
-  p.memory_bound(PlanOpRole::rotary, 4.0 * T * (H * dr + dr), 2, 0.0);
+  p.memory_bound(PlanOpRole::rotary, 4.0 * T * (H * dr + dr), 2, 0.0, eager_rotary(T * (H * dr + dr), p.element_bytes()));
   core_with_context(p, {dqk, dv, m.heads * 1.0, m.heads * 1.0});
   attention_exit(p, m.heads * dv);
 }
@@ -171,13 +181,20 @@ void attention_half(PlanBuilder& p) {
   // gradient covers its own heads only: summed over the tensor group like the sequence-
   // parallel parameters (with or without sequence parallelism).
   if (m.qk_norm) {
-    p.memory_bound(PlanOpRole::qk_norm, 4.0 * T * (q + kv) / t, 2, 2.0 * T * (q + kv) / t);
-    p.holds(2.0 * d);
+    p.memory_bound(PlanOpRole::qk_norm, 4.0 * T * (q + kv) / t, 2, 2.0 * T * (q + kv) / t,
+                   eager_norm(NormKind::rmsnorm, T * (q + kv) / t, p.element_bytes()));
+    p.holds(2.0 * d, 2);
     if (t > 1) p.plan.ops.back().shard_gradient_params = 2.0 * d;
   }
   // Rotary positions rotate the rank's queries and keys in place, read and written once
   // (their backward is the inverse rotation: nothing kept).
-  if (m.positions == PositionKind::rope) p.memory_bound(PlanOpRole::rotary, 4.0 * T * (q + kv) / t, 2, 0.0);
+  if (m.positions == PositionKind::rope) {
+    PassWork rotary = eager_rotary(T * q / t, p.element_bytes());
+    const PassWork keys = eager_rotary(T * kv / t, p.element_bytes());
+    rotary.forward += keys.forward;
+    rotary.backward += keys.backward;
+    p.memory_bound(PlanOpRole::rotary, 4.0 * T * (q + kv) / t, 2, 0.0, rotary);
+  }
   core_with_context(p, {d, d, 1.0 * m.kv_heads, 1.0 * m.kv_heads});
   attention_exit(p, q);
 }

@@ -26,6 +26,17 @@ const char* to_string(Conjugate c) {
   return "?";
 }
 
+const char* to_string(KernelClass c) {
+  switch (c) {
+    case KernelClass::elementwise: return "elementwise";
+    case KernelClass::strided: return "strided";
+    case KernelClass::norm: return "norm";
+    case KernelClass::copy: return "copy";
+    case KernelClass::strided_copy: return "strided_copy";
+  }
+  return "?";
+}
+
 const char* to_string(PlanOpRole r) {
   switch (r) {
     case PlanOpRole::input_norm: return "input_norm";
@@ -85,12 +96,16 @@ PlanConfig plan_config(const Job& job) {
   c.flash_attention = job.parallel.flash_attention;
   c.precision = job.training.precision;
   c.loss_precision = job.training.loss_precision;
+  c.kernel_fusion = job.training.kernel_fusion;
+  c.cuda_graphs = job.training.cuda_graphs;
   return c;
 }
 
 using detail::attention_half;
 using detail::norm_params;
 using detail::PlanBuilder;
+using detail::eager_activation;
+using detail::eager_residual;
 
 namespace {
 
@@ -98,7 +113,8 @@ namespace {
 void mlp_exit(PlanBuilder& p) {
   const double Ts = p.seq_tokens, h = p.m.hidden;
   p.comm(PlanOpRole::mlp_out, p.exit(), p.activation_bytes());
-  p.memory_bound(PlanOpRole::mlp_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h);
+  p.memory_bound(PlanOpRole::mlp_dropout_residual, (6.0 + p.mask()) * Ts * h, 2, p.mask() * Ts * h,
+                 eager_residual(Ts * h, p.element_bytes(), p.m.has_dropout()));
 }
 
 }  // namespace
@@ -112,11 +128,13 @@ static LayerPlan build_transformer_layer_plan(const ModelSpec& m, const PlanConf
     // fc1 is the gate and up matrices side by side (2f/t columns); SwiGLU reads both
     // halves and writes their product silu(gate) * up, keeping both halves.
     p.gemm(PlanOpRole::fc1, h, 2.0 * f / t, column_input, b * 2.0 * f / t);
-    p.memory_bound(PlanOpRole::activation, 6.0 * T * f / t, 2, 4.0 * T * f / t);
+    p.memory_bound(PlanOpRole::activation, 6.0 * T * f / t, 2, 4.0 * T * f / t,
+                   eager_activation(m.mlp, T * f / t, p.element_bytes()));
   } else {
     p.gemm(PlanOpRole::fc1, h, f / t, column_input, b * f / t);
     // GeLU over the rank's f/t columns: reads and writes them, keeps its input.
-    p.memory_bound(PlanOpRole::activation, 4.0 * T * f / t, 2, 2.0 * T * f / t);
+    p.memory_bound(PlanOpRole::activation, 4.0 * T * f / t, 2, 2.0 * T * f / t,
+                   eager_activation(m.mlp, T * f / t, p.element_bytes()));
   }
   p.gemm(PlanOpRole::fc2, f / t, h, 2.0 * T * f / t, b * h);
   if (m.bias) p.shard_gradient(h);
@@ -150,7 +168,8 @@ static LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   // The rank's experts: `local` products of R / local rows each.
   p.expert_gemm(PlanOpRole::expert_fc1, R / local, local, h, swiglu * f / t, 2.0 * R * h, b * swiglu * f / t);
   const double reads = m.mlp == MlpKind::swiglu ? 6.0 : 4.0, kept = 2.0 * swiglu;
-  p.memory_bound(PlanOpRole::expert_activation, reads * R * f / t, 2, kept * R * f / t);
+  p.memory_bound(PlanOpRole::expert_activation, reads * R * f / t, 2, kept * R * f / t,
+                 eager_activation(m.mlp, R * f / t, p.element_bytes()));
   p.expert_gemm(PlanOpRole::expert_fc2, R / local, local, f / t, h, 2.0 * R * f / t, b * h);
   p.expert_comm(PlanOpRole::combine, routed_bytes);
   // Each token's experts_per_token results weighted by their probabilities and summed;
@@ -163,7 +182,8 @@ static LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
     // MLP of fs on every token, tensor-parallel like the dense MLP, inside the same region
     // (its partial sums join the experts' before mlp_out).
     p.gemm(PlanOpRole::shared_fc1, h, swiglu * fs / t, 2.0 * p.seq_tokens * h, b * swiglu * fs / t);
-    p.memory_bound(PlanOpRole::shared_activation, reads * T * fs / t, 2, kept * T * fs / t);
+    p.memory_bound(PlanOpRole::shared_activation, reads * T * fs / t, 2, kept * T * fs / t,
+                   eager_activation(m.mlp, T * fs / t, p.element_bytes()));
     p.gemm(PlanOpRole::shared_fc2, fs / t, h, 2.0 * T * fs / t, b * h);
     if (m.bias) p.shard_gradient(h);
   }
@@ -185,11 +205,10 @@ static LayerPlan build_embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   // (Rotary positions have no table: one lookup.)
   const bool learned = m.positions == PositionKind::learned;
   const double positions = learned ? static_cast<double>(m.seq_len) * h : 0.0;
-  lookup.bytes = (learned ? 2.0 : 1.0) * T * h * eb;
-  lookup.backward_bytes = (learned ? 3.0 : 2.0) * T * h * eb;
-  lookup.kernels = 1;
-  lookup.backward_kernels = 1;
+  lookup.forward_work.add(KernelClass::elementwise, (learned ? 2.0 : 1.0) * T * h * eb, 1);
+  lookup.backward_work.add(KernelClass::elementwise, (learned ? 3.0 : 2.0) * T * h * eb, 1);
   lookup.params = static_cast<double>(m.vocab) * h / p.t + positions;
+  lookup.parameter_tensors = learned ? 2 : 1;
   p.plan.ops.push_back(lookup);
   // With sequence parallelism the lookups' partial sums are reduce-scattered (sp_scatter)
   // and each rank adds its shard's positions: the position table's gradient is the
@@ -209,6 +228,7 @@ static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
   // embedding's table (held there); the final norm before it travels with it.
   p.gemm(PlanOpRole::logits, h, v, 0.0, 0.0);
   p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + norm_params(m);
+  p.plan.ops.back().parameter_tensors = (m.tied_embeddings ? 0 : 1) + (m.norm == NormKind::layernorm ? 2 : 1);
   p.shard_gradient(norm_params(m));  // the final norm before it, on the sequence shard
   // Cross-entropy over the local vocabulary slice: reads the logits and writes the
   // probabilities forward, reads them and writes the gradient backward. In fp32 it
@@ -219,10 +239,10 @@ static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanOp loss;
   loss.role = PlanOpRole::loss;
   loss.kind = PlanOpKind::memory_bound;
-  loss.bytes = T * v * (eb + work);
-  loss.backward_bytes = T * v * (work + eb);
-  loss.kernels = 3;
-  loss.backward_kernels = 2;
+  // (Eager: LibTorch's log-softmax kernels, a norm's class.)
+  const KernelClass softmax = p.eager_kernels() ? KernelClass::norm : KernelClass::elementwise;
+  loss.forward_work.add(softmax, T * v * (eb + work), 3);
+  loss.backward_work.add(softmax, T * v * (work + eb), 2);
   loss.stored = (in_place ? eb : 6.0) * T * v;
   p.plan.ops.push_back(loss);
   // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
@@ -315,6 +335,12 @@ double LayerPlan::recomputed_bytes(Checkpointing policy) const {
 double LayerPlan::params() const {
   double sum = 0;
   for (const PlanOp& op : ops) sum += op.params;
+  return sum;
+}
+
+int LayerPlan::parameter_tensors() const {
+  int sum = 0;
+  for (const PlanOp& op : ops) sum += op.parameter_tensors;
   return sum;
 }
 

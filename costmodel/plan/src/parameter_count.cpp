@@ -53,6 +53,10 @@ RankParameters rank_parameters(const LayerPlan& dense, const LayerPlan& moe, con
   r.head = head.params();
   const PlanOp& logits = head.op(PlanOpRole::logits);
   r.head_projection = logits.k * logits.n;
+  r.dense_layer_tensors = dense.parameter_tensors();
+  r.moe_layer_tensors = moe.parameter_tensors();
+  r.embedding_tensors = embedding.parameter_tensors();
+  r.head_tensors = head.parameter_tensors();
   return r;
 }
 
@@ -75,6 +79,14 @@ double stage_parameter_count(const Job& job, const RankParameters& rank, int sta
     if (job.tied_embedding_copies()) p += rank.head_projection;
   }
   return p;
+}
+
+int stage_parameter_tensors(const Job& job, const RankParameters& rank, int stage) {
+  const LayerMix mix = job.stage_mix(stage);
+  int n = mix.dense * rank.dense_layer_tensors + mix.moe * rank.moe_layer_tensors;
+  if (stage == 0) n += rank.embedding_tensors;
+  if (stage == job.lm_head_stage()) n += rank.head_tensors + (job.tied_embedding_copies() ? 1 : 0);
+  return n;
 }
 
 double stage_parameter_count(const Job& job, int stage) {

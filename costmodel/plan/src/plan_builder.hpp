@@ -9,6 +9,23 @@
 
 namespace partune::detail {
 
+// --- What PyTorch's eager operators run for an op (kernel_fusion eager), as partune's
+// LibTorch backend runs them (eager_work.cpp). `n`: the elements of the tensor the op
+// works on; `eb`: bytes an element.
+struct PassWork {
+  KernelWork forward, backward;
+};
+PassWork eager_norm(NormKind norm, double n, double eb);
+PassWork eager_rotary(double n, double eb);  // one of the queries or keys
+PassWork eager_activation(MlpKind mlp, double n, double eb);  // n: the output's elements
+PassWork eager_residual(double n, double eb, bool dropout);
+PassWork eager_bias(double n, double eb);  // n: the GEMM output's elements
+// The attention core's layout copies around FlashAttention: q, kv the core's query and
+// key/value elements (each of K and V).
+PassWork eager_attention_layout(double q, double kv, double eb);
+// The standard core's passes over its `scores` elements (q, kv as above).
+PassWork eager_score_passes(double scores, double q, double kv, double eb);
+
 // One norm's parameters over `hidden`: scale and shift (layernorm), scale (rmsnorm).
 inline double norm_params(const ModelSpec& m) { return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * m.hidden; }
 
@@ -29,6 +46,7 @@ struct PlanBuilder {
         tokens(config.sequences * model.seq_len / std::max(1, config.context_degree)),
         scale(bytes_per_element(config.precision) / 2.0) {
     plan.part = part;
+    plan.host_dispatch = !config.cuda_graphs;
     plan.ops.reserve(24);  // a layer has up to 21 ops: one allocation per plan
     seq_tokens = c.sequence_parallel ? tokens / t : tokens;
     plan.activation_bytes = activation_bytes();
@@ -39,6 +57,10 @@ struct PlanBuilder {
   void gemm(PlanOpRole role, double in, double out, double stored_input, double bias) {
     gemm_rows(role, in, out, stored_input, tokens);
     plan.ops.back().params += bias;
+    if (bias > 0) {
+      plan.ops.back().parameter_tensors += 1;
+      eager_extra(eager_bias(tokens * out, element_bytes()));
+    }
   }
   // The same over `rows` rows (a sequence shard's), no bias.
   void gemm_rows(PlanOpRole role, double in, double out, double stored_input, double rows) {
@@ -51,21 +73,34 @@ struct PlanBuilder {
     op.k = in;
     op.flops = 2.0 * rows * in * out;
     op.stored = stored_input * scale;
+    op.parameter_tensors = 1;
     plan.ops.push_back(op);
   }
-  // A memory-bound kernel group: `bytes` forward (backward moves twice as much), with
-  // `kernels` launches forward (twice as many backward).
-  void memory_bound(PlanOpRole role, double bytes, int kernels, double stored) {
+  // A memory-bound kernel group as a fused stack runs it: `bytes` forward (backward moves
+  // twice as much), with `kernels` launches forward (twice as many backward), element-wise.
+  // With kernel_fusion eager the stack runs `eager` instead (eager_work.cpp).
+  void memory_bound(PlanOpRole role, double bytes, int kernels, double stored, const PassWork& eager = {}) {
     PlanOp op;
     op.role = role;
     op.kind = PlanOpKind::memory_bound;
-    op.bytes = bytes * scale;
-    op.backward_bytes = 2.0 * bytes * scale;
-    op.kernels = kernels;
-    op.backward_kernels = 2 * kernels;
+    if (eager_kernels() && eager.forward.total_kernels() > 0) {
+      op.forward_work = eager.forward;
+      op.backward_work = eager.backward;
+    } else {
+      op.forward_work.add(KernelClass::elementwise, bytes * scale, kernels);
+      op.backward_work.add(KernelClass::elementwise, 2.0 * bytes * scale, 2 * kernels);
+    }
     op.stored = stored * scale;
     plan.ops.push_back(op);
   }
+  // Kernels an eager stack runs beside the op just added (a bias add, layout copies).
+  void eager_extra(const PassWork& w) {
+    if (!eager_kernels()) return;
+    plan.ops.back().forward_work += w.forward;
+    plan.ops.back().backward_work += w.backward;
+  }
+  bool eager_kernels() const { return c.kernel_fusion == KernelFusion::eager; }
+  double element_bytes() const { return bytes_per_element(c.precision); }
   // A region edge: only where there is a tensor-parallel group.
   void comm(PlanOpRole role, Conjugate conj, double bytes, int count = 1) {
     if (c.tensor_degree <= 1) return;
@@ -115,7 +150,14 @@ struct PlanBuilder {
     if (c.sequence_parallel) plan.ops.back().shard_gradient_params = params;
   }
   // The op just added holds `params` parameter elements on this rank.
-  void holds(double params) { plan.ops.back().params += params; }
+  void holds(double params, int tensors = 1) {
+    plan.ops.back().params += params;
+    plan.ops.back().parameter_tensors += tensors;
+  }
+  // A norm's scale (and shift): its parameters and tensors.
+  void holds_norm(double width) {
+    holds((m.norm == NormKind::layernorm ? 2.0 : 1.0) * width, m.norm == NormKind::layernorm ? 2 : 1);
+  }
   Conjugate entry() const { return c.sequence_parallel ? Conjugate::sp_gather : Conjugate::f; }
   Conjugate exit() const { return c.sequence_parallel ? Conjugate::sp_scatter : Conjugate::g; }
   // The full activation b*s*h in the training precision: the collectives' S.

@@ -43,7 +43,8 @@ CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProf
 void read_gpu(const Reader& r, InstanceType& it) {
   const Reader g = r.child("gpu");
   g.allow_only({"name", "peak_tflops", "hbm_GiB", "hbm_bw_GBps", "hbm_efficiency", "kernel_overhead_us",
-                "layer_overhead_us", "reserved_GiB", "gemm", "attention"});
+                "strided_efficiency", "norm_efficiency", "copy_efficiency", "dispatch_us", "layer_overhead_us",
+                "reserved_GiB", "gemm", "attention"});
   it.gpu.name = g.get_string("name");
   const Reader peak = g.child("peak_tflops");
   peak.allow_only({"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "fp4"});
@@ -58,6 +59,10 @@ void read_gpu(const Reader& r, InstanceType& it) {
   it.gpu.hbm_bw = g.get_positive("hbm_bw_GBps") * units::giga;
   it.gpu.hbm_efficiency = g.get_fraction("hbm_efficiency", it.gpu.hbm_efficiency);
   it.gpu.kernel_overhead = g.get_non_negative("kernel_overhead_us", it.gpu.kernel_overhead / units::us) * units::us;
+  it.gpu.strided_efficiency = g.get_fraction("strided_efficiency", it.gpu.strided_efficiency);
+  it.gpu.norm_efficiency = g.get_fraction("norm_efficiency", it.gpu.norm_efficiency);
+  it.gpu.copy_efficiency = g.get_fraction("copy_efficiency", it.gpu.copy_efficiency);
+  it.gpu.dispatch = g.get_non_negative("dispatch_us", it.gpu.dispatch / units::us) * units::us;
   it.gpu.reserved_bytes = g.get_non_negative("reserved_GiB", 0) * units::GiB;
   if (g.has("layer_overhead_us")) {
     const Reader lo = g.child("layer_overhead_us");

@@ -265,12 +265,16 @@ ModelSpec parse_model(const Reader& r) {
 namespace {
 
 void parse_training(const Reader& r, TrainingConfig& t) {
-  r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation", "loss_precision"});
+  r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation", "loss_precision", "kernel_fusion",
+                "optimizer_impl", "cuda_graphs"});
   t.global_batch = r.get_int("global_batch", 1, limits::kMaxGlobalBatch);
   t.precision = get_enum(r, "precision", Precision::fp16);
   t.optimizer = get_enum(r, "optimizer", Optimizer::adam);
   t.gradient_accumulation = r.get_int("gradient_accumulation", 1, limits::kMaxGradientAccumulation, 1);
   t.loss_precision = get_enum(r, "loss_precision", LossPrecision::fp32);
+  t.kernel_fusion = get_enum(r, "kernel_fusion", KernelFusion::fused);
+  t.optimizer_impl = get_enum(r, "optimizer_impl", OptimizerImpl::fused);
+  t.cuda_graphs = r.get_bool("cuda_graphs", false);
 }
 
 CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, CollectiveAlgorithm fallback) {
@@ -371,8 +375,8 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
     section = key.substr(0, dot);
     key = key.substr(dot + 1);
   } else {
-    static const char* training_keys[] = {"global_batch", "precision", "optimizer", "gradient_accumulation",
-                                          "loss_precision"};
+    static const char* training_keys[] = {"global_batch",  "precision",      "optimizer", "gradient_accumulation",
+                                          "loss_precision", "kernel_fusion", "optimizer_impl", "cuda_graphs"};
     static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack"};
     section = "parallel";
     for (const char* k : training_keys) if (key == k) section = "training";

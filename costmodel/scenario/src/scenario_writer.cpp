@@ -42,6 +42,10 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["hbm_bw_GBps"] = g.hbm_bw / units::giga;
   n["gpu"]["hbm_efficiency"] = g.hbm_efficiency;
   n["gpu"]["kernel_overhead_us"] = g.kernel_overhead / units::us;
+  if (g.strided_efficiency > 0) n["gpu"]["strided_efficiency"] = g.strided_efficiency;
+  if (g.norm_efficiency > 0) n["gpu"]["norm_efficiency"] = g.norm_efficiency;
+  if (g.copy_efficiency > 0) n["gpu"]["copy_efficiency"] = g.copy_efficiency;
+  if (g.dispatch > 0) n["gpu"]["dispatch_us"] = g.dispatch / units::us;
   if (g.layer_overhead_fwd > 0 || g.layer_overhead_bwd > 0) {
     n["gpu"]["layer_overhead_us"]["forward"] = g.layer_overhead_fwd / units::us;
     n["gpu"]["layer_overhead_us"]["backward"] = g.layer_overhead_bwd / units::us;
@@ -240,6 +244,11 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   root["training"]["gradient_accumulation"] = job.training.gradient_accumulation;
   if (job.training.loss_precision != LossPrecision::fp32)
     root["training"]["loss_precision"] = enum_name(job.training.loss_precision);
+  if (job.training.kernel_fusion != KernelFusion::fused)
+    root["training"]["kernel_fusion"] = enum_name(job.training.kernel_fusion);
+  if (job.training.optimizer_impl != OptimizerImpl::fused)
+    root["training"]["optimizer_impl"] = enum_name(job.training.optimizer_impl);
+  if (job.training.cuda_graphs) root["training"]["cuda_graphs"] = true;
   root["parallel"] = parallel_node(job.parallel);
   YAML::Emitter out;
   out << root;

@@ -99,6 +99,22 @@ const std::vector<EnumName<LossPrecision>>& enum_names<LossPrecision>() {
 }
 
 template <>
+const std::vector<EnumName<KernelFusion>>& enum_names<KernelFusion>() {
+  static const std::vector<EnumName<KernelFusion>> table = {
+      {KernelFusion::fused, "fused"}, {KernelFusion::eager, "eager"}, {KernelFusion::compiled, "compiled"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<OptimizerImpl>>& enum_names<OptimizerImpl>() {
+  static const std::vector<EnumName<OptimizerImpl>> table = {{OptimizerImpl::fused, "fused"},
+                                                             {OptimizerImpl::torch, "torch"},
+                                                             {OptimizerImpl::foreach, "foreach"},
+                                                             {OptimizerImpl::per_tensor, "per_tensor"}};
+  return table;
+}
+
+template <>
 const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>() {
   static const std::vector<EnumName<ContextComm>> table = {{ContextComm::p2p, "p2p"},
                                                            {ContextComm::a2a, "a2a"},

@@ -53,6 +53,16 @@ struct JobValidation {
   bool oversubscribed = false;     // ranks times their threads outnumber this host's cores (cpu)
 };
 
+// The simulation validate compares with a run (Prediction above).
+Prediction predict(const Job& ran);
+
+// The job as the LibTorch backend runs it on `device`: on a GPU its eager operators
+// (kernel_fusion eager) and torch's fused Adam over fp32 masters with the gradients'
+// conversions (optimizer_impl torch), whatever the job file says (the backend has no other
+// kernels); on the CPU as it is (the CPU profiles' per-layer overheads were measured on
+// the backend's own layer).
+Job as_run_on(Job ran, const std::string& device);
+
 struct SuiteValidation {
   std::vector<JobValidation> jobs;  // as load_suite's
   SuiteSummary summary;

@@ -13,6 +13,13 @@ double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double 
                  double batch = 1.0);
 // Seconds for a kernel that streams `bytes` through HBM.
 double memory_bound_time(const GpuProfile& gpu, double bytes);
+// The fraction of the HBM rate kernels of class `c` reach (GpuProfile's rates; a class
+// without its own measured rate runs at hbm_efficiency).
+double kernel_class_efficiency(const GpuProfile& gpu, KernelClass c);
+// Seconds of the memory-bound kernels `w` on the device, class by class: their bytes at
+// their class's rate and each launch's kernel_overhead.
+double kernel_work_time(const GpuProfile& gpu, const KernelWork& w);
+double kernel_class_time(const GpuProfile& gpu, const KernelWork& w, KernelClass c);
 
 // FlashAttention's rule (its own accounting): causal attention does this fraction of the
 // unmasked score FLOPs, and backward this many times the forward's. calibrate's fit of
@@ -32,6 +39,11 @@ struct LayerTime {
   // Of gemm_bwd, the weight gradients dW = X^T dY: what a zero-bubble schedule's W step
   // runs (schedule.hpp); the rest of backward is its B step.
   double gemm_weight_bwd = 0;
+  // Of elementwise_fwd / _bwd: the memory-bound kernels by class (KernelClass), and what
+  // the host's dispatch leaves idle (an op whose kernels take less time on the device than
+  // the host takes to launch them: GpuProfile::dispatch, LayerPlan::host_dispatch).
+  std::array<double, kKernelClasses> class_fwd{}, class_bwd{};
+  double idle_fwd = 0, idle_bwd = 0;
 
   // Forward time of the ops backward repeats under selective and under full
   // recomputation (layer_plan.hpp's `recomputed`), summed as forward() sums them.
@@ -84,8 +96,20 @@ HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, doubl
 // grad_reduce_in_fp32; < 0 = the training precision's), the fp32 master weight and
 // moments read and written, the 16-bit weight written.
 double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_bytes = -1);
-// Optimizer step over `params` local parameters (memory-bound).
-double optimizer_time(const GpuProfile& gpu, Optimizer o, Precision p, double params, double gradient_bytes = -1);
+// Optimizer step over `params` local parameters (memory-bound), as the stack runs it
+// (TrainingConfig::optimizer_impl): `fused`, one pass over optimizer_bytes; `torch` with
+// mixed precision, the 16-bit gradients converted to fp32 first and the fp32 masters copied
+// back to the 16-bit weights after, a copy kernel per tensor each (`tensors` of them),
+// around the fused kernel's pass, each copy group floored by the host's dispatch.
+double optimizer_time(const GpuProfile& gpu, const TrainingConfig& t, double params, int tensors,
+                      double gradient_bytes = -1);
+// Its parts: the optimizer's own kernel and the conversions (torch only; with the host's
+// dispatch floor).
+struct OptimizerTime {
+  double step = 0, conversions = 0;
+};
+OptimizerTime optimizer_times(const GpuProfile& gpu, const TrainingConfig& t, double params, int tensors,
+                              double gradient_bytes = -1);
 // The same step offloaded to the host (offload_optimizer): every rank of the node steps
 // at once over the host's memory, host.memory_bw_GBps shared by gpus_per_node ranks.
 double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params,

@@ -12,6 +12,7 @@
 //     the estimator, the per-rank programs and the LibTorch layers read the same list.
 // Calculon's llm.py (a block as a list of typed layers) and Megatron-core's
 // tensor_parallel/layers.py (each layer states its f/g conjugates) are the models.
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -101,6 +102,45 @@ enum class PlanOpRole : std::uint8_t {
 };
 const char* to_string(PlanOpRole r);
 
+// The memory-bound kernels' rate classes (GpuProfile's rates; the profiled step's kernel
+// categories in brackets): element-wise kernels over contiguous tensors at the HBM
+// efficiency [element-wise]; LibTorch's non-vectorised element-wise kernel, where an
+// operand is broadcast or strided (a norm's per-row factor, rotary's tables, a bias, a
+// slice) [element-wise]; norms, softmax and reductions [reductions and norms]; copies:
+// layout changes and number-format conversions [copies]; copies into or out of a strided
+// view, or converting the format, through LibTorch's non-vectorised copy kernel, at the
+// strided rate [copies].
+enum class KernelClass : std::uint8_t { elementwise, strided, norm, copy, strided_copy };
+inline constexpr int kKernelClasses = 5;
+const char* to_string(KernelClass c);
+
+// The memory-bound kernels of one op in one pass, by class: HBM bytes and launches.
+struct KernelWork {
+  std::array<double, kKernelClasses> bytes{};
+  std::array<int, kKernelClasses> kernels{};
+  void add(KernelClass c, double b, int k) {
+    bytes[static_cast<int>(c)] += b;
+    kernels[static_cast<int>(c)] += k;
+  }
+  KernelWork& operator+=(const KernelWork& o) {
+    for (int i = 0; i < kKernelClasses; ++i) {
+      bytes[i] += o.bytes[i];
+      kernels[i] += o.kernels[i];
+    }
+    return *this;
+  }
+  double total_bytes() const {
+    double sum = 0;
+    for (double b : bytes) sum += b;
+    return sum;
+  }
+  int total_kernels() const {
+    int sum = 0;
+    for (int k : kernels) sum += k;
+    return sum;
+  }
+};
+
 struct PlanOp {
   PlanOpRole role = PlanOpRole::input_norm;
   PlanOpKind kind = PlanOpKind::memory_bound;
@@ -115,10 +155,14 @@ struct PlanOp {
   // attention_span_fraction; 1 without a window). FlashAttention skips the rest; the
   // standard core computes every score and masks them.
   double score_fraction = 1;
-  // memory_bound: bytes moved through memory forward (backward moves `backward_bytes`),
-  // and kernel launches forward / backward.
-  double bytes = 0, backward_bytes = 0;
-  int kernels = 0, backward_kernels = 0;
+  // attention_core, standard: its passes over the scores (scale, mask, softmax) are in
+  // forward_work / backward_work, as an eager stack runs them (kernel_fusion eager), rather
+  // than the profile's score_bytes_fwd / _bwd.
+  bool score_passes_in_work = false;
+  // The memory-bound kernels the op runs forward and backward: a memory_bound op's own;
+  // beside a GEMM or the attention core, what the stack runs apart from them (with
+  // kernel_fusion eager: a bias add and its gradient's sum, the core's layout copies).
+  KernelWork forward_work, backward_work;
   // Bytes kept for backward per micro-batch on this rank: `stored` always, `recomputable`
   // only when the op is not recomputed (the attention core's scores; 0 with flash).
   double stored = 0, recomputable = 0;
@@ -147,6 +191,7 @@ struct PlanOp {
   // GEMM's bias (added after the reduction), the router and the learned position table
   // are whole on every tensor rank.
   double params = 0;
+  int parameter_tensors = 0;  // the tensors `params` come in (weight, bias; scale, shift)
   // The parameters are experts': split over the expert group and reduced over the
   // expert-data-parallel group rather than the data-parallel one.
   bool expert = false;
@@ -162,6 +207,8 @@ struct LayerPlan {
   // precision: what a layer passes on (a pipeline hop carries 1/t of it) and the tensor
   // collectives' S.
   double activation_bytes = 0;
+  // The host dispatches every kernel (no CUDA graphs): op_cost.hpp's dispatch floor applies.
+  bool host_dispatch = true;
 
   // Sums over the ops.
   double forward_flops() const;
@@ -174,6 +221,9 @@ struct LayerPlan {
   double shard_gradient_params() const;              // 0 without sequence parallelism or QK-norm
   double params() const;                             // parameter elements on this rank
   double expert_params() const;                      // of which experts' (PlanOp::expert)
+  // Parameter tensors on this rank (a GEMM's weight and bias, a norm's scale and shift, a
+  // table): what an optimizer that runs a kernel per tensor launches.
+  int parameter_tensors() const;
   // The ops `policy` repeats in backward (`recomputed`): their forward FLOPs, and the
   // bytes recomputing them materialises beside what the layer kept (full: every op's
   // stored bytes; selective: the attention scores).
@@ -205,6 +255,8 @@ struct PlanConfig {
   bool flash_attention = false;
   Precision precision = Precision::fp16;
   LossPrecision loss_precision = LossPrecision::fp32;
+  KernelFusion kernel_fusion = KernelFusion::fused;
+  bool cuda_graphs = false;  // the host's dispatch leaves no gap (op_cost.hpp)
 };
 PlanConfig plan_config(const Job& job);  // micro-batch size and the job's parallel knobs
 

@@ -41,6 +41,8 @@ struct RankParameters {
   // The LM head projection's weight on a rank (the logits GEMM's k x n), which a tied
   // model holds in the embedding: the copy a last stage keeps of a tied embedding.
   double head_projection = 0;
+  // The tensors those parameters come in (LayerPlan::parameter_tensors).
+  int dense_layer_tensors = 0, moe_layer_tensors = 0, embedding_tensors = 0, head_tensors = 0;
   double layer(bool moe) const { return moe ? moe_layer : dense_layer; }
 };
 // From plans built for one configuration (`moe`: the dense plan again for a dense model).
@@ -53,6 +55,8 @@ RankParameters rank_parameters(const Job& job);  // the plans at plan_config(job
 // the last stage keeps its own copy of the token table, as Megatron does).
 double stage_parameter_count(const Job& job, const RankParameters& rank, int stage);
 double stage_parameter_count(const Job& job, int stage);
+// The parameter tensors those come in (a tied copy of the table: one more).
+int stage_parameter_tensors(const Job& job, const RankParameters& rank, int stage);
 // Of those, the experts' (the stage's layers with experts x moe_layer_experts).
 double stage_expert_parameter_count(const Job& job, const RankParameters& rank, int stage);
 double stage_expert_parameter_count(const Job& job, int stage);

@@ -52,6 +52,10 @@ const std::vector<EnumName<BackwardPrefetch>>& enum_names<BackwardPrefetch>();
 template <>
 const std::vector<EnumName<LossPrecision>>& enum_names<LossPrecision>();
 template <>
+const std::vector<EnumName<KernelFusion>>& enum_names<KernelFusion>();
+template <>
+const std::vector<EnumName<OptimizerImpl>>& enum_names<OptimizerImpl>();
+template <>
 const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>();
 
 // The name of a value ("?" for a value outside the table, e.g. a cast integer).

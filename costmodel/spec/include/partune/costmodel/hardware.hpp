@@ -68,6 +68,15 @@ struct GpuProfile {
   double hbm_bw = 0;            // bytes/s, spec
   double hbm_efficiency = 0.8;  // achieved fraction of hbm_bw by real element-wise kernels
   double kernel_overhead = 4e-6;  // s per kernel launch (small-kernel floor)
+  // The rates of the memory-bound kernel classes other than contiguous element-wise ones
+  // (layer_plan.hpp's KernelClass), fractions of hbm_bw; 0: hbm_efficiency. strided:
+  // LibTorch's non-vectorised element-wise kernel (a broadcast or strided operand); norm:
+  // norms, softmax and reductions; copy: copies and format conversions.
+  double strided_efficiency = 0, norm_efficiency = 0, copy_efficiency = 0;
+  // The host's time to launch one kernel from an eager framework (PyTorch's operator
+  // dispatch with autograd recording): an op whose kernels are shorter leaves the GPU
+  // idle for the difference (op_cost.hpp). 0: not modelled; no gap under CUDA graphs.
+  double dispatch = 0;  // s
   // The host's fixed work of running one transformer layer on one micro-batch beyond what
   // the plan prices (operator dispatch, autograd bookkeeping, allocations), forward and
   // backward: where the host runs the kernels itself and waits for them (the CPU backend),

@@ -39,6 +39,27 @@ enum class BackwardPrefetch { pre, post, none };
 // in place over the logits (Megatron's --fp16-lm-cross-entropy; a module cast to half
 // precision as a whole, as SMP's fp16/bf16 modes do).
 enum class LossPrecision { fp32, training };
+// How the stack runs the work between the GEMMs (norms, rotary positions, activations, bias,
+// dropout and residual adds, the attention's layout copies): `fused`, the fused kernels of
+// Megatron-core with Transformer Engine or Apex (a norm, an activation, a
+// bias-dropout-residual add each one kernel reading and writing its tensors once); `eager`,
+// PyTorch's eager operators one by one as partune's LibTorch backend runs them (a norm or
+// rotary as several element-wise kernels, LibTorch's non-vectorised kernel where an operand
+// is broadcast or strided, bias adds and layout copies apart: layer_plan.hpp's eager work);
+// `compiled`, torch.compile's generated kernels, priced as the fused ones (Inductor fuses
+// each of these groups into one kernel).
+enum class KernelFusion { fused, eager, compiled };
+// The optimizer step as the stack runs it over fp32 master weights: `fused`, one kernel
+// reading fp32 gradients accumulated in fp32 buffers and writing the 16-bit weights
+// (Megatron-core's distributed optimizer with Apex/TE FusedAdam); `torch`, torch.optim's
+// fused Adam over fp32 masters with the 16-bit gradients converted to fp32 first and the
+// masters copied back to the 16-bit weights after, one kernel a parameter tensor each
+// (partune's LibTorch backend on a GPU); `foreach`, torch.optim's foreach Adam in place of
+// the fused kernel, each of its eight list operations a pass over fp32 state (the
+// backend's multi_tensor_adam.cpp), with the same conversions; `per_tensor`, LibTorch's
+// torch::optim::Adam looping over the tensors, the foreach step's passes tensor by tensor
+// (ten kernels a tensor, each launched by the host).
+enum class OptimizerImpl { fused, torch, foreach, per_tensor };
 // Context parallelism's exchange, as Megatron-core's cp_comm_type names it: p2p passes
 // each rank's keys and values around a ring of the context group, each step beside a
 // block of the attention core (ring attention; backward passes them again with their
@@ -76,6 +97,11 @@ struct TrainingConfig {
   Optimizer optimizer = Optimizer::adam;
   int gradient_accumulation = 1; // sequential forward/backward passes per step
   LossPrecision loss_precision = LossPrecision::fp32;
+  KernelFusion kernel_fusion = KernelFusion::fused;
+  OptimizerImpl optimizer_impl = OptimizerImpl::fused;
+  // The step's kernels are replayed from CUDA graphs: the host's per-kernel dispatch
+  // (GpuProfile::dispatch) leaves no gap (NeMo's recipes with CUDA graphs).
+  bool cuda_graphs = false;
 };
 
 struct ParallelConfig {
