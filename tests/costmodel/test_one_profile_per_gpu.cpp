@@ -87,6 +87,7 @@ TEST_CASE("every file of one GPU carries the same efficiencies", "[profiles][cor
       CHECK(same(a.gpu.strided_efficiency, b.gpu.strided_efficiency));
       CHECK(same(a.gpu.norm_efficiency, b.gpu.norm_efficiency));
       CHECK(same(a.gpu.copy_efficiency, b.gpu.copy_efficiency));
+      CHECK(same(a.gpu.transpose_efficiency, b.gpu.transpose_efficiency));
       CHECK(same(a.gpu.dispatch, b.gpu.dispatch));
       CHECK(same(a.gpu.kernel_overhead, b.gpu.kernel_overhead));
     }

@@ -81,15 +81,26 @@ TEST_CASE("the kernels between the GEMMs are predicted by category within 20%", 
   CHECK(scaled.breakdown_note.find("another model") != std::string::npos);
 }
 
-// Where the whole suite stands, bounded at what it measured on 2026-11-29 (17 of 20 steps
-// within target, 19 of 24 categories within 20%): fp8's unfused casts and transposes and
-// the per-kernel GEMM rate are not priced yet (docs/gpu.md).
+// fp8 as the backend runs it (LibTorch's per-tensor current scaling: amax, divide, cast,
+// and the transposes cuBLASLt's fp8 GEMMs need), within the 15%.
+TEST_CASE("the H100's fp8 steps are predicted within 15%", "[replay]") {
+  for (const char* run : {"first-run", "second-run"}) {
+    const validate::ReplayJob& j = job(run, "validate-06-gpt-1.3b-flash-fp8");
+    INFO(run << ": " << j.step_error_pct << "%");
+    CHECK(j.low_precision_gemms);
+    CHECK(std::abs(j.step_error_pct) <= 15.0);
+  }
+}
+
+// Where the whole suite stands, bounded at what it measured on 2026-11-29 (19 of 20 steps
+// within target, 23 of 24 categories within 20%, median 3.7%); the GEMMs' profiled rate and
+// the host's idle time are not predicted yet (docs/gpu.md).
 TEST_CASE("the replayed suite does not fall back", "[replay]") {
   const validate::ReplaySummary s = validate::summarize_replay(replayed());
   CHECK(s.jobs == 20);
-  CHECK(s.steps_within >= 17);
-  CHECK(s.categories_within >= 19);
-  CHECK(s.median_abs_step_error_pct <= 4.6);
+  CHECK(s.steps_within >= 19);
+  CHECK(s.categories_within >= 23);
+  CHECK(s.median_abs_step_error_pct <= 3.8);
 }
 
 TEST_CASE("a folder without recorded runs is refused by name", "[replay]") {

@@ -79,6 +79,7 @@ void complete_profile(GpuProfile& g, const nlohmann::json& calibration) {
   g.norm_efficiency = rate("layer_norm", sheet.norm_efficiency);
   g.copy_efficiency = rate("copy", sheet.copy_efficiency);
   g.strided_efficiency = rate("broadcast_mul", sheet.strided_efficiency);
+  g.transpose_efficiency = sheet.transpose_efficiency;
 }
 
 // The run's kernel profile of `job`, compared category by category.

@@ -29,6 +29,7 @@ double kernel_class_efficiency(const GpuProfile& gpu, KernelClass c) {
     case KernelClass::strided_copy: own = gpu.strided_efficiency; break;
     case KernelClass::norm: own = gpu.norm_efficiency; break;
     case KernelClass::copy: own = gpu.copy_efficiency; break;
+    case KernelClass::transpose: own = gpu.transpose_efficiency; break;
   }
   return own > 0 ? own : gpu.hbm_efficiency;
 }
@@ -70,12 +71,12 @@ double cast_bytes(Precision p) {
 
 }  // namespace
 
-double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch) {
+double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch, bool casts) {
   const double flops = 2.0 * m * n * k * batch;
   const double compute = flops / (gpu.peak_flops(p) * gemm_efficiency(gpu, m, n, k) * format_scale(gpu.gemm, p));
   const double bytes = (m * k + k * n + m * n) * bytes_per_element(p) * batch;
   const double gemm = std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
-  if (!low_precision_gemms(p)) return gemm;
+  if (!low_precision_gemms(p) || !casts) return gemm;
   // Scaling: both operands are cast from bf16 with their scales, one kernel each.
   return gemm + memory_bound_time(gpu, cast_bytes(p) * (m * k + k * n) * batch) + 2.0 * gpu.kernel_overhead;
 }
@@ -97,8 +98,10 @@ struct OpTime {
 OpTime gemm_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op) {
   // (`batch` products: a rank's experts, each its own kernel.)
   const double b = op.batch;
-  const double weight = b * gemm_time(gpu, p, op.k, op.n, op.m);
-  return {b * gemm_time(gpu, p, op.m, op.n, op.k), b * gemm_time(gpu, p, op.m, op.k, op.n) + weight, weight};
+  const bool casts = !op.casts_in_work;
+  const double weight = b * gemm_time(gpu, p, op.k, op.n, op.m, 1.0, casts);
+  return {b * gemm_time(gpu, p, op.m, op.n, op.k, 1.0, casts), b * gemm_time(gpu, p, op.m, op.k, op.n, 1.0, casts) + weight,
+          weight};
 }
 
 // The attention core over op.m score elements (b x heads/t x s x s) at head_dim op.k.

@@ -23,7 +23,8 @@ void add_pass(const LayerTime& t, bool forward, double times, KernelBreakdown& b
                             by_class[static_cast<int>(KernelClass::strided)]);
   b.reduction_norm += times * by_class[static_cast<int>(KernelClass::norm)];
   b.copy += times * (by_class[static_cast<int>(KernelClass::copy)] +
-                     by_class[static_cast<int>(KernelClass::strided_copy)]);
+                     by_class[static_cast<int>(KernelClass::strided_copy)] +
+                     by_class[static_cast<int>(KernelClass::transpose)]);
   b.dispatch_idle += times * (forward ? t.idle_fwd : t.idle_bwd);
 }
 

@@ -130,4 +130,28 @@ PassWork eager_score_passes(double scores, double q, double kv, double eb) {
   return w;
 }
 
+namespace {
+// to_fp8 over n bf16 elements: |t| (read, write), its maximum (read), three one-value
+// kernels for the scale, t / scale (the scale a one-element tensor: the non-vectorised
+// kernel), the cast to e4m3 (read two bytes, write one).
+void cast_to_fp8(KernelWork& w, double n) {
+  w.add(KernelClass::elementwise, 4 * n, 1 + 3);
+  w.add(KernelClass::norm, 2 * n, 1);
+  w.add(KernelClass::strided, 4 * n, 1);
+  w.add(KernelClass::copy, 3 * n, 1);
+}
+}  // namespace
+
+PassWork eager_fp8_gemm(double m, double n, double k) {
+  // Forward: X and W cast (W again every micro-batch). Backward: dY cast, then the three
+  // fp8 operands cuBLASLt needs K-major made contiguous: W^T for dX, dY^T and X^T for dW
+  // (one byte read and one written an element).
+  PassWork w;
+  cast_to_fp8(w.forward, m * k);
+  cast_to_fp8(w.forward, k * n);
+  cast_to_fp8(w.backward, m * n);
+  w.backward.add(KernelClass::transpose, 2 * (k * n + m * n + m * k), 3);
+  return w;
+}
+
 }  // namespace partune::detail

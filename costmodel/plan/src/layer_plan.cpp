@@ -33,6 +33,7 @@ const char* to_string(KernelClass c) {
     case KernelClass::norm: return "norm";
     case KernelClass::copy: return "copy";
     case KernelClass::strided_copy: return "strided_copy";
+    case KernelClass::transpose: return "transpose";
   }
   return "?";
 }

@@ -25,6 +25,9 @@ PassWork eager_bias(double n, double eb);  // n: the GEMM output's elements
 PassWork eager_attention_layout(double q, double kv, double eb);
 // The standard core's passes over its `scores` elements (q, kv as above).
 PassWork eager_score_passes(double scores, double q, double kv, double eb);
+// A GEMM Y[m x n] = X[m x k] W[k x n] in fp8 with per-tensor current scaling, as LibTorch's
+// operators run it (backend/src/fp8_linear.cpp).
+PassWork eager_fp8_gemm(double m, double n, double k);
 
 // One norm's parameters over `hidden`: scale and shift (layernorm), scale (rmsnorm).
 inline double norm_params(const ModelSpec& m) { return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * m.hidden; }
@@ -75,6 +78,10 @@ struct PlanBuilder {
     op.stored = stored_input * scale;
     op.parameter_tensors = 1;
     plan.ops.push_back(op);
+    if (eager_kernels() && low_precision_gemms(c.precision)) {
+      plan.ops.back().casts_in_work = true;
+      eager_extra(eager_fp8_gemm(rows, out, in));
+    }
   }
   // A memory-bound kernel group as a fused stack runs it: `bytes` forward (backward moves
   // twice as much), with `kernels` launches forward (twice as many backward), element-wise.
@@ -120,6 +127,11 @@ struct PlanBuilder {
     PlanOp& op = plan.ops.back();
     op.batch = batch;
     op.flops *= batch;
+    for (KernelWork* w : {&op.forward_work, &op.backward_work})  // each expert's fp8 casts (eager)
+      for (int i = 0; i < kKernelClasses; ++i) {
+        w->bytes[i] *= batch;
+        w->kernels[i] *= static_cast<int>(batch);
+      }
     op.params = batch * (in * out + bias);
     op.expert = true;
   }

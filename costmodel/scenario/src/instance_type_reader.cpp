@@ -43,7 +43,7 @@ CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProf
 void read_gpu(const Reader& r, InstanceType& it) {
   const Reader g = r.child("gpu");
   g.allow_only({"name", "peak_tflops", "hbm_GiB", "hbm_bw_GBps", "hbm_efficiency", "kernel_overhead_us",
-                "strided_efficiency", "norm_efficiency", "copy_efficiency", "dispatch_us", "layer_overhead_us",
+                "strided_efficiency", "norm_efficiency", "copy_efficiency", "transpose_efficiency", "dispatch_us", "layer_overhead_us",
                 "reserved_GiB", "gemm", "attention"});
   it.gpu.name = g.get_string("name");
   const Reader peak = g.child("peak_tflops");
@@ -62,6 +62,7 @@ void read_gpu(const Reader& r, InstanceType& it) {
   it.gpu.strided_efficiency = g.get_fraction("strided_efficiency", it.gpu.strided_efficiency);
   it.gpu.norm_efficiency = g.get_fraction("norm_efficiency", it.gpu.norm_efficiency);
   it.gpu.copy_efficiency = g.get_fraction("copy_efficiency", it.gpu.copy_efficiency);
+  it.gpu.transpose_efficiency = g.get_fraction("transpose_efficiency", it.gpu.transpose_efficiency);
   it.gpu.dispatch = g.get_non_negative("dispatch_us", it.gpu.dispatch / units::us) * units::us;
   it.gpu.reserved_bytes = g.get_non_negative("reserved_GiB", 0) * units::GiB;
   if (g.has("layer_overhead_us")) {

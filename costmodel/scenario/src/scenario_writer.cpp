@@ -45,6 +45,7 @@ YAML::Node instance_type_node(const InstanceType& it) {
   if (g.strided_efficiency > 0) n["gpu"]["strided_efficiency"] = g.strided_efficiency;
   if (g.norm_efficiency > 0) n["gpu"]["norm_efficiency"] = g.norm_efficiency;
   if (g.copy_efficiency > 0) n["gpu"]["copy_efficiency"] = g.copy_efficiency;
+  if (g.transpose_efficiency > 0) n["gpu"]["transpose_efficiency"] = g.transpose_efficiency;
   if (g.dispatch > 0) n["gpu"]["dispatch_us"] = g.dispatch / units::us;
   if (g.layer_overhead_fwd > 0 || g.layer_overhead_bwd > 0) {
     n["gpu"]["layer_overhead_us"]["forward"] = g.layer_overhead_fwd / units::us;

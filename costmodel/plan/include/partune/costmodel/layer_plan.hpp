@@ -109,9 +109,10 @@ const char* to_string(PlanOpRole r);
 // slice) [element-wise]; norms, softmax and reductions [reductions and norms]; copies:
 // layout changes and number-format conversions [copies]; copies into or out of a strided
 // view, or converting the format, through LibTorch's non-vectorised copy kernel, at the
-// strided rate [copies].
-enum class KernelClass : std::uint8_t { elementwise, strided, norm, copy, strided_copy };
-inline constexpr int kKernelClasses = 5;
+// strided rate [copies]; a transposed view made contiguous (reading across rows: the fp8
+// operands' transposes) [copies].
+enum class KernelClass : std::uint8_t { elementwise, strided, norm, copy, strided_copy, transpose };
+inline constexpr int kKernelClasses = 6;
 const char* to_string(KernelClass c);
 
 // The memory-bound kernels of one op in one pass, by class: HBM bytes and launches.
@@ -159,6 +160,10 @@ struct PlanOp {
   // forward_work / backward_work, as an eager stack runs them (kernel_fusion eager), rather
   // than the profile's score_bytes_fwd / _bwd.
   bool score_passes_in_work = false;
+  // gemm in an 8- or 4-bit format: its operands' scaling, casts and transposes are in
+  // forward_work / backward_work, as an eager stack runs them (LibTorch's operators), rather
+  // than the one fused cast an operand gemm_time prices (Transformer Engine's).
+  bool casts_in_work = false;
   // The memory-bound kernels the op runs forward and backward: a memory_bound op's own;
   // beside a GEMM or the attention core, what the stack runs apart from them (with
   // kernel_fusion eager: a bias add and its gradient's sum, the core's layout copies).

@@ -72,7 +72,8 @@ struct GpuProfile {
   // (layer_plan.hpp's KernelClass), fractions of hbm_bw; 0: hbm_efficiency. strided:
   // LibTorch's non-vectorised element-wise kernel (a broadcast or strided operand); norm:
   // norms, softmax and reductions; copy: copies and format conversions.
-  double strided_efficiency = 0, norm_efficiency = 0, copy_efficiency = 0;
+  // transpose: a transposed view made contiguous.
+  double strided_efficiency = 0, norm_efficiency = 0, copy_efficiency = 0, transpose_efficiency = 0;
   // The host's time to launch one kernel from an eager framework (PyTorch's operator
   // dispatch with autograd recording): an op whose kernels are shorter leaves the GPU
   // idle for the difference (op_cost.hpp). 0: not modelled; no gap under CUDA graphs.
