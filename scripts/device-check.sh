@@ -13,6 +13,8 @@
 #      same model with fp8 GEMMs; and NCCL's answer to two ranks on one device -> ranks.json
 #   5. one profiled step of four jobs, their kernels' time by category (step_kernel_profile),
 #      and the 1.3B job once more with the per-tensor Adam loop        -> breakdown.json
+#   6. validate --replay of this run: each job predicted on this run's profile against its
+#      measurements, steps, kinds and kernel categories                  -> replay.json
 #   summary.json gathers the verdicts; device-check.log is everything printed.
 # Usage: scripts/device-check.sh [--only STEP,...] [BUDGET_SECONDS]   (default 460; $OUT must be set)
 #        scripts/device-check.sh --dry-run [--only STEP,...] [BUDGET_SECONDS]
@@ -177,6 +179,12 @@ fi
 collect
 profile validate-02-gpt-1.3b-standard
 profile validate-06-gpt-1.3b-flash-fp8
+# 6. Today's prediction of this run's jobs against its own measurements and kernel profiles
+#    (validate --replay: every step, instruction kind and kernel category)  -> replay.json
+if want replay; then
+  run 60 replay sh -c "'$bin/partune' validate --replay '$out' --json > '$out/replay.json.tmp'"
+  case $? in 0|1) mv "$out/replay.json.tmp" "$out/replay.json"; verdict replay ran ;; *) verdict replay failed ;; esac
+fi
 
 if [ $dry -eq 0 ] && want nccl; then  # NCCL with two ranks on one device: recorded, not required
   ranks nccl 2 ranks-tp2.yaml PARTUNE_COMM_BACKEND=nccl

@@ -128,7 +128,8 @@ void compare_breakdown(const nlohmann::json& breakdown, const Job& ran, ReplayJo
 }
 
 ReplayJob replay_job(const nlohmann::json& recorded, const fs::path& run, const nlohmann::json& calibration,
-                     const nlohmann::json& breakdown, const std::vector<std::string>& overrides) {
+                     const nlohmann::json& breakdown, const std::vector<std::string>& overrides,
+                     const std::string& device) {
   ReplayJob r;
   r.run = run.string();
   r.job = recorded.value("job", std::string());
@@ -140,9 +141,9 @@ ReplayJob replay_job(const nlohmann::json& recorded, const fs::path& run, const 
     if (o.rfind("instance_type=", 0) == 0) r.profile = o.substr(14);
   Job job = load_job(r.file, set);
   complete_profile(job.cluster.instance.gpu, calibration);
-  backend::ScaleOptions whole;
-  whole.whole = true;
-  const Job ran = as_run_on(backend::scaled_job(job, backend::scaled_model(job, whole)), "cuda");
+  backend::ScaleOptions scale;
+  scale.whole = device == "cuda";  // the model as validate ran it there
+  const Job ran = as_run_on(backend::scaled_job(job, backend::scaled_model(job, scale)), device);
   r.low_precision_gemms = low_precision_gemms(ran.training.precision);
   const Prediction p = predict(ran);
   r.predicted_step_s = p.result.metrics.step_time;
@@ -180,8 +181,11 @@ std::vector<ReplayJob> replay_runs(const std::string& dir) {
     const nlohmann::json calibration = fs::exists(run / "calibrate.json") ? read_json(run / "calibrate.json") : nullptr;
     const nlohmann::json breakdown = fs::exists(run / "breakdown.json") ? read_json(run / "breakdown.json") : nullptr;
     const std::vector<std::string> overrides = run_overrides(run);
+    // Where the run's jobs ran (summary.json; the recorded runs are GPU runs).
+    const std::string device =
+        fs::exists(run / "summary.json") ? read_json(run / "summary.json").value("device", "cuda") : "cuda";
     for (const auto& job : validate.value("jobs", nlohmann::json::array()))
-      if (job.contains("step_time")) out.push_back(replay_job(job, run, calibration, breakdown, overrides));
+      if (job.contains("step_time")) out.push_back(replay_job(job, run, calibration, breakdown, overrides, device));
   }
   return out;
 }
