@@ -115,10 +115,10 @@ TEST_CASE("the corpus's accuracy does not regress (estimator)", "[corpus]") {
                       << 100 * c.all.within15 << "%, predicted not to fit " << c.all.not_fit);
   // The issue's goal: MAPE <= 10%, >= 70% of rows within 15%, mean signed error within 3%,
   // no run that ran predicted not to fit. Not reached: these bound the last measured values
-  // (docs/validation.md section 0, 2026-11-29: 26.6%, 41% within 15%, signed +11.6%, 16
-  // rows predicted not to fit), to catch a regression; none is a row's own.
-  CHECK(c.all.mape_pct <= 26.6);
+  // (docs/corpus.md, 2026-11-29 after issue 50's kernel classes: 26.1%, 41% within 15%,
+  // signed +11.1%, 16 rows predicted not to fit), to catch a regression; none is a row's own.
+  CHECK(c.all.mape_pct <= 26.1);
   CHECK(c.all.within15 >= 0.4125);
-  CHECK(std::abs(c.all.mean_signed_pct) <= 11.7);
+  CHECK(std::abs(c.all.mean_signed_pct) <= 11.2);
   CHECK(c.all.not_fit <= 16);
 }
