@@ -127,6 +127,9 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
            "(p2p, a2a and allgather are)";
   if (job.parallel.context_parallel_degree > 1 && job.model.is_mla())
     return "context parallelism around multi-head latent attention is not run by the LibTorch backend";
+  if (job.parallel.tp_comm_overlap && job.parallel.tensor_parallel_degree > 1)
+    return "tp_comm_overlap (collectives beside their GEMMs in chunks) is priced by the cost model and the simulator "
+           "but not run by the LibTorch backend, whose layers call them blocking";
   if (job.model.is_moe() && job.parallel.sequence_parallel)
     return "sequence parallelism around a mixture of experts is not run by the LibTorch backend";
   if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)

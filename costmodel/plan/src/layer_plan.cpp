@@ -94,6 +94,7 @@ PlanConfig plan_config(const Job& job) {
   c.context_comm = job.parallel.cp_comm_type;
   c.context_a2a_degree = job.parallel.context_a2a_degree;
   c.sequence_parallel = job.parallel.sequence_parallel && c.tensor_degree > 1;
+  c.tp_comm_overlap = c.sequence_parallel && job.parallel.tp_comm_overlap;
   c.flash_attention = job.parallel.flash_attention;
   c.precision = job.training.precision;
   c.loss_precision = job.training.loss_precision;
@@ -189,6 +190,10 @@ static LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
     if (m.bias) p.shard_gradient(h);
   }
   mlp_exit(p);
+  // (Megatron overlaps the attention's edges; the experts' region edges meet the token
+  // dispatch, not a GEMM.)
+  for (PlanOp& op : p.plan.ops)
+    if (op.role == PlanOpRole::mlp_in || op.role == PlanOpRole::mlp_out) op.comm_beside_gemm = false;
   return std::move(p.plan);
 }
 
@@ -374,9 +379,11 @@ namespace {
 
 // What one conjugate runs in a pass. The backward of a sequence-parallel gather also
 // re-gathers the GEMM's input (overlapped with its input gradient).
+// With tensor-parallel communication overlap (PlanOp::comm_beside_gemm) the sequence-
+// parallel collectives all run beside their GEMMs.
 void conjugate_collectives(const PlanOp& op, bool forward, std::vector<TensorCollective>& out) {
   auto add = [&](CollectiveKind kind, bool overlapped = false) {
-    out.push_back({kind, PlanGroup::tensor, op.comm_bytes, op.comm_count, overlapped});
+    out.push_back({kind, PlanGroup::tensor, op.comm_bytes, op.comm_count, overlapped || op.comm_beside_gemm});
   };
   switch (op.conjugate) {
     case Conjugate::f:

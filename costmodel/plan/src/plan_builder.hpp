@@ -117,6 +117,10 @@ struct PlanBuilder {
     op.conjugate = conj;
     op.comm_bytes = bytes;
     op.comm_count = count;
+    const bool edge_of_gemm = role == PlanOpRole::attention_in || role == PlanOpRole::attention_out ||
+                              role == PlanOpRole::mlp_in || role == PlanOpRole::mlp_out || role == PlanOpRole::head_in;
+    op.comm_beside_gemm = c.tp_comm_overlap && edge_of_gemm &&
+                          (conj == Conjugate::sp_gather || conj == Conjugate::sp_scatter);
     plan.ops.push_back(op);
   }
   // `batch` GEMMs of [rows x in] x [in x out] (a rank's experts), whose parameters are

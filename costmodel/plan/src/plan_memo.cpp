@@ -10,7 +10,7 @@ namespace {
 
 auto fields(const PlanConfig& c) {
   return std::make_tuple(c.sequences, c.tensor_degree, c.expert_degree, c.context_degree, c.context_comm,
-                         c.context_a2a_degree, c.sequence_parallel, c.flash_attention, c.precision, c.loss_precision, c.kernel_fusion,
+                         c.context_a2a_degree, c.sequence_parallel, c.tp_comm_overlap, c.flash_attention, c.precision, c.loss_precision, c.kernel_fusion,
                          c.cuda_graphs);
 }
 

@@ -301,7 +301,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "virtual_stages", "placement_strategy", "activation_checkpointing",
                 "offload_activations", "activation_loading_horizon", "shard_optimizer_state", "shard_gradients",
                 "offload_optimizer", "offload_parameters",
-                "flash_attention", "sequence_parallel", "overlap_p2p_comm", "grad_reduce_in_fp32", "sharded_collective", "data_parallel_collective",
+                "flash_attention", "sequence_parallel", "tp_comm_overlap", "overlap_p2p_comm", "grad_reduce_in_fp32", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
                 "lm_head_stage", "checkpointed_layers", "expert_parallel_degree", "context_parallel_degree",
                 "cp_comm_type", "context_a2a_degree"});
@@ -331,6 +331,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.offload_parameters = r.get_bool("offload_parameters", false);
   p.flash_attention = r.get_bool("flash_attention", false);
   p.sequence_parallel = r.get_bool("sequence_parallel", false);
+  p.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
   p.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
   p.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", false);
   p.sharded_collective = parse_algorithm(r, "sharded_collective", CollectiveAlgorithm::ring);

@@ -188,6 +188,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (pc.shard_gradients) p["shard_gradients"] = true;
   p["flash_attention"] = pc.flash_attention;
   if (pc.sequence_parallel) p["sequence_parallel"] = true;
+  if (pc.tp_comm_overlap) p["tp_comm_overlap"] = true;
   if (pc.overlap_p2p_comm) p["overlap_p2p_comm"] = true;
   if (pc.grad_reduce_in_fp32) p["grad_reduce_in_fp32"] = true;
   p["sharded_collective"] = enum_name(pc.sharded_collective);

@@ -425,6 +425,9 @@ JobViolation check_memory_and_kernels(const Job& job) {
   if (pc.sequence_parallel && tp < 2)
     return bad("parallel.sequence_parallel", "splits the sequence over the tensor-parallel group: needs "
                                              "tensor_parallel_degree > 1");
+  if (pc.tp_comm_overlap && tp > 1 && !pc.sequence_parallel)
+    return bad("parallel.tp_comm_overlap", "overlaps the sequence-parallel all-gathers and reduce-scatters with "
+                                           "their GEMMs: needs sequence_parallel (as Megatron's does)");
   if (pc.sequence_parallel && m.seq_len % tp != 0)
     return bad("parallel.sequence_parallel", fmt::format("the sequence length {} does not split over tensor "
                                                          "degree {}", m.seq_len, tp));

@@ -178,6 +178,9 @@ struct PlanOp {
   // tensor_comm: the conjugate and its payload (collective.hpp's S: the full activation).
   // context_comm: the exchange and its payload (S of the collectives it runs).
   Conjugate conjugate = Conjugate::f;
+  // tensor_comm, sequence-parallel: its collectives run beside the GEMM the edge feeds or
+  // follows (PlanConfig::tp_comm_overlap: a dense layer's four edges and the head's entry).
+  bool comm_beside_gemm = false;
   ContextComm context = ContextComm::p2p;
   bool context_sub_group = false;  // context_comm over the a2a sub-group (a2a+p2p)
   double comm_bytes = 0;
@@ -257,6 +260,7 @@ struct PlanConfig {
   ContextComm context_comm = ContextComm::p2p;
   int context_a2a_degree = 0;  // a2a+p2p: the a2a sub-group's size
   bool sequence_parallel = false;
+  bool tp_comm_overlap = false;  // the sequence-parallel collectives beside their GEMMs
   bool flash_attention = false;
   Precision precision = Precision::fp16;
   LossPrecision loss_precision = LossPrecision::fp32;

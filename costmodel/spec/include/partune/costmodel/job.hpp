@@ -156,6 +156,13 @@ struct ParallelConfig {
   // residuals run on s/t tokens per tensor rank; each tensor all-reduce becomes a
   // reduce-scatter + all-gather. Needs tensor_parallel_degree > 1.
   bool sequence_parallel = false;
+  // Megatron-core's tp_comm_overlap (Transformer Engine's userbuffers): each sequence-
+  // parallel all-gather and reduce-scatter runs in chunks beside the GEMM it feeds or
+  // follows rather than before or after it; the GEMMs lose the multiprocessors the
+  // communication holds (the instance's ring compute_overlap: 1 - ctas / SMs). Needs
+  // sequence_parallel, as Megatron's does. Megatron-core's default: off; NeMo 2's LLM
+  // recipes turn it on with tensor parallelism.
+  bool tp_comm_overlap = false;
   // Megatron-core's overlap_p2p_comm: each pipeline receive is posted before the compute
   // ahead of it, so the activation (or gradient) travels while that compute runs instead
   // of after it. Megatron-core's and NeMo's default: off.
