@@ -130,6 +130,7 @@ OpTime attention_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op, b
 // memory-bound kernels by class, and the host's dispatch left idle.
 struct PassTime {
   double gemm = 0, attention = 0, idle = 0;
+  long launches = 0;
   std::array<double, kKernelClasses> by_class{};
   double memory() const {
     double sum = 0;
@@ -163,8 +164,9 @@ void add_op(const GpuProfile& gpu, const PlanOp& op, double compute, const Kerne
     pass.by_class[i] += t;
     device += t;
   }
-  if (host_dispatch && gpu.dispatch > 0)
-    pass.idle += std::max(0.0, (compute_kernels + work.total_kernels()) * gpu.dispatch - device);
+  const int launches = compute_kernels + work.total_kernels();
+  pass.launches += launches;
+  if (host_dispatch && gpu.dispatch > 0) pass.idle += std::max(0.0, launches * gpu.dispatch - device);
 }
 
 }  // namespace
@@ -201,6 +203,8 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
   lt.class_bwd = bwd.by_class;
   lt.idle_fwd = fwd.idle;
   lt.idle_bwd = bwd.idle;
+  lt.launches_fwd = fwd.launches;
+  lt.launches_bwd = bwd.launches;
   lt.gemm_weight_bwd = weight;
   lt.recompute_selective = selective.total();
   lt.recompute_full = full.total();

@@ -411,14 +411,12 @@ double step_end_sums(const Context& c, int stage) {
 
 // 6. The optimizer step on the local shard, on the device or (offload_optimizer) on the host.
 // The optimizer's share of the stage's parameters (the experts' by their own fraction).
-double local_params(const Context& c, double stage_params) {
-  const double experts = stage_expert_parameter_count(c.job, c.rank, largest_stage(c));
-  return (stage_params - experts) * c.job.optimizer_shard_fraction() +
-         experts * c.job.expert_optimizer_shard_fraction();
+double local_params(const Context& c) {
+  return stage_optimizer_parameters(c.job, c.rank, largest_stage(c));
 }
-double optimizer(const Context& c, double stage_params) {
+double optimizer(const Context& c) {
   const TrainingConfig& t = c.job.training;
-  const double params = local_params(c, stage_params);
+  const double params = local_params(c);
   if (c.pc.offload_optimizer) return host_optimizer_time(c.inst, t.optimizer, t.precision, params, c.gb);
   return optimizer_time(c.inst.gpu, t, params, stage_parameter_tensors(c.job, c.rank, largest_stage(c)), c.gb);
 }
@@ -431,7 +429,7 @@ double state_copies(const Context& c, const Slots& slots, double stage_params) {
   if (!c.pc.offload_optimizer) return 0.0;
   const int sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, std::max(1, c.inst.gpus_per_pcie_switch));
   const double rate = c.inst.pcie_bw / sharers;
-  const double shard = local_params(c, stage_params);  // its gradient down, its weights back up
+  const double shard = local_params(c);  // its gradient down, its weights back up
   double bytes = shard * c.gb + (c.pc.offload_parameters ? 0.0 : shard * c.eb);
   if (c.pc.offload_parameters) {
     const ShardingPlan plan = sharding_plan(c.job, c.stages.layer());
@@ -515,7 +513,7 @@ Estimate estimate(const Job& job) {
   const double sums = std::max(step_end_sums(c, 0), step_end_sums(c, c.pp - 1));
   br.data_parallel_comm = grads.total + sums;
   br.data_parallel_exposed = grads.exposed + sums;
-  br.optimizer = optimizer(c, stage_params);
+  br.optimizer = optimizer(c);
   const double copies_of_states = state_copies(c, slots, stage_params);
   br.offload_traffic += copies_of_states;
   br.offload_exposed += copies_of_states;

@@ -28,29 +28,22 @@ void add_pass(const LayerTime& t, bool forward, double times, KernelBreakdown& b
   b.dispatch_idle += times * (forward ? t.idle_fwd : t.idle_bwd);
 }
 
-// The kernels one forward and one backward of a plan launch (op_cost.cpp's count).
-long plan_launches(const LayerPlan& plan, bool flash) {
-  long n = 0;
-  for (const PlanOp& op : plan.ops) {
-    n += op.forward_work.total_kernels() + op.backward_work.total_kernels();
-    if (op.kind == PlanOpKind::gemm) n += 3 * static_cast<long>(op.batch);
-    if (op.kind == PlanOpKind::attention_core) n += flash ? 4 : op.score_passes_in_work ? 6 : 12;
-  }
-  return n;
-}
-
-// One plan run `times` times forward and backward, with what `policy` recomputes.
+// One plan run `times` times forward and backward, and the forward of the ops the job's
+// checkpointing repeats in backward (layer_plan.hpp's `recomputed`, the one rule).
 void add_plan(const GpuProfile& gpu, const LayerPlan& plan, const Job& job, double times, KernelBreakdown& b) {
   const bool flash = job.parallel.flash_attention && plan.part == PlanPart::layer;
   const LayerTime t = plan_time(gpu, plan, job.training.precision, flash);
   add_pass(t, true, times, b);
   add_pass(t, false, times, b);
-  b.launches += static_cast<long>(times) * plan_launches(plan, flash);
-  if (plan.part != PlanPart::layer) return;
-  // Full recomputation repeats the whole forward; selective the attention core's.
-  const Checkpointing policy = job.parallel.activation_checkpointing;
-  if (policy == Checkpointing::full) add_pass(t, true, times, b);
-  if (policy == Checkpointing::selective) b.attention += times * t.attention_fwd;
+  b.launches += static_cast<long>(times) * (t.launches_fwd + t.launches_bwd);
+  LayerPlan repeated = plan;
+  repeated.ops.clear();
+  for (const PlanOp& op : plan.ops)
+    if (recomputed(op, job.parallel.activation_checkpointing)) repeated.ops.push_back(op);
+  if (repeated.ops.empty()) return;
+  const LayerTime r = plan_time(gpu, repeated, job.training.precision, flash);
+  add_pass(r, true, times, b);
+  b.launches += static_cast<long>(times) * r.launches_fwd;
 }
 
 }  // namespace
@@ -66,7 +59,7 @@ KernelBreakdown kernel_breakdown(const Job& job) {
   add_plan(gpu, embedding_plan(job.model, c), job, microbatches, b);
   if (job.lm_head_stage() == 0) add_plan(gpu, head_plan(job.model, c), job, microbatches, b);
   const RankParameters rank = rank_parameters(job);
-  const double params = stage_parameter_count(job, rank, 0) * job.optimizer_shard_fraction();
+  const double params = stage_optimizer_parameters(job, rank, 0);
   const int tensors = stage_parameter_tensors(job, rank, 0);
   const OptimizerTime o = optimizer_times(gpu, job.training, params, tensors, job.gradient_bytes_per_element());
   b.optimizer = o.step;

@@ -81,6 +81,11 @@ double stage_parameter_count(const Job& job, const RankParameters& rank, int sta
   return p;
 }
 
+double stage_optimizer_parameters(const Job& job, const RankParameters& rank, int stage) {
+  const double all = stage_parameter_count(job, rank, stage), experts = stage_expert_parameter_count(job, rank, stage);
+  return (all - experts) * job.optimizer_shard_fraction() + experts * job.expert_optimizer_shard_fraction();
+}
+
 int stage_parameter_tensors(const Job& job, const RankParameters& rank, int stage) {
   const LayerMix mix = job.stage_mix(stage);
   int n = mix.dense * rank.dense_layer_tensors + mix.moe * rank.moe_layer_tensors;

@@ -46,6 +46,7 @@ struct LayerTime {
   // the host takes to launch them: GpuProfile::dispatch, LayerPlan::host_dispatch).
   std::array<double, kKernelClasses> class_fwd{}, class_bwd{};
   double idle_fwd = 0, idle_bwd = 0;
+  long launches_fwd = 0, launches_bwd = 0;  // the kernels each pass launches
 
   // Forward time of the ops backward repeats under selective and under full
   // recomputation (layer_plan.hpp's `recomputed`), summed as forward() sums them.

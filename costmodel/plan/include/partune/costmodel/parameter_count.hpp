@@ -55,6 +55,10 @@ RankParameters rank_parameters(const Job& job);  // the plans at plan_config(job
 // the last stage keeps its own copy of the token table, as Megatron does).
 double stage_parameter_count(const Job& job, const RankParameters& rank, int stage);
 double stage_parameter_count(const Job& job, int stage);
+// Of those, the parameters the stage's optimizer steps on one rank: the dense ones' share
+// under optimizer sharding, the experts' under theirs (Job::optimizer_shard_fraction,
+// expert_optimizer_shard_fraction).
+double stage_optimizer_parameters(const Job& job, const RankParameters& rank, int stage);
 // The parameter tensors those come in (a tied copy of the table: one more).
 int stage_parameter_tensors(const Job& job, const RankParameters& rank, int stage);
 // Of those, the experts' (the stage's layers with experts x moe_layer_experts).
