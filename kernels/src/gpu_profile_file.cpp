@@ -260,17 +260,7 @@ InstanceType measured_gpu_instance_type(const GpuCalibration& c, const std::stri
     // host's dispatch of one kernel (the device's own gap between queued kernels stays the
     // datasheet's kernel_overhead). The classes' rates are their kernels' measured ones.
     g.hbm_efficiency = c.hbm_efficiency;
-    g.dispatch = c.memory_fit.kernel_overhead;
-    const auto rate = [&](const char* kernel) {
-      try {
-        return std::min(1.0, c.memory_fit.bandwidth_of(kernel) / g.hbm_bw);
-      } catch (const std::out_of_range&) {
-        return 0.0;
-      }
-    };
-    g.norm_efficiency = rate("layer_norm");
-    g.copy_efficiency = rate("copy");
-    g.strided_efficiency = rate("broadcast_mul");
+    calibration::apply_memory_measurements(g, c.memory_fit.kernel_overhead, c.memory_fit.bandwidth);
   }
   if (c.gemm_measured) {
     g.gemm.max_efficiency = c.gemm_fit.fit.max_efficiency;

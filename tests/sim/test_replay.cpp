@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -112,4 +113,20 @@ TEST_CASE("a folder without recorded runs is refused by name", "[replay]") {
     CHECK(e.file() == dir);
     CHECK(std::string(e.what()).find("validate.json") != std::string::npos);
   }
+}
+
+TEST_CASE("a recorded job that does not read is refused by file and key", "[replay]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "partune-replay-bad-run";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "validate.json") << R"({"jobs": [{"job": "x", "file": ")" << PARTUNE_SOURCE_DIR
+                                       << R"(/scenarios/device/validate-01-gpt-1.3b-flash.yaml",
+      "instance_type": "h100-sxm-device", "step_time": {"measured_s": "fast"}}]})";
+  try {
+    (void)validate::replay_runs(dir.string());
+    FAIL("expected a ScenarioError");
+  } catch (const ScenarioError& e) {
+    CHECK(e.file() == (dir / "validate.json").string());
+    CHECK(e.key() == "jobs[0]");
+  }
+  std::filesystem::remove_all(dir);
 }

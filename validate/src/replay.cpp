@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "partune/backend/scaling.hpp"
+#include "partune/costmodel/calibration_fit.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/kernel_breakdown.hpp"
 #include "partune/costmodel/scenario.hpp"
@@ -69,17 +70,19 @@ void complete_profile(GpuProfile& g, const nlohmann::json& calibration) {
   if (g.dispatch > 0 || !calibration.is_object() || !calibration.contains("memory")) return;
   const nlohmann::json& memory = calibration["memory"];
   if (!memory.value("measured", false)) return;
+  // The datasheet's for what the calibration did not measure, then calibrate's rule.
   const GpuProfile sheet = load_instance_type(calibration.value("datasheet", std::string())).gpu;
-  g.dispatch = g.kernel_overhead;  // the fitted intercept of eager calls
+  const double intercept = g.kernel_overhead;  // written as the device gap before the rule
   g.kernel_overhead = sheet.kernel_overhead;
-  const nlohmann::json& bw = memory["bandwidth_GBps"];
-  const auto rate = [&](const char* kernel, double fallback) {
-    return bw.contains(kernel) ? std::min(1.0, bw[kernel].get<double>() * 1e9 / g.hbm_bw) : fallback;
-  };
-  g.norm_efficiency = rate("layer_norm", sheet.norm_efficiency);
-  g.copy_efficiency = rate("copy", sheet.copy_efficiency);
-  g.strided_efficiency = rate("broadcast_mul", sheet.strided_efficiency);
+  g.strided_efficiency = sheet.strided_efficiency;
+  g.norm_efficiency = sheet.norm_efficiency;
+  g.copy_efficiency = sheet.copy_efficiency;
   g.transpose_efficiency = sheet.transpose_efficiency;
+  std::vector<std::pair<std::string, double>> bandwidth;
+  const nlohmann::json measured = memory.value("bandwidth_GBps", nlohmann::json::object());
+  for (const auto& [kernel, GBps] : measured.items())
+    if (GBps.is_number()) bandwidth.emplace_back(kernel, GBps.get<double>() * 1e9);
+  calibration::apply_memory_measurements(g, intercept, bandwidth);
 }
 
 // The run's kernel profile of `job`, compared category by category.
@@ -184,8 +187,17 @@ std::vector<ReplayJob> replay_runs(const std::string& dir) {
     // Where the run's jobs ran (summary.json; the recorded runs are GPU runs).
     const std::string device =
         fs::exists(run / "summary.json") ? read_json(run / "summary.json").value("device", "cuda") : "cuda";
-    for (const auto& job : validate.value("jobs", nlohmann::json::array()))
-      if (job.contains("step_time")) out.push_back(replay_job(job, run, calibration, breakdown, overrides, device));
+    const nlohmann::json jobs = validate.value("jobs", nlohmann::json::array());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (!jobs[i].contains("step_time")) continue;  // a job that failed on the device
+      try {
+        out.push_back(replay_job(jobs[i], run, calibration, breakdown, overrides, device));
+      } catch (const nlohmann::json::exception& e) {  // a recorded file of another shape
+        throw ScenarioError((run / "validate.json").string(), fmt::format("jobs[{}]", i),
+                            std::string("cannot be read as a recorded job (or its run's calibrate.json, "
+                                        "breakdown.json): ") + e.what());
+      }
+    }
   }
   return out;
 }

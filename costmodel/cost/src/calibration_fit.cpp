@@ -247,4 +247,15 @@ std::string efficiency_fit_problem(const std::string& fit, const std::string& ke
   return "";
 }
 
+void apply_memory_measurements(GpuProfile& g, double intercept,
+                               const std::vector<std::pair<std::string, double>>& bandwidth) {
+  g.dispatch = intercept;
+  for (const auto& [kernel, rate] : bandwidth) {
+    const double efficiency = std::min(1.0, rate / g.hbm_bw);
+    if (kernel == "layer_norm") g.norm_efficiency = efficiency;
+    if (kernel == "copy") g.copy_efficiency = efficiency;
+    if (kernel == "broadcast_mul") g.strided_efficiency = efficiency;
+  }
+}
+
 }  // namespace partune::calibration

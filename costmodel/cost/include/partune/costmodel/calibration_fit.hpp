@@ -74,6 +74,15 @@ MemoryFit fit_memory(const std::vector<MemorySample>& samples);
 double weighted_memory_efficiency(const MemoryFit& fit, const std::vector<std::pair<std::string, double>>& weights,
                                   double hbm_bw);
 
+// How a GPU profile takes its memory-bound measurements (calibrate's rule since
+// 2026-11-29, and validate --replay's for profiles written before it): the shared
+// intercept of back-to-back eager calls is the host's dispatch of one kernel (`dispatch`;
+// the device's gap between queued kernels, kernel_overhead, stays as `g` has it); the
+// LayerNorm, copy and broadcast-multiply bandwidths (bytes/s by kernel name) over hbm_bw the
+// norm, copy and strided classes' rates; a kernel not measured leaves `g`'s rate.
+void apply_memory_measurements(GpuProfile& g, double intercept,
+                               const std::vector<std::pair<std::string, double>>& bandwidth);
+
 // One timed transfer or collective of `bytes` (the cost model's size convention:
 // all_reduce the buffer, all_gather the full output, send_recv the message).
 struct TransferSample {
