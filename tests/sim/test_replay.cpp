@@ -118,6 +118,9 @@ TEST_CASE("a folder without recorded runs is refused by name", "[replay]") {
 TEST_CASE("a recorded job that does not read is refused by file and key", "[replay]") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "partune-replay-bad-run";
   std::filesystem::create_directories(dir);
+  // The run's own profile beside it, as a device run records it.
+  std::filesystem::copy_file(std::string(PARTUNE_SOURCE_DIR) + "/scenarios/clusters/h100-sxm-device.yaml",
+                             dir / "h100-sxm-device.yaml", std::filesystem::copy_options::overwrite_existing);
   std::ofstream(dir / "validate.json") << R"({"jobs": [{"job": "x", "file": ")" << PARTUNE_SOURCE_DIR
                                        << R"(/scenarios/device/validate-01-gpt-1.3b-flash.yaml",
       "instance_type": "h100-sxm-device", "step_time": {"measured_s": "fast"}}]})";
