@@ -161,11 +161,16 @@ nlohmann::json gpu_calibration_json(const kernels::GpuCalibration& c, const Inst
                     {"score_bmm_efficiency", it.gpu.attention.score_bmm_efficiency},
                     {"rms_relative_error", c.score_bmm_fit.residual.rms_relative}};
   j["attention_kernel"] = c.gpu.attention_kernel;  // what flash_attention: true runs: its fit is the profile's
+  // The timed calls return their gradients (calibration::without_gradient_accumulation
+  // applies to the records without this key).
+  j["attention_gradients"] = "returned";
   j["flash_attention"] = {{"measured", c.flash_measured},
                           {"flash_efficiency", c.flash_fit.flash_efficiency},
+                          {"seq_half", c.flash_fit.seq_half},
                           {"rms_relative_error", c.flash_fit.residual.rms_relative}};
   j["sdpa"] = {{"measured", c.sdpa_measured},
                {"flash_efficiency", c.sdpa_fit.flash_efficiency},
+               {"seq_half", c.sdpa_fit.seq_half},
                {"rms_relative_error", c.sdpa_fit.residual.rms_relative}};
   j["pcie"] = {{"host_to_device_GBps", c.host_to_device_bw / 1e9},
                {"device_to_host_GBps", c.device_to_host_bw / 1e9},
@@ -196,10 +201,11 @@ std::string gpu_calibration_text(const kernels::GpuCalibration& c, const Instanc
   o << fmt::format("  attention: score_bmm_efficiency {:.3f}  (rms error {:.1f}%){}\n",
                    g.attention.score_bmm_efficiency, 100 * c.score_bmm_fit.residual.rms_relative,
                    kept(c.score_bmm_measured));
-  o << fmt::format("  flash attention ({}, what flash_attention: true runs): flash_efficiency {:.3f}  (rms error "
-                   "{:.1f}%){}\n",
+  o << fmt::format("  flash attention ({}, what flash_attention: true runs): flash_efficiency {:.3f}, seq_half "
+                   "{:.0f}  (rms error {:.1f}%){}\n",
                    c.gpu.attention_kernel == "sdpa" ? "LibTorch's fused attention" : "partune's CUDA kernel",
-                   g.attention.flash_efficiency, 100 * c.profile_flash_fit().residual.rms_relative,
+                   g.attention.flash_efficiency, g.attention.flash_seq_half,
+                   100 * c.profile_flash_fit().residual.rms_relative,
                    kept(c.profile_flash_measured()));
   if (c.gpu.attention_kernel == "sdpa" && c.flash_measured)
     o << fmt::format("  partune's CUDA FlashAttention, same shapes: {:.4f} of peak  (not in the profile)\n",

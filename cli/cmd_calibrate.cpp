@@ -1,8 +1,11 @@
 // partune calibrate --out FILE [--device cpu|cuda] [--quick] [--threads N] [--json]
+// partune calibrate --out FILE --records CALIBRATE.json... [--json]
 // Measures this machine through the backend's libraries (kernels/calibrate.hpp; with
 // --device cuda its GPU, kernels/gpu_calibrate.hpp), fits the cost model's parameters and
 // writes them as an instance-type file that jobs can name (`instance_type: <file name
-// without .yaml>` when it lies in scenarios/clusters/, or its path). Runs in
+// without .yaml>` when it lies in scenarios/clusters/, or its path). --records fits the
+// GPU measurements of recorded runs instead (their calibrate.json, several runs of one GPU
+// pooled) by today's rules, with no GPU. Runs in
 // build/partune-run: it needs LibTorch.
 #include <unistd.h>
 
@@ -33,6 +36,7 @@ namespace fs = std::filesystem;
 
 struct Options {
   std::string out, device = "cpu";
+  std::vector<std::string> records;
   bool quick = false, json = false;
   int threads = 0;
 };
@@ -76,6 +80,23 @@ void calibrate_cuda(const Options& opt, const std::string& command) {
   else std::cout << gpu_calibration_text(c, it, opt.out);
 }
 
+// The recorded runs' measurements fitted again (nothing measured here); refused (exit 2)
+// before anything is written when a record does not read.
+void calibrate_records(const Options& opt, const std::string& command) {
+  kernels::GpuCalibration c;
+  try {
+    c = kernels::gpu_calibration_from_records(opt.records);
+  } catch (const std::exception& e) {
+    fail_calibration(std::string("calibrate --records: ") + e.what(), 2);
+  }
+  const std::unique_ptr<AtomicFile> output = open_output(opt.out);
+  kernels::fit_gpu_calibration(c);
+  const std::string yaml = kernels::gpu_instance_type_yaml(c, fs::path(opt.out).stem().string(), command);
+  const InstanceType it = write_profile(*output, opt.out, yaml, kernels::unusable_gpu_fits(c));
+  if (opt.json) std::cout << gpu_calibration_json(c, it, opt.out).dump(2) << "\n";
+  else std::cout << gpu_calibration_text(c, it, opt.out);
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app) {
@@ -93,11 +114,21 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--threads", opt->threads, "largest LibTorch thread count to measure matmul at (default: the cores)")
       ->check(count_in(1, 1024));
   cmd->add_flag("--json", opt->json, "print one JSON object with the measured figures and fitted values");
+  cmd->add_option("--records", opt->records,
+                  "fit recorded GPU runs' measurements instead of measuring (their calibrate.json, e.g. "
+                  "docs/device-runs/*/calibrate.json; several runs of one GPU are pooled)")
+      ->check(CLI::ExistingFile);
   cmd->callback([opt] {
     std::string command = "partune calibrate --out " + opt->out;
     if (opt->device != "cpu") command += " --device " + opt->device;
     if (opt->quick) command += " --quick";
     if (opt->threads > 0) command += fmt::format(" --threads {}", opt->threads);
+    if (!opt->records.empty()) {
+      if (opt->quick || opt->threads > 0 || opt->device != "cpu")
+        fail_calibration("calibrate --records: fits recorded measurements; --device, --quick and --threads measure", 2);
+      for (const std::string& r : opt->records) command += " --records " + r;
+      return calibrate_records(*opt, command);
+    }
     if (opt->device == "cuda") calibrate_cuda(*opt, command);
     else calibrate_cpu(*opt, command);
   });

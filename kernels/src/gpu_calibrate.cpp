@@ -225,11 +225,14 @@ GpuTiming time_attention(const std::string& kernel, double batch_heads, double s
   const auto q = torch::randn(shape, opts).requires_grad_(), k = torch::randn(shape, opts).requires_grad_(),
              v = torch::randn(shape, opts).requires_grad_();
   const auto grad = torch::randn(shape, opts);
-  // As in training: the forward recorded, then its backward (causal).
-  if (kernel == "flash") return time_gpu([&] { flash_attention(q, k, v, true).backward(grad); }, target);
+  // As in training: the forward recorded, then its backward (causal), the gradients
+  // returned rather than accumulated into q, k and v's .grad (before 2026-11-29 each call
+  // also ran three adds into them: calibration::without_gradient_accumulation).
+  const auto fwd_bwd = [&](const torch::Tensor& out) { (void)torch::autograd::grad({out}, {q, k, v}, {grad}); };
+  if (kernel == "flash") return time_gpu([&] { fwd_bwd(flash_attention(q, k, v, true)); }, target);
 #ifdef PARTUNE_HAVE_SDPA
   if (kernel == "sdpa")
-    return time_gpu([&] { at::scaled_dot_product_attention(q, k, v, {}, 0.0, true).backward(grad); }, target);
+    return time_gpu([&] { fwd_bwd(at::scaled_dot_product_attention(q, k, v, {}, 0.0, true)); }, target);
 #endif
   throw std::invalid_argument(
       fmt::format("attention kernel '{}' is not in this build (LibTorch {})", kernel, TORCH_VERSION));

@@ -118,10 +118,30 @@ std::vector<calibration::GemmSample> gemm_samples(const GpuCalibration& c, const
   return s;
 }
 
-std::vector<calibration::FlashSample> flash_samples(const GpuCalibration& c, const char* kernel) {
+bool has_bandwidth(const calibration::MemoryFit& f, const std::string& kernel) {
+  for (const auto& [name, bw] : f.bandwidth)
+    if (name == kernel) return bw > 0;
+  return false;
+}
+
+// A flash kernel's timed calls; those of a record that also accumulated the gradients into
+// q, k and v's .grad with that time taken off at the add kernel's measured bandwidth.
+std::vector<calibration::FlashSample> flash_samples(GpuCalibration& c, const char* kernel) {
   std::vector<calibration::FlashSample> s;
-  for (const auto& a : c.attention)
-    if (a.kernel == kernel) s.push_back({a.batch_heads, a.seq, a.head_dim, a.time.seconds});
+  bool accumulated = false;
+  for (const auto& a : c.attention) {
+    if (a.kernel != kernel) continue;
+    calibration::FlashSample sample{a.batch_heads, a.seq, a.head_dim, a.time.seconds};
+    if (a.gradients_accumulated && c.memory_measured && has_bandwidth(c.memory_fit, "add")) {
+      sample = calibration::without_gradient_accumulation({sample}, c.memory_fit.bandwidth_of("add")).front();
+      accumulated = true;
+    }
+    s.push_back(sample);
+  }
+  if (accumulated)
+    c.notes.push_back(fmt::format("{}: the recorded calls also accumulated q, k and v's gradients; three adds at the "
+                                  "measured add bandwidth taken off each",
+                                  kernel));
   return s;
 }
 
@@ -202,11 +222,11 @@ void fit_gpu_calibration(GpuCalibration& c) {
   });
   const auto flash = flash_samples(c, "flash");
   c.flash_measured = !flash.empty() && try_fit(c, "partune's CUDA FlashAttention", [&] {
-    c.flash_fit = calibration::fit_flash(flash, sheet.peak_flops_bf16, overhead);
+    c.flash_fit = calibration::fit_flash(flash, sheet.peak_flops_bf16, overhead, sheet.attention.flash_head_dim_half);
   });
   const auto sdpa = flash_samples(c, "sdpa");
   c.sdpa_measured = !sdpa.empty() && try_fit(c, "LibTorch's scaled_dot_product_attention", [&] {
-    c.sdpa_fit = calibration::fit_flash(sdpa, sheet.peak_flops_bf16, overhead);
+    c.sdpa_fit = calibration::fit_flash(sdpa, sheet.peak_flops_bf16, overhead, sheet.attention.flash_head_dim_half);
   });
   for (const auto& t : c.copies)
     (t.direction == "host_to_device" ? c.host_to_device_bw : c.device_to_host_bw) = t.bytes / t.time.seconds;
@@ -273,7 +293,10 @@ InstanceType measured_gpu_instance_type(const GpuCalibration& c, const std::stri
   if (c.score_bmm_measured)
     g.attention.score_bmm_efficiency = std::clamp(c.score_bmm_fit.score_bmm_efficiency, 1e-4, 2.0);
   if (c.profile_flash_measured()) {
-    g.attention.flash_efficiency = c.profile_flash_fit().flash_efficiency;
+    calibration::apply_flash_fit(g,
+                                 c.gpu.attention_kernel == "sdpa" ? calibration::sdpa_kernel(c.gpu.compute_major)
+                                                                  : AttentionKernel::partune,
+                                 c.profile_flash_fit());
     g.attention.flash_fp32 = false;  // both CUDA kernels take bf16 / fp16
   }
   // Offload copies both ways: the slower direction bounds it.
@@ -292,8 +315,12 @@ using detail::residual_text;
 
 std::string profile_header(const GpuCalibration& c, const std::string& command_line) {
   const GpuInfo& g = c.gpu;
+  const std::string when =
+      c.records > 0 ? fmt::format("from the measurements of {} recorded run{} (their calibrate.json, pooled)", c.records,
+                                  c.records > 1 ? "s" : "")
+                    : "on " + g.date;
   return fmt::format(
-      "Measured profile of one {} (CUDA device 0), written by `{}` on {}.\n"
+      "Measured profile of one {} (CUDA device 0), written by `{}` {}.\n"
       "Host {}: {} cores, {:.1f} GiB RAM; CUDA driver {}.{}; LibTorch {}. The GPU: compute capability {}.{},\n"
       "{} multiprocessors, {:.0f} MiB of L2, {:.1f} GiB of memory. Calibration took {:.0f} s{}.\n"
       "It starts from {}.yaml, the datasheet file (peaks, links, host, reserved memory: what nothing\n"
@@ -302,7 +329,7 @@ std::string profile_header(const GpuCalibration& c, const std::string& command_l
       "datasheet peak) and the fit's residual; the raw measurements and every fit are under\n"
       "`calibration:` (not read by the loader). Times: torch::cuda::synchronize() around each batch of\n"
       "calls, the 20th percentile of 5 batches after a warm-up.",
-      g.name, command_line, g.date, g.host, g.host_cores, g.host_memory_bytes / GiB, g.driver_version / 1000,
+      g.name, command_line, when, g.host, g.host_cores, g.host_memory_bytes / GiB, g.driver_version / 1000,
       g.driver_version % 1000 / 10, g.libtorch, g.compute_major, g.compute_minor, g.sm_count, g.l2_bytes / MiB,
       g.memory_bytes / GiB, c.seconds,
       c.quick ? " (--quick: fewer shapes, short timings; rerun without it for a profile to keep)" : "", c.base_name);
@@ -338,6 +365,9 @@ void add_gpu_comments(const GpuCalibration& c, std::map<std::string, std::string
              fmt::format("fitted: the shared intercept of t = dispatch + bytes / bw_kernel over back-to-back calls of\n"
                          "64 elements and of >= 256 MiB (autograd recording, as in training): the host's launch of a kernel; {}",
                          residual_text(mf.residual)));
+  k["gpu.kernel_overhead_us"] = sheet + ": the device's gap between queued kernels (calibrate's intercept is the "
+                                         "host's dispatch, below)";
+  k["gpu.transpose_efficiency"] = sheet + ": not measured by calibrate";
   k["gpu.norm_efficiency"] = either(c.memory_measured, fmt::format("measured: layer_norm {:.0f} GB/s / hbm_bw", bw("layer_norm")));
   k["gpu.copy_efficiency"] = either(c.memory_measured, fmt::format("measured: copy {:.0f} GB/s / hbm_bw", bw("copy")));
   k["gpu.strided_efficiency"] =
@@ -371,15 +401,23 @@ void add_gpu_comments(const GpuCalibration& c, std::map<std::string, std::string
   k["gpu.attention.flash_efficiency"] = either(
       c.profile_flash_measured(),
       fmt::format("fitted: {} (what flash_attention: true runs here), causal, bf16, forward + backward,\n"
-                  "t = 1.75 F / (peak eff) + 2 overhead; {}{}",
+                  "t = 1.75 F / (peak eff) + 2 overhead, eff along hardware.hpp's FlashCurve; {}{}",
                   sdpa ? "LibTorch's fused scaled_dot_product_attention" : partune_kernel,
                   residual_text(c.profile_flash_fit().residual), other));
+  k["gpu.attention.flash_seq_half"] =
+      either(c.profile_flash_measured(), "fitted with flash_efficiency (0: the samples' one sequence length)");
+  k["gpu.attention.kernel"] =
+      either(c.profile_flash_measured(), sdpa ? "LibTorch's SDPA runs cuDNN's fused attention on sm90 and later, "
+                                                "FlashAttention-2 before (calibration::sdpa_kernel)"
+                                              : "partune's own kernel");
   k["gpu.attention.score_bmm_efficiency"] =
       either(c.score_bmm_measured,
              fmt::format("fitted: torch::bmm bf16 Q K^T and A V over (batch x heads, seq, head_dim) under\n"
                          "calibration:; the estimator scales this key by (d/(d+64))/(128/192); {}",
                          residual_text(c.score_bmm_fit.residual)));
   k["gpu.attention.score_bytes_fwd"] = k["gpu.attention.score_bytes_bwd"] = sheet;
+  k["gpu.attention.flash_head_dim_half"] = sheet + " (every sample at one head dim)";
+  k["gpu.attention.kernels"] = sheet + "s (the other kernels' cited curves)";
 }
 
 // Where each link, host and collective value comes from.
@@ -396,7 +434,7 @@ void add_link_comments(const GpuCalibration& c, std::map<std::string, std::strin
                              : sheet + ": not measured";
   k["pcie.gpus_per_switch"] = sheet;
   k["host.cores"] = "measured: sched_getaffinity";
-  k["host.memory_GiB"] = "measured: /proc/meminfo MemTotal";
+  k["host.memory_GiB"] = c.gpu.host_memory_bytes > 0 ? "measured: /proc/meminfo MemTotal" : sheet + ": not recorded";
   for (const char* key : {"collectives.ring.net_efficiency", "collectives.ring.compute_overlap",
                           "collectives.tree.net_efficiency", "collectives.tree.compute_overlap",
                           "collectives.all_to_all.net_efficiency", "collectives.all_to_all.compute_overlap"})

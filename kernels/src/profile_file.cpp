@@ -121,8 +121,11 @@ void add_device_comments(const Calibration& c, std::map<std::string, std::string
   k["gpu.gemm.k_half"] = "fitted with max_efficiency";
   k["gpu.attention.flash_efficiency"] = fmt::format(
       "fitted: partune's CPU FlashAttention (kernels/flash_attention.hpp), causal, forward +\n"
-      "backward, 1 thread, (heads, seq, head_dim) under calibration:, t = 1.75 F / (peak eff) + 2 overhead; {}",
+      "backward, 1 thread, (heads, seq, head_dim) under calibration:, t = 1.75 F / (peak eff) + 2 overhead,\n"
+      "eff = flash_efficiency s / (s + flash_seq_half) (hardware.hpp's FlashCurve); {}",
       residual_text(c.flash_fit.residual));
+  k["gpu.attention.flash_seq_half"] = "fitted with flash_efficiency (0: the samples' one sequence length)";
+  k["gpu.attention.kernel"] = "partune's own kernel";
   k["gpu.attention.flash_fp32"] = "that kernel is fp32";
   k["gpu.attention.score_bmm_efficiency"] = fmt::format(
       "fitted: torch::bmm Q K^T and A V, 1 thread, (heads, seq, head_dim) under calibration:; the\n"
@@ -204,7 +207,13 @@ InstanceType measured_instance_type(const Calibration& c, const std::string& nam
   g.kernel_overhead = c.memory_fit.kernel_overhead;
   g.reserved_bytes = 0.5 * GiB;
   g.gemm = {fraction(c.gemm_fit.max_efficiency), 1, 1, c.gemm_fit.k_half};
-  g.attention = {fraction(c.flash_fit.flash_efficiency), score_key(c.attention_fit.score_bmm_efficiency), 24, 48, true};
+  g.attention.kernel = AttentionKernel::partune;
+  g.attention.flash_efficiency = fraction(c.flash_fit.flash_efficiency);
+  g.attention.flash_seq_half = c.flash_fit.seq_half;
+  g.attention.score_bmm_efficiency = score_key(c.attention_fit.score_bmm_efficiency);
+  g.attention.score_bytes_fwd = 24;
+  g.attention.score_bytes_bwd = 48;
+  g.attention.flash_fp32 = true;
   const auto& p2p = c.transfer("send_recv");
   it.intra_node_fabric = "loopback";
   it.intra_node = {p2p.bandwidth, positive(p2p.latency, 1e-8), 1.0};

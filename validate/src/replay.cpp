@@ -85,6 +85,38 @@ void complete_profile(GpuProfile& g, const nlohmann::json& calibration) {
   calibration::apply_memory_measurements(g, intercept, bandwidth);
 }
 
+// Refits the profile's own flash kernel from the run's calibrate.json where the profile
+// predates the sequence curve (no flash_seq_half), by calibrate's rule today
+// (gpu_profile_file.cpp): the kernel the jobs ran (LibTorch's SDPA: calibration::sdpa_kernel;
+// partune's where the profile says so), the gradient accumulation of the records before 2026-11-29 taken off at the
+// run's add bandwidth, the datasheet's head-dim half-point and other kernels' curves.
+void complete_attention(GpuProfile& g, const nlohmann::json& calibration) {
+  if (g.attention.flash_seq_half > 0 || !calibration.is_object() || !calibration.contains("measurements")) return;
+  // The kernel the jobs ran: partune's where the profile (or replay.yaml) names it, else what
+  // calibrate's flash_attention: true ran there.
+  const bool sdpa = g.attention.kernel != AttentionKernel::partune &&
+                    calibration.value("attention_kernel", std::string()) == "sdpa";
+  std::vector<calibration::FlashSample> samples;
+  for (const auto& a : calibration["measurements"].value("attention", nlohmann::json::array()))
+    if (a.value("kernel", std::string()) == (sdpa ? "sdpa" : "flash"))
+      samples.push_back({a.at("batch_heads").get<double>(), a.at("seq").get<double>(), a.at("head_dim").get<double>(),
+                         a.at("seconds").get<double>()});
+  if (samples.empty()) return;
+  const nlohmann::json memory = calibration.value("memory", nlohmann::json::object());
+  const double add = memory.value("bandwidth_GBps", nlohmann::json::object()).value("add", 0.0) * 1e9;
+  if (!calibration.contains("attention_gradients")) {
+    if (!(add > 0)) return;  // nothing to take the accumulation off with: the profile as written
+    samples = calibration::without_gradient_accumulation(samples, add);
+  }
+  const GpuProfile sheet = load_instance_type(calibration.value("datasheet", std::string())).gpu;
+  const std::string cc = calibration.value("compute_capability", std::string("0"));
+  const calibration::FlashFit fit =
+      calibration::fit_flash(samples, sheet.peak_flops_bf16, memory.value("kernel_overhead_us", 0.0) * 1e-6,
+                             sheet.attention.flash_head_dim_half);
+  g.attention.kernels = sheet.attention.kernels;
+  calibration::apply_flash_fit(g, sdpa ? calibration::sdpa_kernel(std::stoi(cc)) : AttentionKernel::partune, fit);
+}
+
 // The run's kernel profile of `job`, compared category by category.
 void compare_breakdown(const nlohmann::json& breakdown, const Job& ran, ReplayJob& r) {
   if (!breakdown.is_object()) {
@@ -139,14 +171,17 @@ ReplayJob replay_job(const nlohmann::json& recorded, const fs::path& run, const 
   r.file = resolve(recorded.value("file", std::string()), run).string();
   r.profile = profile_file(recorded.value("instance_type", std::string()), run).string();
   std::vector<std::string> set{"instance_type=" + fs::absolute(r.profile).string()};
+  const std::vector<std::string> backend = as_run_settings(device);  // how the backend runs a job there
+  set.insert(set.end(), backend.begin(), backend.end());
   set.insert(set.end(), overrides.begin(), overrides.end());  // replay.yaml's come after: they win
   for (const std::string& o : overrides)
     if (o.rfind("instance_type=", 0) == 0) r.profile = o.substr(14);
   Job job = load_job(r.file, set);
   complete_profile(job.cluster.instance.gpu, calibration);
+  complete_attention(job.cluster.instance.gpu, calibration);
   backend::ScaleOptions scale;
   scale.whole = device == "cuda";  // the model as validate ran it there
-  const Job ran = as_run_on(backend::scaled_job(job, backend::scaled_model(job, scale)), device);
+  const Job ran = backend::scaled_job(job, backend::scaled_model(job, scale));
   r.low_precision_gemms = low_precision_gemms(ran.training.precision);
   const Prediction p = predict(ran);
   r.predicted_step_s = p.result.metrics.step_time;

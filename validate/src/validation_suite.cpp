@@ -32,6 +32,11 @@ Job as_run_on(Job ran, const std::string& device) {
   return ran;
 }
 
+std::vector<std::string> as_run_settings(const std::string& device) {
+  if (device == "cuda") return {"kernel_fusion=eager", "optimizer_impl=torch"};  // as_run_on's
+  return {};
+}
+
 namespace {
 
 void run_once(const SuiteJob& c, const SuiteOptions& opt, JobValidation& j) {

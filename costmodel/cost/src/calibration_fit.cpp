@@ -195,25 +195,63 @@ std::vector<TransferSample> in_size_range(const std::vector<TransferSample>& sam
   return out;
 }
 
-FlashFit fit_flash(const std::vector<FlashSample>& samples, double peak_flops, double kernel_overhead) {
+FlashFit fit_flash(const std::vector<FlashSample>& samples, double peak_flops, double kernel_overhead,
+                   double head_dim_half) {
   require_timed(samples, 1, "FlashAttention fit");
-  // op_cost.cpp's FLOPs of forward and backward over the unmasked 4 heads s^2 d.
   const auto work = [](const FlashSample& s) {
     return (1.0 + kFlashBackwardFactor) * kFlashCausalFlopFraction * 4.0 * s.batch_heads * s.seq * s.seq * s.head_dim;
   };
-  double xy = 0, xx = 0;  // as fit_score_bmm: x u = 1 - 2 o / t with u = 1 / flash_efficiency
-  for (const auto& s : samples) {
-    const double x = work(s) / (peak_flops * s.seconds);
-    xy += x * (1.0 - 2.0 * kernel_overhead / s.seconds);
-    xx += x * x;
+  double shortest = samples.front().seq, longest = shortest;
+  for (const auto& s : samples) shortest = std::min(shortest, s.seq), longest = std::max(longest, s.seq);
+  // For a given seq_half, fit_flash's one unknown u = 1 / max_efficiency with x scaled by
+  // the curve's shape at the sample.
+  const auto fit_at = [&](double seq_half) {
+    FlashCurve c{1.0, seq_half, head_dim_half};
+    double xy = 0, xx = 0;
+    for (const auto& s : samples) {
+      const double x = work(s) / (peak_flops * c.at(s.seq, s.head_dim) * s.seconds);
+      xy += x * (1.0 - 2.0 * kernel_overhead / s.seconds);
+      xx += x * x;
+    }
+    if (!(xy > 0)) throw std::invalid_argument("FlashAttention fit: the kernel overhead exceeds every measured time");
+    c.max_efficiency = xx / xy;
+    FlashFit f{c.max_efficiency, seq_half, head_dim_half, {}};
+    f.residual = residual_of(samples, [&](const FlashSample& s) {
+      return work(s) / (peak_flops * c.at(s.seq, s.head_dim)) + 2.0 * kernel_overhead;
+    });
+    return f;
+  };
+  FlashFit best = fit_at(0.0);
+  if (longest > shortest)
+    for (double seq_half = 1; seq_half <= 65536; seq_half += 1) {
+      const FlashFit f = fit_at(seq_half);
+      if (f.residual.rms_relative < best.residual.rms_relative - 1e-12) best = f;
+    }
+  return best;
+}
+
+AttentionKernel sdpa_kernel(int compute_major) {
+  return compute_major >= 9 ? AttentionKernel::cudnn : AttentionKernel::flash2;
+}
+
+void apply_flash_fit(GpuProfile& g, AttentionKernel kernel, const FlashFit& fit) {
+  // The kernel's curve moves from kernels: (a datasheet's cited one) to the flash_* keys.
+  g.attention.kernels[static_cast<std::size_t>(kernel)] = {};
+  g.attention.kernel = kernel;
+  g.attention.flash_efficiency = fit.flash_efficiency;
+  g.attention.flash_seq_half = fit.seq_half;
+  g.attention.flash_head_dim_half = fit.head_dim_half;
+}
+
+std::vector<FlashSample> without_gradient_accumulation(std::vector<FlashSample> samples, double add_bandwidth) {
+  if (!(add_bandwidth > 0)) throw std::invalid_argument("gradient accumulation: no measured add bandwidth");
+  for (auto& s : samples) {
+    const double bytes = 3.0 * 3.0 * s.batch_heads * s.seq * s.head_dim * 2.0;  // q, k, v: read 2, write 1
+    s.seconds -= bytes / add_bandwidth;
+    if (!(s.seconds > 0))
+      throw std::invalid_argument("gradient accumulation: takes longer than the recorded call");
   }
-  if (!(xy > 0)) throw std::invalid_argument("FlashAttention fit: the kernel overhead exceeds every measured time");
-  FlashFit f;
-  f.flash_efficiency = xx / xy;
-  f.residual = residual_of(samples, [&](const FlashSample& s) {
-    return work(s) / (peak_flops * f.flash_efficiency) + 2.0 * kernel_overhead;
-  });
-  return f;
+  return samples;
 }
 
 ScoreBmmFit fit_score_bmm(const std::vector<BmmSample>& samples, double peak_flops, double kernel_overhead) {

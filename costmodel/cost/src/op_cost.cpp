@@ -2,8 +2,13 @@
 
 #include "partune/costmodel/cost_memo.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include "partune/costmodel/enum_names.hpp"
 
 namespace partune {
 
@@ -104,13 +109,26 @@ OpTime gemm_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op) {
           weight};
 }
 
+// The flash kernel's efficiency on this op: the job's kernel (the profile's own unless
+// attention_impl names another) along its curve at the op's keys and head dim.
+double flash_rate(const GpuProfile& gpu, const PlanOp& op) {
+  const AttentionKernel k = op.attention_kernel.value_or(gpu.attention.kernel);
+  const FlashCurve curve = gpu.attention.curve(k);
+  if (!(curve.max_efficiency > 0))
+    throw std::invalid_argument(fmt::format("training.attention_impl: {} has no measured curve on {} (gpu.attention "
+                                            "has {}{})",
+                                            enum_name(k), gpu.name, enum_name(gpu.attention.kernel),
+                                            measured_kernels(gpu.attention)));
+  return curve.at(op.seq, op.k);
+}
+
 // The attention core over op.m score elements (b x heads/t x s x s) at head_dim op.k.
 OpTime attention_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op, bool flash) {
   const double peak = gpu.peak_flops(p), d = op.k;
   if (flash) {
     // Causal FlashAttention does half the score FLOPs; backward is 2.5x forward
     // (FlashAttention's own accounting).
-    const double rate = peak * gpu.attention.flash_efficiency, done = kFlashCausalFlopFraction * op.flops;
+    const double rate = peak * flash_rate(gpu, op), done = kFlashCausalFlopFraction * op.flops;
     return {done / rate + gpu.kernel_overhead, kFlashBackwardFactor * done / rate + gpu.kernel_overhead};
   }
   // Batched GEMMs at an efficiency that falls with head_dim (the contraction of QK^T),

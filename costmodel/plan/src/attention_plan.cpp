@@ -31,6 +31,14 @@ PlanOp attention_core(const ModelSpec& m, const PlanConfig& c, double tokens, do
   op.flops = 2.0 * b * sq * s * H * (w.qk + w.v) * op.score_fraction;
   op.m = b * H * sq * s;  // score elements
   op.k = w.qk;
+  // One kernel call's keys: the whole sequence (all-gather gathers it, a2a gives the rank
+  // whole sequences of its heads), or the ring's block: s / cp under p2p, an a2a sub-group's
+  // a s / cp under a2a+p2p.
+  const int cp = std::max(1, c.context_degree);
+  op.seq = c.context_comm == ContextComm::p2p           ? s / cp
+           : c.context_comm == ContextComm::a2a_p2p ? s * std::max(1, c.context_a2a_degree) / cp
+                                                      : s;
+  op.attention_kernel = c.attention_impl;
   op.params = m.attention_sinks ? H : 0.0;  // a sink logit per head, split with the heads
   op.stored = 2.0 * tokens * (H * w.qk + (w.key_heads * w.qk + w.value_heads * w.v) / t) * scale;
   // Without dropout only the softmax output stays (its backward needs nothing else).

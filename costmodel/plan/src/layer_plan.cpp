@@ -96,6 +96,7 @@ PlanConfig plan_config(const Job& job) {
   c.sequence_parallel = job.parallel.sequence_parallel && c.tensor_degree > 1;
   c.tp_comm_overlap = c.sequence_parallel && job.parallel.tp_comm_overlap;
   c.flash_attention = job.parallel.flash_attention;
+  c.attention_impl = job.training.attention_impl;
   c.precision = job.training.precision;
   c.loss_precision = job.training.loss_precision;
   c.kernel_fusion = job.training.kernel_fusion;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/units.hpp"
 #include "scenario_internal.hpp"
 #include "yaml_reader.hpp"
@@ -40,6 +41,34 @@ CollectiveProfile parse_collective_profile(const Reader& r, const CollectiveProf
 }
 
 // instance_type.gpu: peaks, memory, kernel overhead, and the GEMM and attention efficiencies.
+// gpu.attention's flash kernels: the profile's own (`kernel`, its flash_* curve) and the
+// other kernels' measured curves (`kernels: {flash2: {max_efficiency, seq_half,
+// head_dim_half}}`), hardware.hpp's FlashCurve.
+AttentionKernel attention_kernel(const Reader& r, const std::string& key, const std::string& name) {
+  if (const auto k = enum_value<AttentionKernel>(name)) return *k;
+  r.fail(key, "'" + name + "' is not one of: " + enum_name_list<AttentionKernel>());
+}
+
+void read_flash_kernels(const Reader& at, AttentionProfile& a) {
+  if (at.has("kernel")) a.kernel = attention_kernel(at, "kernel", at.get_string("kernel"));
+  a.flash_efficiency = at.get_fraction("flash_efficiency", a.flash_efficiency);
+  a.flash_seq_half = at.get_non_negative("flash_seq_half", a.flash_seq_half);
+  a.flash_head_dim_half = at.get_non_negative("flash_head_dim_half", a.flash_head_dim_half);
+  if (!at.has("kernels")) return;
+  const Reader ks = at.child("kernels");
+  ks.require_map();
+  for (const auto& entry : ks.node()) {
+    const std::string name = entry.first.as<std::string>();
+    const AttentionKernel k = attention_kernel(ks, name, name);
+    if (k == a.kernel) ks.fail(name, "is the profile's own kernel (gpu.attention.kernel): its curve is flash_*");
+    const Reader c = ks.child(name);
+    c.allow_only({"max_efficiency", "seq_half", "head_dim_half", "source"});
+    a.kernels[static_cast<std::size_t>(k)] = {c.get_fraction("max_efficiency", 0), c.get_non_negative("seq_half", 0),
+                                              c.get_non_negative("head_dim_half", 0)};
+    if (!c.has("max_efficiency")) c.fail("max_efficiency", "is required");
+  }
+}
+
 void read_gpu(const Reader& r, InstanceType& it) {
   const Reader g = r.child("gpu");
   g.allow_only({"name", "peak_tflops", "hbm_GiB", "hbm_bw_GBps", "hbm_efficiency", "kernel_overhead_us",
@@ -83,10 +112,10 @@ void read_gpu(const Reader& r, InstanceType& it) {
   }
   if (g.has("attention")) {
     const Reader at = g.child("attention");
-    at.allow_only({"flash_efficiency", "flash_fp32", "score_bmm_efficiency", "score_bytes_fwd", "score_bytes_bwd",
-                   "source"});
+    at.allow_only({"kernel", "flash_efficiency", "flash_seq_half", "flash_head_dim_half", "kernels", "flash_fp32",
+                   "score_bmm_efficiency", "score_bytes_fwd", "score_bytes_bwd", "source"});
     auto& a = it.gpu.attention;
-    a.flash_efficiency = at.get_fraction("flash_efficiency", a.flash_efficiency);
+    read_flash_kernels(at, a);
     a.flash_fp32 = at.get_bool("flash_fp32", a.flash_fp32);
     // The head-dim curve's value at head_dim 128 (op_cost.cpp): it implies d/(d+64)*1.5
     // of it at head_dim d, capped by gemm.max_efficiency; 2 implies 1 at head_dim 32.

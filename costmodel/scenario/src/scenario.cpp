@@ -266,7 +266,7 @@ namespace {
 
 void parse_training(const Reader& r, TrainingConfig& t) {
   r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation", "loss_precision", "kernel_fusion",
-                "optimizer_impl", "cuda_graphs"});
+                "optimizer_impl", "cuda_graphs", "attention_impl"});
   t.global_batch = r.get_int("global_batch", 1, limits::kMaxGlobalBatch);
   t.precision = get_enum(r, "precision", Precision::fp16);
   t.optimizer = get_enum(r, "optimizer", Optimizer::adam);
@@ -275,6 +275,7 @@ void parse_training(const Reader& r, TrainingConfig& t) {
   t.kernel_fusion = get_enum(r, "kernel_fusion", KernelFusion::fused);
   t.optimizer_impl = get_enum(r, "optimizer_impl", OptimizerImpl::fused);
   t.cuda_graphs = r.get_bool("cuda_graphs", false);
+  if (r.has("attention_impl")) t.attention_impl = get_enum(r, "attention_impl", AttentionKernel::flash2);
 }
 
 CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, CollectiveAlgorithm fallback) {

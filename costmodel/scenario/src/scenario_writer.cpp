@@ -58,7 +58,19 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["gpu"]["gemm"]["k_half"] = g.gemm.k_half;
   if (g.gemm.fp8_max_efficiency > 0) n["gpu"]["gemm"]["fp8_max_efficiency"] = g.gemm.fp8_max_efficiency;
   if (g.gemm.fp4_max_efficiency > 0) n["gpu"]["gemm"]["fp4_max_efficiency"] = g.gemm.fp4_max_efficiency;
+  n["gpu"]["attention"]["kernel"] = enum_name(g.attention.kernel);
   n["gpu"]["attention"]["flash_efficiency"] = g.attention.flash_efficiency;
+  if (g.attention.flash_seq_half > 0) n["gpu"]["attention"]["flash_seq_half"] = g.attention.flash_seq_half;
+  if (g.attention.flash_head_dim_half > 0)
+    n["gpu"]["attention"]["flash_head_dim_half"] = g.attention.flash_head_dim_half;
+  for (const auto& [k, name] : enum_names<AttentionKernel>()) {
+    const FlashCurve& c = g.attention.kernels[static_cast<std::size_t>(k)];
+    if (k == g.attention.kernel || !(c.max_efficiency > 0)) continue;
+    YAML::Node curve = n["gpu"]["attention"]["kernels"][name];
+    curve["max_efficiency"] = c.max_efficiency;
+    if (c.seq_half > 0) curve["seq_half"] = c.seq_half;
+    if (c.head_dim_half > 0) curve["head_dim_half"] = c.head_dim_half;
+  }
   if (g.attention.flash_fp32) n["gpu"]["attention"]["flash_fp32"] = true;
   n["gpu"]["attention"]["score_bmm_efficiency"] = g.attention.score_bmm_efficiency;
   n["gpu"]["attention"]["score_bytes_fwd"] = g.attention.score_bytes_fwd;
@@ -251,6 +263,7 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   if (job.training.optimizer_impl != OptimizerImpl::fused)
     root["training"]["optimizer_impl"] = enum_name(job.training.optimizer_impl);
   if (job.training.cuda_graphs) root["training"]["cuda_graphs"] = true;
+  if (job.training.attention_impl) root["training"]["attention_impl"] = enum_name(*job.training.attention_impl);
   root["parallel"] = parallel_node(job.parallel);
   YAML::Emitter out;
   out << root;

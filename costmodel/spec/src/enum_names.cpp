@@ -99,6 +99,16 @@ const std::vector<EnumName<LossPrecision>>& enum_names<LossPrecision>() {
 }
 
 template <>
+const std::vector<EnumName<AttentionKernel>>& enum_names<AttentionKernel>() {
+  static const std::vector<EnumName<AttentionKernel>> table = {{AttentionKernel::flash1, "flash1"},
+                                                               {AttentionKernel::flash2, "flash2"},
+                                                               {AttentionKernel::flash3, "flash3"},
+                                                               {AttentionKernel::cudnn, "cudnn"},
+                                                               {AttentionKernel::partune, "partune"}};
+  return table;
+}
+
+template <>
 const std::vector<EnumName<KernelFusion>>& enum_names<KernelFusion>() {
   static const std::vector<EnumName<KernelFusion>> table = {
       {KernelFusion::fused, "fused"}, {KernelFusion::eager, "eager"}, {KernelFusion::compiled, "compiled"}};

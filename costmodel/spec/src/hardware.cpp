@@ -29,6 +29,26 @@ double GpuProfile::peak_flops(Precision p) const {
   return peak_flops_fp32;
 }
 
+double FlashCurve::at(double seq, double head_dim) const {
+  const double by_seq = seq_half > 0 && seq > 0 ? seq / (seq + seq_half) : 1.0;
+  const double by_head_dim =
+      head_dim_half > 0 && head_dim > 0 ? (head_dim / (head_dim + head_dim_half)) / (128.0 / (128.0 + head_dim_half)) : 1.0;
+  return max_efficiency * by_seq * by_head_dim;
+}
+
+FlashCurve AttentionProfile::curve(AttentionKernel k) const {
+  if (k == kernel) return {flash_efficiency, flash_seq_half, flash_head_dim_half};
+  return kernels[static_cast<std::size_t>(k)];
+}
+
+std::string measured_kernels(const AttentionProfile& a) {
+  std::string out;
+  for (const auto& [k, name] : enum_names<AttentionKernel>())
+    if (k != a.kernel && a.kernels[static_cast<std::size_t>(k)].max_efficiency > 0)
+      out += std::string(out.empty() ? ", kernels " : ", ") + name;
+  return out;
+}
+
 int InstanceType::gpus_per_nic() const {
   return std::max(1, gpus_per_node / std::max(1, nics_per_node));
 }

@@ -431,6 +431,12 @@ JobViolation check_memory_and_kernels(const Job& job) {
   if (pc.sequence_parallel && m.seq_len % tp != 0)
     return bad("parallel.sequence_parallel", fmt::format("the sequence length {} does not split over tensor "
                                                          "degree {}", m.seq_len, tp));
+  if (tc.attention_impl && !(job.cluster.instance.gpu.attention.curve(*tc.attention_impl).max_efficiency > 0))
+    return bad("training.attention_impl",
+               fmt::format("{} has no measured {} curve in its instance type (gpu.attention: kernel {}{})",
+                           job.cluster.instance.gpu.name, enum_name(*tc.attention_impl),
+                           enum_name(job.cluster.instance.gpu.attention.kernel),
+                           measured_kernels(job.cluster.instance.gpu.attention)));
   if (job.cluster.instance.gpu.peak_flops(tc.precision) <= 0)
     return bad("training.precision",
                fmt::format("{} has no {} peak in its instance type{}", job.cluster.instance.gpu.name,

@@ -75,6 +75,9 @@ struct GpuAttentionMeasurement {
   std::string kernel;
   double batch_heads = 0, seq = 0, head_dim = 0;
   GpuTiming time;
+  // flash, sdpa: the timed calls also accumulated q, k and v's gradients into their .grad
+  // (a record of calibrate before 2026-11-29: calibration::without_gradient_accumulation).
+  bool gradients_accumulated = false;
 };
 struct GpuCopyMeasurement {
   std::string direction;  // host_to_device, device_to_host (pinned host memory)
@@ -100,6 +103,7 @@ struct GpuCalibration {
   InstanceType base;      // as loaded
   bool quick = false;
   double seconds = 0;  // wall time of the whole calibration
+  int records = 0;     // > 0: refitted from this many recorded runs (gpu_calibration_from_records)
 
   std::vector<GpuGemmMeasurement> gemm;  // bf16 and fp8_e4m3
   std::vector<GpuMemoryMeasurement> memory;
@@ -126,6 +130,12 @@ struct GpuCalibration {
 // Runs every benchmark on device 0 and fits; `base_name` is the datasheet instance type
 // (datasheet_instance_type_for). Throws std::runtime_error naming the benchmark that failed.
 GpuCalibration calibrate_gpu(const GpuCalibrationOptions& options, const GpuInfo& gpu, const std::string& base_name);
+
+// The measurements of recorded runs (calibrate.json files that `calibrate --device cuda
+// --json` printed, e.g. docs/device-runs/*/calibrate.json) pooled into one calibration, as
+// if measured in one: the same GPU and datasheet in every file (else std::invalid_argument
+// naming the file), its facts from the last; not yet fitted (fit_gpu_calibration).
+GpuCalibration gpu_calibration_from_records(const std::vector<std::string>& calibrate_json_files);
 
 // The fits behind calibrate_gpu (gpu_profile_file.cpp, no LibTorch), on plain samples.
 // The GEMM rule t = 2mnk / (peak max_eff occupancy(tile, sm_count) fill(tile) k/(k + k_half))

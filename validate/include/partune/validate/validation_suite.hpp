@@ -62,6 +62,9 @@ Prediction predict(const Job& ran);
 // kernels); on the CPU as it is (the CPU profiles' per-layer overheads were measured on
 // the backend's own layer).
 Job as_run_on(Job ran, const std::string& device);
+// The same rule as `--set` overrides (key=value), for a caller whose own overrides must come
+// after it (validate --replay: a recorded run's replay.yaml says how an older backend ran).
+std::vector<std::string> as_run_settings(const std::string& device);
 
 struct SuiteValidation {
   std::vector<JobValidation> jobs;  // as load_suite's

@@ -137,13 +137,32 @@ struct FlashSample {
   double seconds = 0;
 };
 // layer_time()'s FlashAttention: forward 0.5 F / rate + o and backward 2.5 times its FLOPs,
-// F = 4 batch_heads seq^2 head_dim (Q K^T and the context, unmasked), rate = peak *
-// flash_efficiency: t = 1.75 F / (peak flash_efficiency) + 2 o. The one unknown in
-// relative least squares.
+// F = 4 batch_heads seq^2 head_dim (Q K^T and the context, unmasked), rate = peak times
+// the kernel's curve (hardware.hpp's FlashCurve) at the sample's seq and head dim:
+// t = 1.75 F / (peak curve.at(seq, head_dim)) + 2 o. The head dim's half-point is given
+// (the samples may all be at one head dim); flash_efficiency (the curve's max_efficiency)
+// and seq_half are fitted in relative least squares: flash_efficiency in closed form for
+// each seq_half of a one-token grid up to 64k. Samples at one sequence length give a flat
+// curve (seq_half 0).
 struct FlashFit {
   double flash_efficiency = 0;
+  double seq_half = 0, head_dim_half = 0;
   Residual residual;
+  FlashCurve curve() const { return {flash_efficiency, seq_half, head_dim_half}; }
 };
-FlashFit fit_flash(const std::vector<FlashSample>& samples, double peak_flops, double kernel_overhead);
+FlashFit fit_flash(const std::vector<FlashSample>& samples, double peak_flops, double kernel_overhead,
+                   double head_dim_half = 0);
+// The kernel LibTorch's fused scaled_dot_product_attention runs for causal bf16 training on
+// a GPU of this compute capability: cuDNN's on Hopper and later (LibTorch 2.11; the recorded
+// flash_attention_sdpa_check runs name cudnn_attention on the H100 and the H200), FlashAttention-2
+// before.
+AttentionKernel sdpa_kernel(int compute_major);
+// A profile's own flash kernel from calibrate's fit of it: gpu.attention.kernel, its curve.
+void apply_flash_fit(GpuProfile& g, AttentionKernel kernel, const FlashFit& fit);
+// A timed forward + backward whose backward also accumulated the query, key and value
+// gradients into their leaves' .grad (calibrate before 2026-11-29: three element-wise adds
+// of batch_heads x seq x head_dim bf16 elements, each reading two tensors and writing one):
+// the samples with that time taken off at the run's measured add bandwidth (bytes/s).
+std::vector<FlashSample> without_gradient_accumulation(std::vector<FlashSample> samples, double add_bandwidth);
 
 }  // namespace partune::calibration

@@ -156,6 +156,11 @@ struct PlanOp {
   // attention_span_fraction; 1 without a window). FlashAttention skips the rest; the
   // standard core computes every score and masks them.
   double score_fraction = 1;
+  // attention_core: the keys one kernel call attends over (s, or a context rank's block of
+  // s / cp under p2p and all-gather context parallelism), and the flash kernel the stack
+  // runs (PlanConfig::attention_impl): the flash rate's curve (hardware.hpp's FlashCurve).
+  double seq = 0;
+  std::optional<AttentionKernel> attention_kernel;
   // attention_core, standard: its passes over the scores (scale, mask, softmax) are in
   // forward_work / backward_work, as an eager stack runs them (kernel_fusion eager), rather
   // than the profile's score_bytes_fwd / _bwd.
@@ -262,6 +267,7 @@ struct PlanConfig {
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // the sequence-parallel collectives beside their GEMMs
   bool flash_attention = false;
+  std::optional<AttentionKernel> attention_impl;  // the flash kernel (job.hpp's); unset: the GPU's own
   Precision precision = Precision::fp16;
   LossPrecision loss_precision = LossPrecision::fp32;
   KernelFusion kernel_fusion = KernelFusion::fused;

@@ -57,6 +57,8 @@ template <>
 const std::vector<EnumName<OptimizerImpl>>& enum_names<OptimizerImpl>();
 template <>
 const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>();
+template <>
+const std::vector<EnumName<AttentionKernel>>& enum_names<AttentionKernel>();
 
 // The name of a value ("?" for a value outside the table, e.g. a cast integer).
 template <typename E>

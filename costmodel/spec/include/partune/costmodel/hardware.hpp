@@ -2,6 +2,7 @@
 // Hardware description: one GPU profile, one instance type (a node), one cluster.
 // Every field is SI (bytes, seconds, FLOP/s, bytes/s); the YAML catalog in
 // scenarios/clusters/ gives each number with its source.
+#include <array>
 #include <string>
 
 namespace partune {
@@ -42,11 +43,40 @@ struct GemmEfficiency {
   double fp4_max_efficiency = 0;  // of FP4 GEMMs (of the FP4 peak); 0: max_efficiency
 };
 
+// The fused (flash) attention kernels a stack may run (training.attention_impl): Tri Dao's
+// FlashAttention v1, v2 and v3, cuDNN's fused attention (what Transformer Engine and
+// LibTorch's scaled_dot_product_attention run on Hopper), and partune's own kernel
+// (kernels/flash_attention.hpp).
+enum class AttentionKernel { flash1, flash2, flash3, cudnn, partune };
+inline constexpr int kAttentionKernels = 5;
+
+// A flash kernel's forward + backward rate over causal attention, a fraction of the dense
+// peak on the FLOPs it does: rising with the sequence (the causal diagonal's partly masked
+// tiles and the waves of a short sequence) and with the head dim (the tile's work per byte):
+//   max_efficiency * s / (s + seq_half) * [d / (d + head_dim_half)] / [128 / (128 + head_dim_half)]
+// (max_efficiency: a long sequence at head dim 128). seq_half 0 and head_dim_half 0: flat.
+struct FlashCurve {
+  double max_efficiency = 0;  // 0: the profile has no curve for this kernel
+  double seq_half = 0;        // tokens
+  double head_dim_half = 0;   // elements
+  double at(double seq, double head_dim) const;
+};
+
 // Attention kernels. FlashAttention is rated on the FLOPs it really does (causal
 // attention skips the masked half); standard attention is modelled as batched GEMMs plus
 // memory-bound passes over the s x s score matrix.
 struct AttentionProfile {
+  // The profile's own flash kernel (`kernel`), what a job runs unless its attention_impl
+  // names another: flash_efficiency its max_efficiency, with flash_seq_half and
+  // flash_head_dim_half its curve (FlashCurve; 0: flat).
+  AttentionKernel kernel = AttentionKernel::flash2;
   double flash_efficiency = 0.22;          // of dense peak, fwd+bwd, on causal FLOPs
+  double flash_seq_half = 0, flash_head_dim_half = 0;
+  // Other kernels this GPU has a measured curve for (`kernels:`), by AttentionKernel.
+  std::array<FlashCurve, kAttentionKernels> kernels{};
+  // The curve of kernel k on this GPU (the profile's own kernel from the flash_* keys);
+  // max_efficiency 0 when the profile has none.
+  FlashCurve curve(AttentionKernel k) const;
   double score_bmm_efficiency = 0.33;      // of dense peak, QK^T and AV at head_dim 128
   double score_bytes_fwd = 12.0;           // HBM bytes moved per score element, forward
   double score_bytes_bwd = 24.0;           // and backward
@@ -54,6 +84,8 @@ struct AttentionProfile {
   // kernels take fp16/bf16 only).
   bool flash_fp32 = false;
 };
+// ", kernels flash2, flash3": the other kernels a profile has curves for ("" for none).
+std::string measured_kernels(const AttentionProfile& a);
 
 struct GpuProfile {
   std::string name;

@@ -1,6 +1,7 @@
 #pragma once
 // A training job: model + cluster + training settings + parallel configuration, with
 // SageMaker model parallel's knobs and names.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,10 @@ struct TrainingConfig {
   // The step's kernels are replayed from CUDA graphs: the host's per-kernel dispatch
   // (GpuProfile::dispatch) leaves no gap (NeMo's recipes with CUDA graphs).
   bool cuda_graphs = false;
+  // The flash kernel the stack runs when parallel.flash_attention is on (hardware.hpp's
+  // AttentionKernel: flash1, flash2, flash3, cudnn, partune); unset: the GPU profile's own
+  // (gpu.attention.kernel). A kernel the profile has no curve for is refused.
+  std::optional<AttentionKernel> attention_impl;
 };
 
 struct ParallelConfig {
