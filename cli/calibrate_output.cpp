@@ -6,7 +6,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <iostream>
+
+#include "calibrate_report.hpp"
 #include "commands.hpp"
+#include "partune/kernels/gpu_calibrate.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 
@@ -42,6 +46,24 @@ InstanceType write_profile(AtomicFile& output, const std::string& out, const std
   const InstanceType it = load_instance_type(output.temp_path());
   output.commit();
   return it;
+}
+
+// The recorded runs' measurements fitted again (nothing measured here); refused (exit 2)
+// before anything is written when a record does not read.
+void calibrate_records(const std::vector<std::string>& records, const std::string& out, bool json,
+                       const std::string& command) {
+  kernels::GpuCalibration c;
+  try {
+    c = kernels::gpu_calibration_from_records(records);
+  } catch (const std::exception& e) {
+    fail_calibration(std::string("calibrate --records: ") + e.what(), 2);
+  }
+  const std::unique_ptr<AtomicFile> output = open_output(out);
+  kernels::fit_gpu_calibration(c);
+  const std::string yaml = kernels::gpu_instance_type_yaml(c, fs::path(out).stem().string(), command);
+  const InstanceType it = write_profile(*output, out, yaml, kernels::unusable_gpu_fits(c));
+  if (json) std::cout << gpu_calibration_json(c, it, out).dump(2) << "\n";
+  else std::cout << gpu_calibration_text(c, it, out);
 }
 
 }  // namespace partune::cli

@@ -30,6 +30,12 @@ std::unique_ptr<AtomicFile> open_output(const std::string& path);
 InstanceType write_profile(AtomicFile& output, const std::string& out, const std::string& yaml,
                            const std::vector<std::string>& unusable);
 
+// calibrate --records: the recorded runs' measurements (their calibrate.json) fitted again
+// by today's rules and written as `out`; refused (exit 2) before anything is written when a
+// record does not read.
+void calibrate_records(const std::vector<std::string>& records, const std::string& out, bool json,
+                       const std::string& command);
+
 // A progress bar on standard error when it is a terminal (silent into a file or a pipe);
 // `run` gets the callback, or an empty one.
 template <class Run>

@@ -80,23 +80,6 @@ void calibrate_cuda(const Options& opt, const std::string& command) {
   else std::cout << gpu_calibration_text(c, it, opt.out);
 }
 
-// The recorded runs' measurements fitted again (nothing measured here); refused (exit 2)
-// before anything is written when a record does not read.
-void calibrate_records(const Options& opt, const std::string& command) {
-  kernels::GpuCalibration c;
-  try {
-    c = kernels::gpu_calibration_from_records(opt.records);
-  } catch (const std::exception& e) {
-    fail_calibration(std::string("calibrate --records: ") + e.what(), 2);
-  }
-  const std::unique_ptr<AtomicFile> output = open_output(opt.out);
-  kernels::fit_gpu_calibration(c);
-  const std::string yaml = kernels::gpu_instance_type_yaml(c, fs::path(opt.out).stem().string(), command);
-  const InstanceType it = write_profile(*output, opt.out, yaml, kernels::unusable_gpu_fits(c));
-  if (opt.json) std::cout << gpu_calibration_json(c, it, opt.out).dump(2) << "\n";
-  else std::cout << gpu_calibration_text(c, it, opt.out);
-}
-
 }  // namespace
 
 void register_calibrate(CLI::App& app) {
@@ -127,7 +110,7 @@ void register_calibrate(CLI::App& app) {
       if (opt->quick || opt->threads > 0 || opt->device != "cpu")
         fail_calibration("calibrate --records: fits recorded measurements; --device, --quick and --threads measure", 2);
       for (const std::string& r : opt->records) command += " --records " + r;
-      return calibrate_records(*opt, command);
+      return calibrate_records(opt->records, opt->out, opt->json, command);
     }
     if (opt->device == "cuda") calibrate_cuda(*opt, command);
     else calibrate_cpu(*opt, command);

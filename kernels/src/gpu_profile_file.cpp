@@ -335,6 +335,42 @@ std::string profile_header(const GpuCalibration& c, const std::string& command_l
       c.quick ? " (--quick: fewer shapes, short timings; rerun without it for a profile to keep)" : "", c.base_name);
 }
 
+// Where each attention value comes from (add_gpu_comments' share for gpu.attention).
+void add_attention_comments(const GpuCalibration& c, std::map<std::string, std::string>& k) {
+  const std::string sheet = fmt::format("[{}] the datasheet value", c.base_name);
+  const std::string kept = sheet + ": not measured (calibration.notes say why)";
+  const auto either = [&](bool measured, const std::string& text) { return measured ? text : kept; };
+  const bool sdpa = c.gpu.attention_kernel == "sdpa";
+  const std::string partune_kernel = "partune's CUDA FlashAttention (kernels/flash_attention.hpp: scalar fp32 on\n"
+                                     "shared-memory tiles, no tensor cores)";
+  const std::string other =
+      sdpa ? (c.flash_measured ? fmt::format(". {} on the same shapes: {:.4f}", partune_kernel, c.flash_fit.flash_efficiency)
+                               : std::string())
+           : (c.sdpa_measured ? fmt::format(". LibTorch's scaled_dot_product_attention on the same shapes: {:.3f}",
+                                            c.sdpa_fit.flash_efficiency)
+                              : std::string());
+  k["gpu.attention.flash_efficiency"] = either(
+      c.profile_flash_measured(),
+      fmt::format("fitted: {} (what flash_attention: true runs here), causal, bf16, forward + backward,\n"
+                  "t = 1.75 F / (peak eff) + 2 overhead, eff along hardware.hpp's FlashCurve; {}{}",
+                  sdpa ? "LibTorch's fused scaled_dot_product_attention" : partune_kernel,
+                  residual_text(c.profile_flash_fit().residual), other));
+  k["gpu.attention.flash_seq_half"] =
+      either(c.profile_flash_measured(), "fitted with flash_efficiency (0: the samples' one sequence length)");
+  k["gpu.attention.kernel"] =
+      either(c.profile_flash_measured(), sdpa ? "LibTorch's SDPA runs cuDNN's fused attention on sm90 and later, "
+                                                "FlashAttention-2 before (calibration::sdpa_kernel)"
+                                              : "partune's own kernel");
+  k["gpu.attention.score_bmm_efficiency"] =
+      either(c.score_bmm_measured,
+             fmt::format("fitted: torch::bmm bf16 Q K^T and A V over (batch x heads, seq, head_dim) under\n"
+                         "calibration:; the estimator scales this key by (d/(d+64))/(128/192); {}",
+                         residual_text(c.score_bmm_fit.residual)));
+  k["gpu.attention.score_bytes_fwd"] = k["gpu.attention.score_bytes_bwd"] = sheet;
+  k["gpu.attention.flash_head_dim_half"] = sheet + " (every sample at one head dim)";
+  k["gpu.attention.kernels"] = sheet + "s (the other kernels' cited curves)";
+}
+
 // Where each GPU value comes from: measured, or the datasheet file's.
 void add_gpu_comments(const GpuCalibration& c, std::map<std::string, std::string>& k) {
   const std::string sheet = fmt::format("[{}] the datasheet value", c.base_name);
@@ -389,35 +425,7 @@ void add_gpu_comments(const GpuCalibration& c, std::map<std::string, std::string
              fmt::format("fitted: at::_scaled_mm e4m3 x e4m3 -> bf16, per-tensor scales, no fast accumulation,\n"
                          "the bf16 fit's tile and k_half, against the fp8 peak; {}",
                          residual_text(c.fp8_fit.residual)));
-  const bool sdpa = c.gpu.attention_kernel == "sdpa";
-  const std::string partune_kernel = "partune's CUDA FlashAttention (kernels/flash_attention.hpp: scalar fp32 on\n"
-                                     "shared-memory tiles, no tensor cores)";
-  const std::string other =
-      sdpa ? (c.flash_measured ? fmt::format(". {} on the same shapes: {:.4f}", partune_kernel, c.flash_fit.flash_efficiency)
-                               : std::string())
-           : (c.sdpa_measured ? fmt::format(". LibTorch's scaled_dot_product_attention on the same shapes: {:.3f}",
-                                            c.sdpa_fit.flash_efficiency)
-                              : std::string());
-  k["gpu.attention.flash_efficiency"] = either(
-      c.profile_flash_measured(),
-      fmt::format("fitted: {} (what flash_attention: true runs here), causal, bf16, forward + backward,\n"
-                  "t = 1.75 F / (peak eff) + 2 overhead, eff along hardware.hpp's FlashCurve; {}{}",
-                  sdpa ? "LibTorch's fused scaled_dot_product_attention" : partune_kernel,
-                  residual_text(c.profile_flash_fit().residual), other));
-  k["gpu.attention.flash_seq_half"] =
-      either(c.profile_flash_measured(), "fitted with flash_efficiency (0: the samples' one sequence length)");
-  k["gpu.attention.kernel"] =
-      either(c.profile_flash_measured(), sdpa ? "LibTorch's SDPA runs cuDNN's fused attention on sm90 and later, "
-                                                "FlashAttention-2 before (calibration::sdpa_kernel)"
-                                              : "partune's own kernel");
-  k["gpu.attention.score_bmm_efficiency"] =
-      either(c.score_bmm_measured,
-             fmt::format("fitted: torch::bmm bf16 Q K^T and A V over (batch x heads, seq, head_dim) under\n"
-                         "calibration:; the estimator scales this key by (d/(d+64))/(128/192); {}",
-                         residual_text(c.score_bmm_fit.residual)));
-  k["gpu.attention.score_bytes_fwd"] = k["gpu.attention.score_bytes_bwd"] = sheet;
-  k["gpu.attention.flash_head_dim_half"] = sheet + " (every sample at one head dim)";
-  k["gpu.attention.kernels"] = sheet + "s (the other kernels' cited curves)";
+  add_attention_comments(c, k);
 }
 
 // Where each link, host and collective value comes from.

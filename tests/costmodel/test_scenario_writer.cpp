@@ -60,6 +60,14 @@ void check_same(const InstanceType& a, const InstanceType& b) {
   check_same(a.gpu.gemm.sm_count, b.gpu.gemm.sm_count);
   check_same(a.gpu.gemm.k_half, b.gpu.gemm.k_half);
   check_same(a.gpu.attention.flash_efficiency, b.gpu.attention.flash_efficiency);
+  CHECK(a.gpu.attention.kernel == b.gpu.attention.kernel);
+  check_same(a.gpu.attention.flash_seq_half, b.gpu.attention.flash_seq_half);
+  check_same(a.gpu.attention.flash_head_dim_half, b.gpu.attention.flash_head_dim_half);
+  for (std::size_t k = 0; k < a.gpu.attention.kernels.size(); ++k) {
+    check_same(a.gpu.attention.kernels[k].max_efficiency, b.gpu.attention.kernels[k].max_efficiency);
+    check_same(a.gpu.attention.kernels[k].seq_half, b.gpu.attention.kernels[k].seq_half);
+    check_same(a.gpu.attention.kernels[k].head_dim_half, b.gpu.attention.kernels[k].head_dim_half);
+  }
   check_same(a.gpu.attention.score_bmm_efficiency, b.gpu.attention.score_bmm_efficiency);
   check_same(a.gpu.attention.score_bytes_fwd, b.gpu.attention.score_bytes_fwd);
   check_same(a.gpu.attention.score_bytes_bwd, b.gpu.attention.score_bytes_bwd);
@@ -99,7 +107,14 @@ InstanceType odd_instance() {
   it.gpu.kernel_overhead = 3.14159e-6;
   it.gpu.reserved_bytes = 0.5 * 1073741824.0;
   it.gpu.gemm = {0.456789, 1, 1, 23.4567};
-  it.gpu.attention = {0.111, 0.2222, 24, 48};
+  it.gpu.attention.kernel = AttentionKernel::cudnn;
+  it.gpu.attention.flash_efficiency = 0.111;
+  it.gpu.attention.flash_seq_half = 987.654;
+  it.gpu.attention.flash_head_dim_half = 21.5;
+  it.gpu.attention.kernels[static_cast<std::size_t>(AttentionKernel::flash3)] = {0.6311, 807.25, 22.125};
+  it.gpu.attention.score_bmm_efficiency = 0.2222;
+  it.gpu.attention.score_bytes_fwd = 24;
+  it.gpu.attention.score_bytes_bwd = 48;
   it.intra_node_fabric = "loopback";
   it.intra_node = {1.7e9, 13.7e-6, 0.93};
   it.nics_per_node = 2;

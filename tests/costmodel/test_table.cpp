@@ -85,9 +85,10 @@ TEST_CASE("every row of the shipped tables is reproduced within the issue's targ
   // The goal (issue 1) is MAPE <= 15% over the TFLOPs rows with every direction right. Not
   // met since issue 49 took away the compute_overlap 0.2 that p4d's 2022 collective stack
   // carried, an assumed value kept because these tables needed it (15.5% and 9 of 9 with
-  // it, 44.3% and 6 of 9 without: docs/validation.md section 0). This bounds the last
-  // measured value, to catch a regression; the goal stays the goal.
-  CHECK(r.mape_tflops_pct <= 44.4);
+  // it, 44.3% and 6 of 9 without: docs/validation.md section 0; 44.5% since issue 50's
+  // FlashAttention v1 curve on p4d). This bounds the last measured value, to catch a
+  // regression; the goal stays the goal.
+  CHECK(r.mape_tflops_pct <= 44.5);
   CHECK(r.pairs == 9);
   CHECK(r.pairs_right >= 6);
   for (const auto& row : r.rows) {
