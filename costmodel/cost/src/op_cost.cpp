@@ -61,29 +61,13 @@ double format_scale(const GemmEfficiency& g, Precision p) {
   return own > 0 ? own / g.max_efficiency : 1.0;
 }
 
-// HBM bytes a cast moves per operand element: read the bf16 element (2) and write it in
-// the format with its share of a scale. fp8 (per-tensor): 1 byte (its amax for the next
-// scale rides on the same pass); MXFP8: 1 byte and an e8m0 scale per 32 (1/32); NVFP4:
-// half a byte and an e4m3 scale per 16 (1/16).
-double cast_bytes(Precision p) {
-  switch (p) {
-    case Precision::fp8: return 2.0 + 1.0;
-    case Precision::mxfp8: return 2.0 + 1.0 + 1.0 / 32;
-    case Precision::fp4: return 2.0 + 0.5 + 1.0 / 16;
-    default: return 0.0;
-  }
-}
-
 }  // namespace
 
-double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch, bool casts) {
+double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch) {
   const double flops = 2.0 * m * n * k * batch;
   const double compute = flops / (gpu.peak_flops(p) * gemm_efficiency(gpu, m, n, k) * format_scale(gpu.gemm, p));
   const double bytes = (m * k + k * n + m * n) * bytes_per_element(p) * batch;
-  const double gemm = std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
-  if (!low_precision_gemms(p) || !casts) return gemm;
-  // Scaling: both operands are cast from bf16 with their scales, one kernel each.
-  return gemm + memory_bound_time(gpu, cast_bytes(p) * (m * k + k * n) * batch) + 2.0 * gpu.kernel_overhead;
+  return std::max(compute, memory_bound_time(gpu, bytes)) + gpu.kernel_overhead;
 }
 
 double score_bmm_efficiency_at(double efficiency, double head_dim) {
@@ -102,11 +86,10 @@ struct OpTime {
 // dW = X^T dY (k x n x m).
 OpTime gemm_op_time(const GpuProfile& gpu, Precision p, const PlanOp& op) {
   // (`batch` products: a rank's experts, each its own kernel.)
+  // (The operands' casts of an 8- or 4-bit format are the op's kernel work: layer_plan.hpp.)
   const double b = op.batch;
-  const bool casts = !op.casts_in_work;
-  const double weight = b * gemm_time(gpu, p, op.k, op.n, op.m, 1.0, casts);
-  return {b * gemm_time(gpu, p, op.m, op.n, op.k, 1.0, casts), b * gemm_time(gpu, p, op.m, op.k, op.n, 1.0, casts) + weight,
-          weight};
+  const double weight = b * gemm_time(gpu, p, op.k, op.n, op.m);
+  return {b * gemm_time(gpu, p, op.m, op.n, op.k), b * gemm_time(gpu, p, op.m, op.k, op.n) + weight, weight};
 }
 
 // The flash kernel's efficiency on this op: the job's kernel (the profile's own unless

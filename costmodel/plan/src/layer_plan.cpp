@@ -97,6 +97,7 @@ PlanConfig plan_config(const Job& job) {
   c.tp_comm_overlap = c.sequence_parallel && job.parallel.tp_comm_overlap;
   c.flash_attention = job.parallel.flash_attention;
   c.attention_impl = job.training.attention_impl;
+  c.fp8_recipe = job.training.fp8_recipe;
   c.precision = job.training.precision;
   c.loss_precision = job.training.loss_precision;
   c.kernel_fusion = job.training.kernel_fusion;

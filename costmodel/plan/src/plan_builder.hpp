@@ -28,6 +28,11 @@ PassWork eager_score_passes(double scores, double q, double kv, double eb);
 // A GEMM Y[m x n] = X[m x k] W[k x n] in fp8 with per-tensor current scaling, as LibTorch's
 // operators run it (backend/src/fp8_linear.cpp).
 PassWork eager_fp8_gemm(double m, double n, double k);
+// The same GEMM's operand casts as Transformer Engine's fused kernels run them (fp8_casts.cpp):
+// one cast-transpose of X and of W forward and of dY backward (current scaling: each after
+// an amax pass of its own); MXFP8 and NVFP4 write the row-wise and column-wise copies with
+// their block scales in the one pass.
+PassWork fused_low_precision_casts(Precision p, Fp8Recipe recipe, double m, double n, double k);
 
 // One norm's parameters over `hidden`: scale and shift (layernorm), scale (rmsnorm).
 inline double norm_params(const ModelSpec& m) { return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * m.hidden; }
@@ -78,9 +83,12 @@ struct PlanBuilder {
     op.stored = stored_input * scale;
     op.parameter_tensors = 1;
     plan.ops.push_back(op);
-    if (eager_kernels() && low_precision_gemms(c.precision)) {
+    if (low_precision_gemms(c.precision)) {
+      const PassWork casts =
+          eager_kernels() ? eager_fp8_gemm(rows, out, in) : fused_low_precision_casts(c.precision, c.fp8_recipe, rows, out, in);
       plan.ops.back().casts_in_work = true;
-      eager_extra(eager_fp8_gemm(rows, out, in));
+      plan.ops.back().forward_work += casts.forward;
+      plan.ops.back().backward_work += casts.backward;
     }
   }
   // A memory-bound kernel group as a fused stack runs it: `bytes` forward (backward moves

@@ -266,7 +266,7 @@ namespace {
 
 void parse_training(const Reader& r, TrainingConfig& t) {
   r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation", "loss_precision", "kernel_fusion",
-                "optimizer_impl", "cuda_graphs", "attention_impl"});
+                "optimizer_impl", "cuda_graphs", "attention_impl", "fp8_recipe"});
   t.global_batch = r.get_int("global_batch", 1, limits::kMaxGlobalBatch);
   t.precision = get_enum(r, "precision", Precision::fp16);
   t.optimizer = get_enum(r, "optimizer", Optimizer::adam);
@@ -275,6 +275,7 @@ void parse_training(const Reader& r, TrainingConfig& t) {
   t.kernel_fusion = get_enum(r, "kernel_fusion", KernelFusion::fused);
   t.optimizer_impl = get_enum(r, "optimizer_impl", OptimizerImpl::fused);
   t.cuda_graphs = r.get_bool("cuda_graphs", false);
+  t.fp8_recipe = get_enum(r, "fp8_recipe", Fp8Recipe::delayed);
   if (r.has("attention_impl")) t.attention_impl = get_enum(r, "attention_impl", AttentionKernel::flash2);
 }
 
@@ -377,8 +378,9 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
     section = key.substr(0, dot);
     key = key.substr(dot + 1);
   } else {
-    static const char* training_keys[] = {"global_batch",  "precision",      "optimizer", "gradient_accumulation",
-                                          "loss_precision", "kernel_fusion", "optimizer_impl", "cuda_graphs"};
+    static const char* training_keys[] = {"global_batch",   "precision",     "optimizer",      "gradient_accumulation",
+                                          "loss_precision", "kernel_fusion", "optimizer_impl", "cuda_graphs",
+                                          "attention_impl", "fp8_recipe"};
     static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack"};
     section = "parallel";
     for (const char* k : training_keys) if (key == k) section = "training";

@@ -263,6 +263,7 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   if (job.training.optimizer_impl != OptimizerImpl::fused)
     root["training"]["optimizer_impl"] = enum_name(job.training.optimizer_impl);
   if (job.training.cuda_graphs) root["training"]["cuda_graphs"] = true;
+  if (job.training.fp8_recipe != Fp8Recipe::delayed) root["training"]["fp8_recipe"] = enum_name(job.training.fp8_recipe);
   if (job.training.attention_impl) root["training"]["attention_impl"] = enum_name(*job.training.attention_impl);
   root["parallel"] = parallel_node(job.parallel);
   YAML::Emitter out;

@@ -109,6 +109,13 @@ const std::vector<EnumName<AttentionKernel>>& enum_names<AttentionKernel>() {
 }
 
 template <>
+const std::vector<EnumName<Fp8Recipe>>& enum_names<Fp8Recipe>() {
+  static const std::vector<EnumName<Fp8Recipe>> table = {{Fp8Recipe::delayed, "delayed"},
+                                                         {Fp8Recipe::current, "current"}};
+  return table;
+}
+
+template <>
 const std::vector<EnumName<KernelFusion>>& enum_names<KernelFusion>() {
   static const std::vector<EnumName<KernelFusion>> table = {
       {KernelFusion::fused, "fused"}, {KernelFusion::eager, "eager"}, {KernelFusion::compiled, "compiled"}};

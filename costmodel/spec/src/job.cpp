@@ -431,6 +431,11 @@ JobViolation check_memory_and_kernels(const Job& job) {
   if (pc.sequence_parallel && m.seq_len % tp != 0)
     return bad("parallel.sequence_parallel", fmt::format("the sequence length {} does not split over tensor "
                                                          "degree {}", m.seq_len, tp));
+  if (tc.fp8_recipe == Fp8Recipe::current && tc.precision != Precision::fp8)
+    return bad("training.fp8_recipe", fmt::format("current scales per-tensor fp8 operands; precision {} has {}",
+                                                  to_string(tc.precision),
+                                                  low_precision_gemms(tc.precision) ? "block scales, computed in its cast"
+                                                                                    : "no fp8 GEMMs"));
   if (tc.attention_impl && !(job.cluster.instance.gpu.attention.curve(*tc.attention_impl).max_efficiency > 0))
     return bad("training.attention_impl",
                fmt::format("{} has no measured {} curve in its instance type (gpu.attention: kernel {}{})",

@@ -8,11 +8,10 @@ namespace partune {
 
 // Efficiency (fraction of dense peak) of an m x n x k GEMM on this GPU.
 double gemm_efficiency(const GpuProfile& gpu, double m, double n, double k);
-// Seconds for `batch` GEMMs of m x n x k: max(compute, memory) + launch overhead; in an 8-
-// or 4-bit format with each operand's fused cast unless `casts` is false (the plan's eager
-// work prices them: PlanOp::casts_in_work).
-double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch = 1.0,
-                 bool casts = true);
+// Seconds for `batch` GEMMs of m x n x k: max(compute, memory) + launch overhead. In an 8-
+// or 4-bit format the operands are already cast: the casts are the plan op's kernel work
+// (PlanOp::casts_in_work: the eager stack's or Transformer Engine's under the fp8 recipe).
+double gemm_time(const GpuProfile& gpu, Precision p, double m, double n, double k, double batch = 1.0);
 // Seconds for a kernel that streams `bytes` through HBM.
 double memory_bound_time(const GpuProfile& gpu, double bytes);
 // The fraction of the HBM rate kernels of class `c` reach (GpuProfile's rates; a class

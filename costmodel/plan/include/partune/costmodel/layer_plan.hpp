@@ -166,8 +166,8 @@ struct PlanOp {
   // than the profile's score_bytes_fwd / _bwd.
   bool score_passes_in_work = false;
   // gemm in an 8- or 4-bit format: its operands' scaling, casts and transposes are in
-  // forward_work / backward_work, as an eager stack runs them (LibTorch's operators), rather
-  // than the one fused cast an operand gemm_time prices (Transformer Engine's).
+  // forward_work / backward_work: as an eager stack runs them (LibTorch's operators), or as
+  // Transformer Engine's fused cast-transposes under the job's recipe (fp8_casts.cpp).
   bool casts_in_work = false;
   // The memory-bound kernels the op runs forward and backward: a memory_bound op's own;
   // beside a GEMM or the attention core, what the stack runs apart from them (with
@@ -271,6 +271,7 @@ struct PlanConfig {
   Precision precision = Precision::fp16;
   LossPrecision loss_precision = LossPrecision::fp32;
   KernelFusion kernel_fusion = KernelFusion::fused;
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // a fused stack's fp8 scaling (job.hpp)
   bool cuda_graphs = false;  // the host's dispatch leaves no gap (op_cost.hpp)
 };
 PlanConfig plan_config(const Job& job);  // micro-batch size and the job's parallel knobs

@@ -59,6 +59,8 @@ template <>
 const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>();
 template <>
 const std::vector<EnumName<AttentionKernel>>& enum_names<AttentionKernel>();
+template <>
+const std::vector<EnumName<Fp8Recipe>>& enum_names<Fp8Recipe>();
 
 // The name of a value ("?" for a value outside the table, e.g. a cast integer).
 template <typename E>

@@ -61,6 +61,13 @@ enum class KernelFusion { fused, eager, compiled };
 // torch::optim::Adam looping over the tensors, the foreach step's passes tensor by tensor
 // (ten kernels a tensor, each launched by the host).
 enum class OptimizerImpl { fused, torch, foreach, per_tensor };
+// How a fused stack (Transformer Engine) scales its per-tensor fp8 GEMM operands
+// (precision fp8; mxfp8 and fp4 are block-scaled, their scales computed in the cast):
+// `delayed`, TE's DelayedScaling (its default): each operand's scale from the amax history,
+// the new amax taken in the same fused cast-transpose pass; `current`, TE's
+// Float8CurrentScaling (torchao's tensorwise, NeMo's "current" recipes): the tensor's amax
+// read first, a pass of its own, then the cast-transpose.
+enum class Fp8Recipe { delayed, current };
 // Context parallelism's exchange, as Megatron-core's cp_comm_type names it: p2p passes
 // each rank's keys and values around a ring of the context group, each step beside a
 // block of the attention core (ring attention; backward passes them again with their
@@ -100,6 +107,7 @@ struct TrainingConfig {
   LossPrecision loss_precision = LossPrecision::fp32;
   KernelFusion kernel_fusion = KernelFusion::fused;
   OptimizerImpl optimizer_impl = OptimizerImpl::fused;
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // kernel_fusion fused/compiled with precision fp8
   // The step's kernels are replayed from CUDA graphs: the host's per-kernel dispatch
   // (GpuProfile::dispatch) leaves no gap (NeMo's recipes with CUDA graphs).
   bool cuda_graphs = false;
