@@ -3,6 +3,7 @@
 #include "partune/backend/conjugates.hpp"
 
 #include "partune/backend/fp8_linear.hpp"
+#include "partune/backend/overlapped_linear.hpp"
 #include "partune/backend/weight_gradients.hpp"
 
 #include <stdexcept>
@@ -96,13 +97,15 @@ LayerConjugates LayerConjugates::sequence_parallel() {
 }
 
 torch::Tensor enter_region(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                           Conjugate entry, const TensorParallel& tp) {
+                           Conjugate entry, const TensorParallel& tp, bool beside_gemm) {
   switch (entry) {
     case Conjugate::f: return project(copy_to_tensor_region(x, tp), weight, bias);
-    case Conjugate::sp_gather:
+    case Conjugate::sp_gather: {
       if (!parallel(tp)) return project(x, weight, bias);
-      if (!bias.defined()) return GatherLinear::apply(x, weight, address_of(tp));
-      return GatherLinear::apply(x, weight, address_of(tp)) + bias;
+      const torch::Tensor y =
+          beside_gemm ? chunked_gather_linear(x, weight, tp) : GatherLinear::apply(x, weight, address_of(tp));
+      return bias.defined() ? y + bias : y;
+    }
     default: not_at(entry, "the entry of a column-parallel region");
   }
 }
@@ -115,6 +118,12 @@ torch::Tensor leave_region(const torch::Tensor& y, Conjugate exit, const TensorP
       return ScatterToSequence::apply(y, address_of(tp));
     default: not_at(exit, "the exit of a row-parallel region");
   }
+}
+
+torch::Tensor project_out_of_region(const torch::Tensor& x, const torch::Tensor& weight, Conjugate exit,
+                                    const TensorParallel& tp, bool beside_gemm) {
+  if (beside_gemm && exit == Conjugate::sp_scatter && parallel(tp)) return chunked_linear_scatter(x, weight, tp);
+  return leave_region(project(x, weight), exit, tp);
 }
 
 torch::Tensor gather_sequence(const torch::Tensor& x, const TensorParallel& tp) {

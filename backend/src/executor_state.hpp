@@ -90,7 +90,8 @@ class TensorCallBook {
   void after_compute(const Instruction& ins, const TensorCalls& calls, std::vector<TraceEvent>* events);
   // Fills `e` for tensor instruction `ins` (index i) and pushes it when events are kept.
   void tensor_instruction(const Instruction& ins, std::size_t i, TraceEvent e, std::vector<TraceEvent>* events);
-  // A `wait` on instruction `awaited` (index j).
+  // A `wait` on instruction `awaited` (index j); its event, when recorded, is
+  // events->back() and takes the time the compute waited on collectives beside its GEMM.
   void waited(const Instruction& awaited, std::size_t j, std::vector<TraceEvent>* events);
   // Any other instruction: the tensor events after it no longer follow a compute.
   void other_instruction() { compute_event_ = -1; }

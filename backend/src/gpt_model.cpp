@@ -358,7 +358,8 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   if (shard.head) {
     ln_f = register_module("ln_f", Norm(c.hidden, c.norm));
     if (!c.tied_embeddings)
-      lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp, shard.conjugates.head_in));
+      lm_head = register_module("lm_head", ColumnParallelLinear(c.hidden, c.vocab, false, tp, shard.conjugates.head_in,
+                                                                shard.conjugates.beside_gemm.head_in));
   }
 
   initialise(*this, seed);
@@ -405,7 +406,8 @@ torch::Tensor GPTModelImpl::logits(const torch::Tensor& x) {
   // Tied: logits_i = h E_i^T with E_i this rank's rows of the token embedding; f (or
   // sp_gather) makes the backward sum dh over the vocabulary slices. Untied: lm_head
   // enters its region the same way.
-  return config.tied_embeddings ? enter_region(h, wte, torch::Tensor(), shard.conjugates.head_in, shard.tensor)
+  return config.tied_embeddings ? enter_region(h, wte, torch::Tensor(), shard.conjugates.head_in, shard.tensor,
+                                               shard.conjugates.beside_gemm.head_in)
                                 : lm_head(h);
 }
 

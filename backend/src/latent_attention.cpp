@@ -32,7 +32,8 @@ LatentAttentionImpl::LatentAttentionImpl(const BackendModelConfig& c, TensorPara
   kv_down = register_parameter("kv_down", torch::zeros({kl + rope, h}));
   kv_norm = register_module("kv_norm", Norm(kl, NormKind::rmsnorm));
   kv_up = register_parameter("kv_up", torch::zeros({local_heads * (nope + value), kl}));
-  proj = register_module("proj", RowParallelLinear(c.heads * value, h, c.bias, tp_, conjugates.attention_out));
+  proj = register_module("proj", RowParallelLinear(c.heads * value, h, c.bias, tp_, conjugates.attention_out,
+                                                   conjugates.beside_gemm.attention_out));
 }
 
 torch::Tensor LatentAttentionImpl::forward(const torch::Tensor& x) {

@@ -17,6 +17,9 @@ Conjugate edge(const LayerPlan& plan, PlanOpRole role) {
   return op.conjugate;
 }
 
+// Whether the plan runs the edge `role`'s collectives beside its GEMM.
+bool beside_gemm(const LayerPlan& plan, PlanOpRole role) { return plan.op(role).comm_beside_gemm; }
+
 }  // namespace
 
 LayerConjugates layer_conjugates(const Job& job) {
@@ -34,6 +37,11 @@ LayerConjugates layer_conjugates(const Job& job) {
   c.mlp_out = edge(layer, PlanOpRole::mlp_out);
   c.embedding_out = edge(embedding, PlanOpRole::embedding_out);
   c.head_in = edge(head, PlanOpRole::head_in);
+  c.beside_gemm.attention_in = beside_gemm(layer, PlanOpRole::attention_in);
+  c.beside_gemm.attention_out = beside_gemm(layer, PlanOpRole::attention_out);
+  c.beside_gemm.mlp_in = beside_gemm(layer, PlanOpRole::mlp_in);
+  c.beside_gemm.mlp_out = beside_gemm(layer, PlanOpRole::mlp_out);
+  c.beside_gemm.head_in = beside_gemm(head, PlanOpRole::head_in);
   return c;
 }
 

@@ -30,6 +30,8 @@ TensorCalls& TensorCalls::operator+=(const TensorCalls& o) {
   for (int k = 0; k < kKinds; ++k) {
     calls[k] += o.calls[k];
     seconds[k] += o.seconds[k];
+    waited_beside_gemm[k] += o.waited_beside_gemm[k];
+    beside_gemm_calls[k] += o.beside_gemm_calls[k];
   }
   return *this;
 }
@@ -96,6 +98,14 @@ torch::Tensor TensorParallelGroup::reduce_scatter_sum(const torch::Tensor& t, in
   tally_.seconds[kReduceScatter] += since(start);
   ++tally_.calls[kReduceScatter];
   return mine;
+}
+
+void TensorParallelGroup::count_beside_gemm(CollectiveKind kind, double waited_seconds) {
+  const int k = static_cast<int>(kind);
+  ++tally_.calls[k];
+  tally_.seconds[k] += waited_seconds;
+  tally_.waited_beside_gemm[k] += waited_seconds;
+  ++tally_.beside_gemm_calls[k];
 }
 
 void TensorParallelGroup::sum_gradients(torch::Tensor& flat) {

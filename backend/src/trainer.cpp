@@ -127,9 +127,10 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
            "(p2p, a2a and allgather are)";
   if (job.parallel.context_parallel_degree > 1 && job.model.is_mla())
     return "context parallelism around multi-head latent attention is not run by the LibTorch backend";
-  if (job.parallel.tp_comm_overlap && job.parallel.tensor_parallel_degree > 1)
-    return "tp_comm_overlap (collectives beside their GEMMs in chunks) is priced by the cost model and the simulator "
-           "but not run by the LibTorch backend, whose layers call them blocking";
+  // tp_comm_overlap runs its chunked GEMMs in the model's format (overlapped_linear.hpp).
+  if (job.parallel.tp_comm_overlap && t > 1 && job.training.precision == Precision::fp8)
+    return "tp_comm_overlap with precision fp8 is not run by the LibTorch backend: its GEMMs beside the chunked "
+           "collectives are not fp8 GEMMs (set tp_comm_overlap: false, or precision bf16)";
   if (job.model.is_moe() && job.parallel.sequence_parallel)
     return "sequence parallelism around a mixture of experts is not run by the LibTorch backend";
   if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)

@@ -197,8 +197,9 @@ ParallelAttentionImpl::ParallelAttentionImpl(const BackendModelConfig& c, Tensor
   local_kv_heads = tensor_slice(kv_heads, t, r, "kv_heads").size;
   if (c.positions == PositionKind::rope) rotary = rotary_tables(c.seq_len, head_dim);
   qkv = register_module("qkv", ColumnParallelLinear(hidden, queries + 2 * kv_heads * head_dim, c.bias, tp,
-                                                    conjugates.attention_in));
-  proj = register_module("proj", RowParallelLinear(queries, hidden, c.bias, tp, conjugates.attention_out));
+                                                    conjugates.attention_in, conjugates.beside_gemm.attention_in));
+  proj = register_module("proj", RowParallelLinear(queries, hidden, c.bias, tp, conjugates.attention_out,
+                                                   conjugates.beside_gemm.attention_out));
   if (c.qk_norm) {
     q_norm = register_module("q_norm", Norm(head_dim, NormKind::rmsnorm));
     k_norm = register_module("k_norm", Norm(head_dim, NormKind::rmsnorm));
@@ -257,8 +258,10 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
 ParallelMLPImpl::ParallelMLPImpl(const BackendModelConfig& c, TensorParallel tp, const LayerConjugates& conjugates)
     : gated(c.mlp == MlpKind::swiglu) {
   const std::int64_t columns = gated ? 2 * c.ffn_hidden : c.ffn_hidden;
-  fc1 = register_module("fc1", ColumnParallelLinear(c.hidden, columns, c.bias, tp, conjugates.mlp_in));
-  fc2 = register_module("fc2", RowParallelLinear(c.ffn_hidden, c.hidden, c.bias, tp, conjugates.mlp_out));
+  fc1 = register_module("fc1", ColumnParallelLinear(c.hidden, columns, c.bias, tp, conjugates.mlp_in,
+                                                    conjugates.beside_gemm.mlp_in));
+  fc2 = register_module("fc2", RowParallelLinear(c.ffn_hidden, c.hidden, c.bias, tp, conjugates.mlp_out,
+                                                 conjugates.beside_gemm.mlp_out));
 }
 
 torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) {

@@ -27,6 +27,14 @@ struct LayerConjugates {
   Conjugate attention_in = Conjugate::f, attention_out = Conjugate::g;
   Conjugate mlp_in = Conjugate::f, mlp_out = Conjugate::g;
   Conjugate embedding_out = Conjugate::g, head_in = Conjugate::f;
+  // The edges whose collectives run in chunks beside the GEMM they feed or follow
+  // (PlanOp::comm_beside_gemm: tp_comm_overlap with sequence parallelism, a dense layer's
+  // four edges and the head's entry; overlapped_linear.hpp). The embedding's exit, a layer
+  // with experts' MLP edges and the latent attention's gathered latents stay blocking.
+  struct BesideGemm {
+    bool attention_in = false, attention_out = false, mlp_in = false, mlp_out = false, head_in = false;
+  };
+  BesideGemm beside_gemm;
 
   // Megatron's sequence parallelism: every entry sp_gather, every exit sp_scatter.
   static LayerConjugates sequence_parallel();
@@ -41,12 +49,18 @@ struct LayerConjugates {
 LayerConjugates layer_conjugates(const Job& job);
 
 // Entering a column-parallel region: Y = conj(X) W^T + b, the GEMM with the conjugate
-// `entry` (f or sp_gather) at its input. `bias` may be undefined.
+// `entry` (f or sp_gather) at its input. `bias` may be undefined. `beside_gemm` (sp_gather
+// at degree > 1): the gather in chunks beside the GEMM (chunked_gather_linear).
 torch::Tensor enter_region(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                           Conjugate entry, const TensorParallel& tp);
+                           Conjugate entry, const TensorParallel& tp, bool beside_gemm = false);
 // Leaving a row-parallel region (or the vocabulary-parallel embedding): conj(Y) with
 // `exit` g or sp_scatter.
 torch::Tensor leave_region(const torch::Tensor& y, Conjugate exit, const TensorParallel& tp);
+// Leaving a row-parallel region from its GEMM: conj(X W^T) with `exit` g or sp_scatter.
+// `beside_gemm` (sp_scatter at degree > 1): the GEMM chunk by chunk beside the
+// reduce-scatter (chunked_linear_scatter); else project(), then leave_region.
+torch::Tensor project_out_of_region(const torch::Tensor& x, const torch::Tensor& weight, Conjugate exit,
+                                    const TensorParallel& tp, bool beside_gemm = false);
 
 // sp_gather on its own (no GEMM fused): the rank-ordered sequence shards of `x` [b, s/t,
 // ...] all-gathered forward; the gradient reduce-scattered back to shards. Multi-head

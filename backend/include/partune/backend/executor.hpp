@@ -17,7 +17,9 @@
 //                   f and g, or sequence parallelism's gathers and scatters, run inside
 //                   the compute); the event shows, after the compute, their measured
 //                   time and, as its count, the calls of its kind the compute made (an
-//                   asynchronous one gets them at its wait); the one without a
+//                   asynchronous one gets them at its wait; with tp_comm_overlap the
+//                   wait's event also takes, from the compute's, the time the chunked
+//                   GEMM waited on the collectives beside it); the one without a
 //                   micro-batch, before the optimizer, sums the sequence-parallel
 //                   replicated parameters' gradients;
 //        data       gradient buckets (one per layer, overlapped with the backward of the

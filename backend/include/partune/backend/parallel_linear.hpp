@@ -25,7 +25,9 @@
 // sequence shard and Y_i covers the whole sequence), the row-parallel one leaves with
 // `exit` (g, or sp_scatter: Y is then this rank's sequence shard, the bias added to it).
 // The collectives run inside these layers and are timed by the group, which is where the
-// program's tensor instructions are executed.
+// program's tensor instructions are executed. Built `beside_gemm` (the plan's
+// comm_beside_gemm: tp_comm_overlap), a sequence-parallel edge runs in chunks beside the
+// layer's GEMM (overlapped_linear.hpp) rather than blocking before or after it.
 //
 // Parameters are created uninitialised and unsliced values never exist here: GPTModel
 // draws the whole layer's values and copies this rank's slice in.
@@ -40,13 +42,14 @@ class ColumnParallelLinearImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the group's degree does not divide out_features.
   ColumnParallelLinearImpl(std::int64_t in_features, std::int64_t out_features, bool bias = true,
-                           TensorParallel tp = nullptr, Conjugate entry = Conjugate::f);
+                           TensorParallel tp = nullptr, Conjugate entry = Conjugate::f, bool beside_gemm = false);
   // x [..., in] (the same on every rank) -> Y_i [..., out / t]
   torch::Tensor forward(const torch::Tensor& x);
 
   std::int64_t in_features, out_features;  // of the whole (unsplit) layer
   TensorParallel tp;     // null: degree 1; kept alive here for f's backward
   Conjugate entry;       // f or sp_gather
+  bool beside_gemm;      // sp_gather's all-gather in chunks beside the GEMM
   torch::Tensor weight;  // W_i = A_i^T: [out_features / t, in_features]
   torch::Tensor bias;    // b_i: [out_features / t], undefined without bias
 };
@@ -56,13 +59,14 @@ class RowParallelLinearImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the group's degree does not divide in_features.
   RowParallelLinearImpl(std::int64_t in_features, std::int64_t out_features, bool bias = true,
-                        TensorParallel tp = nullptr, Conjugate exit = Conjugate::g);
+                        TensorParallel tp = nullptr, Conjugate exit = Conjugate::g, bool beside_gemm = false);
   // X_i [..., in / t] -> Y [..., out] (the same on every rank)
   torch::Tensor forward(const torch::Tensor& x);
 
   std::int64_t in_features, out_features;  // of the whole (unsplit) layer
   TensorParallel tp;     // null: degree 1
   Conjugate exit;        // g or sp_scatter
+  bool beside_gemm;      // sp_scatter's reduce-scatter in chunks beside the GEMM
   torch::Tensor weight;  // W_i = A_i^T: [out_features, in_features / t]
   torch::Tensor bias;    // b: [out_features] (whole, added after the reduction)
 };

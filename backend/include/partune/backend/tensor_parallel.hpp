@@ -17,6 +17,7 @@
 
 #include <torch/torch.h>
 #include "partune/backend/torch_compat.hpp"
+#include "partune/costmodel/collective.hpp"
 
 namespace partune::backend {
 
@@ -27,6 +28,11 @@ struct TensorCalls {
   static constexpr int kKinds = 5;
   std::array<int, kKinds> calls{};
   std::array<double, kKinds> seconds{};
+  // Of `seconds`, those of collectives run in chunks beside their GEMM (tp_comm_overlap,
+  // overlapped_linear.hpp): the time the GEMM's pipeline waited on a chunk, which the
+  // timeline shows at the program's wait on the instruction rather than in the compute.
+  std::array<double, kKinds> waited_beside_gemm{};
+  std::array<int, kKinds> beside_gemm_calls{};  // of `calls`, those run beside a GEMM
   int total() const {
     int n = 0;
     for (int c : calls) n += c;
@@ -70,6 +76,11 @@ class TensorParallelGroup {
   // The sum over the group of `t`, of which this rank keeps its part along `dim` (one
   // call: Gloo in LibTorch 1.13 has no reduce-scatter, so an all-reduce and a slice).
   torch::Tensor reduce_scatter_sum(const torch::Tensor& t, int dim);
+  // One collective of `kind` run in chunks beside its GEMM (overlapped_linear.hpp), of
+  // which the caller waited `waited_seconds` (the rest hid under the GEMM's chunks).
+  void count_beside_gemm(CollectiveKind kind, double waited_seconds);
+  // The c10d group (null at degree 1), for the chunked exchanges of ring_exchange.hpp.
+  const CommBackendPtr& process_group() const { return group_; }
   // Sums, in place, the gradients of parameters replicated over the group that each rank
   // computed from its sequence shard (once per step, outside the layers: not counted in
   // take_calls, timed in take_gradient_seconds).
