@@ -74,6 +74,7 @@ void register_bench(CLI::App& app) {
   register_bench_estimate(bench);
   register_bench_simulate(bench);
   register_bench_search(bench);
+  register_bench_collectives(bench);
   // Listed for --help; it runs in build/partune-run (main.cpp), which has LibTorch.
   bench->add_subcommand("attention", "Standard attention vs FlashAttention: time and peak memory by sequence length "
                                      "(partune bench attention --help)")

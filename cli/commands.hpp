@@ -16,6 +16,8 @@ void register_bench(CLI::App& app);
 // `bench run`, under bench (cmd_bench_run.cpp).
 void register_bench_run(CLI::App* bench);
 void register_bench_simulate(CLI::App* bench);
+// `bench collectives --compare` (cmd_bench_collectives.cpp).
+void register_bench_collectives(CLI::App* bench);
 // partune run: the LibTorch backend (built only when LibTorch is found).
 void register_run(CLI::App& app);
 // partune calibrate: measures this machine into an instance-type file (LibTorch; partune-run).
