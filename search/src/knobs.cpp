@@ -141,7 +141,7 @@ void add_split_knobs(std::vector<Knob>& k) {
       }));
   k.push_back(make_knob(
       "sharded_collective", &S::sharded_collectives,
-      [](const std::string& key, const std::string& v) { return parse_enum<CollectiveAlgorithm>(key, v, 4); },
+      [](const std::string& key, const std::string& v) { return parse_enum<CollectiveAlgorithm>(key, v, 5); },
       [](J j) { return j.parallel.sharded_collective; },
       [](P p, Job& j) { j.parallel.sharded_collective = p.sharded_collective; },
       [](J j) {

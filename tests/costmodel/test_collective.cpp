@@ -369,3 +369,27 @@ TEST_CASE("a small ring all-reduce across two p4de nodes takes what nccl-tests m
   CHECK(t > 161e-6 * 0.8);
   CHECK(t < 165e-6 * 1.3);
 }
+
+// CollectiveAlgorithm::nccl: NCCL's tuner, the faster of its algorithms on idle links. For an
+// all-reduce of S over 2 nodes x 8 on the test instance: a ring moves 2 (15/16) S / 8 through
+// each member's 6.25 GB/s NIC share (37.5 ms a GB) and waits 2 (14 x 2 + 20) = 96 us; the
+// tree moves S / 8 (20 ms a GB) and waits 2 (20 + 7 x 2) = 68 us: the tree, at every size.
+// Inside a node and for the other collectives NCCL runs rings here.
+TEST_CASE("nccl picks what NCCL's tuner would: the faster of ring and tree", "[collective][nccl]") {
+  const InstanceType it = test_instance();
+  const GroupSpan two_nodes = span(16, 2, 8), one_node = span(8, 1, 8);
+  for (const double S : {1e3, 1e6, 1e9}) {
+    INFO(S << " bytes");
+    CHECK(resolved_algorithm(CollectiveKind::all_reduce, CollectiveAlgorithm::nccl, S, two_nodes, it) ==
+          CollectiveAlgorithm::tree);
+    const double nccl = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::nccl, S, two_nodes, it).total();
+    CHECK(nccl == Approx(S / 8 / (kNodeNet / 8) + 2 * (kNicLat + 7 * kIntraLat)));
+    CHECK(resolved_algorithm(CollectiveKind::all_reduce, CollectiveAlgorithm::nccl, S, one_node, it) ==
+          CollectiveAlgorithm::ring);
+    CHECK(resolved_algorithm(CollectiveKind::all_gather, CollectiveAlgorithm::nccl, S, two_nodes, it) ==
+          CollectiveAlgorithm::ring);
+  }
+  // A named algorithm is kept.
+  CHECK(resolved_algorithm(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 1e9, two_nodes, it) ==
+        CollectiveAlgorithm::ring);
+}

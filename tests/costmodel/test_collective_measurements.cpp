@@ -195,7 +195,7 @@ series:
   CHECK(p[1].measured_s * 1e6 == Approx(3507));
   CHECK_FALSE(p[1].derived);
   CHECK(p[2].measured_s * 1e6 == Approx(8000));
-  CHECK(p[3].algorithm == CollectiveAlgorithm::ring);  // no NVLS in partune: the default
+  CHECK(p[3].algorithm == CollectiveAlgorithm::nccl);  // no NVLS in partune: NCCL's choice among the others
   CHECK(p[0].predicted_s * 1e6 == Approx(7014));
   CHECK(p[0].error_pct == Approx(-19.84).margin(0.01));
   CHECK(p[1].error_pct == Approx(100.0).margin(0.01));

@@ -66,7 +66,8 @@ TEST_CASE("every enum value has one name, shared by to_string, the loader and th
       {CollectiveAlgorithm::ring, "ring"},
       {CollectiveAlgorithm::tree, "tree"},
       {CollectiveAlgorithm::hierarchical, "hierarchical"},
-      {CollectiveAlgorithm::all_to_all, "all_to_all"}};
+      {CollectiveAlgorithm::all_to_all, "all_to_all"},
+      {CollectiveAlgorithm::nccl, "nccl"}};
   const std::vector<std::pair<LmHeadStage, std::string>> head = {{LmHeadStage::last, "last"},
                                                                  {LmHeadStage::first, "first"}};
   const std::vector<std::pair<AttentionKind, std::string>> attention = {

@@ -30,6 +30,7 @@ const CollectiveProfile& collective_profile(const InstanceType& inst, Collective
   switch (algorithm) {
     case CollectiveAlgorithm::tree: return inst.tree;
     case CollectiveAlgorithm::all_to_all: return inst.all_to_all;
+    case CollectiveAlgorithm::nccl: break;  // the resolved algorithm's (resolved_algorithm)
     default: return inst.ring;
   }
 }
@@ -121,6 +122,7 @@ CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo
     exchange(bytes, span, inst, p);
     return p;
   }
+  algo = resolved_algorithm(kind, algo, bytes, span, inst);
   if (algo == CollectiveAlgorithm::tree && (kind != CollectiveKind::all_reduce || span.nodes <= 1))
     algo = CollectiveAlgorithm::ring;
   const CollectiveProfile& profile = collective_profile(inst, algo);
@@ -134,8 +136,18 @@ CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo
     case CollectiveAlgorithm::tree: tree(span, bytes, inst, p); break;
     case CollectiveAlgorithm::hierarchical: hierarchical(kind, bytes, span, inst, p); break;
     case CollectiveAlgorithm::all_to_all: all_to_all(kind, bytes, span, inst, p); break;
+    case CollectiveAlgorithm::nccl: break;  // resolved above
   }
   return p;
+}
+
+CollectiveAlgorithm resolved_algorithm(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
+                                       const GroupSpan& span, const InstanceType& inst) {
+  if (algo != CollectiveAlgorithm::nccl) return algo;
+  if (kind != CollectiveKind::all_reduce || span.nodes <= 1) return CollectiveAlgorithm::ring;
+  const double ring = collective_cost(kind, CollectiveAlgorithm::ring, bytes, span, inst).total();
+  const double tree = collective_cost(kind, CollectiveAlgorithm::tree, bytes, span, inst).total();
+  return tree < ring ? CollectiveAlgorithm::tree : CollectiveAlgorithm::ring;
 }
 
 CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span,

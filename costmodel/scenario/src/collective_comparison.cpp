@@ -10,12 +10,12 @@ namespace partune {
 CollectiveAlgorithm modelled_algorithm(MeasuredAlgorithm a) {
   switch (a) {
     case MeasuredAlgorithm::tree: return CollectiveAlgorithm::tree;
-    case MeasuredAlgorithm::ring:
-    case MeasuredAlgorithm::nvls:     // not modelled: the default below
-    case MeasuredAlgorithm::unknown:  // ParallelConfig::data_parallel_collective's default
+    case MeasuredAlgorithm::ring: return CollectiveAlgorithm::ring;
+    case MeasuredAlgorithm::nvls:     // not modelled: NCCL's choice among the others
+    case MeasuredAlgorithm::unknown:  // what NCCL's tuner picks (nccl-tests leave NCCL_ALGO unset)
       break;
   }
-  return CollectiveAlgorithm::ring;
+  return CollectiveAlgorithm::nccl;
 }
 
 GroupSpan measured_span(int nodes, int gpus_per_node, const InstanceType& inst) {

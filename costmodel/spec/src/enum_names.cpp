@@ -67,7 +67,8 @@ const std::vector<EnumName<CollectiveAlgorithm>>& enum_names<CollectiveAlgorithm
   static const std::vector<EnumName<CollectiveAlgorithm>> table = {{CollectiveAlgorithm::ring, "ring"},
                                                                    {CollectiveAlgorithm::tree, "tree"},
                                                                    {CollectiveAlgorithm::hierarchical, "hierarchical"},
-                                                                   {CollectiveAlgorithm::all_to_all, "all_to_all"}};
+                                                                   {CollectiveAlgorithm::all_to_all, "all_to_all"},
+                                                                   {CollectiveAlgorithm::nccl, "nccl"}};
   return table;
 }
 

@@ -57,6 +57,13 @@ struct CollectivePhases {
 CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
                                    const GroupSpan& span, const InstanceType& inst);
 
+// The algorithm that runs: `algo` itself, or for CollectiveAlgorithm::nccl the one NCCL's
+// tuner would pick (NCCL_ALGO unset): of ring and, for an all-reduce across nodes, tree
+// (NCCL's double binary tree), the faster on idle links (collective_cost). NCCL's NVLS and
+// PAT are not modelled (issue 51).
+CollectiveAlgorithm resolved_algorithm(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
+                                       const GroupSpan& span, const InstanceType& inst);
+
 // The profile of the implementation that runs `algorithm` (hierarchical runs rings).
 const CollectiveProfile& collective_profile(const InstanceType& inst, CollectiveAlgorithm algorithm);
 

@@ -13,8 +13,8 @@
 namespace partune {
 
 // The algorithm partune prices a measured point with: the one NCCL ran where partune has
-// it (ring, tree), else the default a job's collectives get (ParallelConfig's
-// data_parallel_collective: ring). partune has no NVLS.
+// it (ring, tree), else what NCCL's tuner would pick (CollectiveAlgorithm::nccl: nccl-tests
+// leave NCCL_ALGO unset). partune has no NVLS.
 CollectiveAlgorithm modelled_algorithm(MeasuredAlgorithm a);
 
 // The group of a run of `nodes` x `gpus_per_node` ranks (the first gpus_per_node GPUs of

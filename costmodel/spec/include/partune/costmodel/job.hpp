@@ -23,7 +23,10 @@ inline bool v_shaped(PipelineSchedule s) { return s == PipelineSchedule::zbv || 
 // Whether the schedule computes input and weight gradients apart (the zero-bubble ones).
 inline bool splits_backward(PipelineSchedule s) { return s == PipelineSchedule::zb_h1 || v_shaped(s); }
 enum class Checkpointing { none, selective, full };
-enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all };
+// `nccl`: what NCCL's tuner picks for the collective, its size and its group (the fastest of
+// its algorithms on idle links: collective.hpp's resolved_algorithm), as a job that leaves
+// NCCL_ALGO unset runs it.
+enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all, nccl };
 // Which pipeline stage runs the LM head (logits and loss). `first` is SMP's rule for tied
 // embeddings: modules that share a parameter sit on the same device, so the head reuses
 // stage 0's embedding weight; the last stage sends its output to stage 0 and gets the
