@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "partune/costmodel/scenario.hpp"
 #include "partune/kernels/gpu_calibrate.hpp"
@@ -30,25 +32,34 @@ nlohmann::json read_record(const std::string& file) {
   }
 }
 
+// "9.0" as {9, 0}; `key` names the field in the error of anything else.
+std::pair<int, int> major_minor(const std::string& text, const char* key) {
+  const auto dot = text.find('.');
+  try {
+    std::size_t used = 0;
+    const int major = std::stoi(text.substr(0, dot), &used);
+    const int minor = dot == std::string::npos ? 0 : std::stoi(text.substr(dot + 1));
+    if (used == (dot == std::string::npos ? text.size() : dot)) return {major, minor};
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(fmt::format("{}: '{}' is not MAJOR.MINOR", key, text));
+}
+
 // The GPU's facts as the record states them.
 GpuInfo gpu_of(const nlohmann::json& j) {
   GpuInfo g;
   g.name = j.at("gpu").get<std::string>();
   g.host = j.value("host", std::string());
   g.sm_count = j.value("sm_count", 0);
-  const std::string cc = j.value("compute_capability", std::string("0.0"));
-  const auto dot = cc.find('.');
-  g.compute_major = std::stoi(cc.substr(0, dot));
-  g.compute_minor = dot == std::string::npos ? 0 : std::stoi(cc.substr(dot + 1));
+  std::tie(g.compute_major, g.compute_minor) =
+      major_minor(j.value("compute_capability", std::string("0.0")), "compute_capability");
   g.memory_bytes = j.value("memory_GiB", 0.0) * 1024.0 * 1024.0 * 1024.0;
   g.l2_bytes = j.value("l2_MiB", 0.0) * 1024.0 * 1024.0;
   g.libtorch = j.value("libtorch", std::string());
   g.attention_kernel = j.value("attention_kernel", std::string("partune"));
   g.host_cores = j.value("host_cores", 0);
-  const std::string driver = j.value("cuda_driver", std::string("0.0"));  // "13.0": 13000
-  const auto driver_dot = driver.find('.');
-  g.driver_version = std::stoi(driver.substr(0, driver_dot)) * 1000 +
-                     (driver_dot == std::string::npos ? 0 : std::stoi(driver.substr(driver_dot + 1)) * 10);
+  const auto [driver_major, driver_minor] = major_minor(j.value("cuda_driver", std::string("0.0")), "cuda_driver");
+  g.driver_version = driver_major * 1000 + driver_minor * 10;  // "13.0": 13000
   g.partune_cuda_attention = j.value("flash_attention", nlohmann::json::object()).value("measured", false);
   return g;
 }

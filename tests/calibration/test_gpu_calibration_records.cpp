@@ -65,6 +65,21 @@ TEST_CASE("records of another GPU, or not a GPU calibration, are refused by file
     CHECK(what.find(h200.string()) != std::string::npos);
     CHECK(what.find("NVIDIA H200") != std::string::npos);
   }
+  // A record whose compute capability is not MAJOR.MINOR is refused by file and field.
+  std::string garbled = text;
+  const auto at = garbled.find("\"compute_capability\": \"9.0\"");
+  REQUIRE(at != std::string::npos);
+  garbled.replace(at, std::string("\"compute_capability\": \"9.0\"").size(), "\"compute_capability\": \"sm90\"");
+  const fs::path cc = dir / "cc.json";
+  std::ofstream(cc) << garbled;
+  try {
+    (void)gpu_calibration_from_records({cc.string()});
+    FAIL("compute_capability sm90 accepted");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CHECK(what.find(cc.string()) != std::string::npos);
+    CHECK(what.find("compute_capability") != std::string::npos);
+  }
   const fs::path bad = dir / "bad.json";
   std::ofstream(bad) << "{\"device\": \"cpu\"}";
   CHECK_THROWS_AS(gpu_calibration_from_records({bad.string()}), std::invalid_argument);

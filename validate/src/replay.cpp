@@ -2,6 +2,7 @@
 #include "partune/validate/replay.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -90,7 +91,7 @@ void complete_profile(GpuProfile& g, const nlohmann::json& calibration) {
 // (gpu_profile_file.cpp): the kernel the jobs ran (LibTorch's SDPA: calibration::sdpa_kernel;
 // partune's where the profile says so), the gradient accumulation of the records before 2026-11-29 taken off at the
 // run's add bandwidth, the datasheet's head-dim half-point and other kernels' curves.
-void complete_attention(GpuProfile& g, const nlohmann::json& calibration) {
+void complete_attention(GpuProfile& g, const nlohmann::json& calibration, const fs::path& file) {
   if (g.attention.flash_seq_half > 0 || !calibration.is_object() || !calibration.contains("measurements")) return;
   // The kernel the jobs ran: partune's where the profile (or replay.yaml) names it, else what
   // calibrate's flash_attention: true ran there.
@@ -110,6 +111,8 @@ void complete_attention(GpuProfile& g, const nlohmann::json& calibration) {
   }
   const GpuProfile sheet = load_instance_type(calibration.value("datasheet", std::string())).gpu;
   const std::string cc = calibration.value("compute_capability", std::string("0"));
+  if (cc.empty() || !std::isdigit(static_cast<unsigned char>(cc.front())))
+    throw ScenarioError(file.string(), "compute_capability", "'" + cc + "' is not MAJOR.MINOR");
   const calibration::FlashFit fit =
       calibration::fit_flash(samples, sheet.peak_flops_bf16, memory.value("kernel_overhead_us", 0.0) * 1e-6,
                              sheet.attention.flash_head_dim_half);
@@ -178,7 +181,7 @@ ReplayJob replay_job(const nlohmann::json& recorded, const fs::path& run, const 
     if (o.rfind("instance_type=", 0) == 0) r.profile = o.substr(14);
   Job job = load_job(r.file, set);
   complete_profile(job.cluster.instance.gpu, calibration);
-  complete_attention(job.cluster.instance.gpu, calibration);
+  complete_attention(job.cluster.instance.gpu, calibration, run / "calibrate.json");
   backend::ScaleOptions scale;
   scale.whole = device == "cuda";  // the model as validate ran it there
   const Job ran = backend::scaled_job(job, backend::scaled_model(job, scale));
