@@ -27,6 +27,8 @@
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "partune/backend/watchdog.hpp"
+
 extern char** environ;
 
 namespace partune::backend {
@@ -308,6 +310,13 @@ int highest_descriptor() {
 
 using Clock = std::chrono::steady_clock;
 
+// How often the supervisor reads the ranks' heartbeats (their watchdogs beat every half
+// second), and the pause in its own watching beyond which it does not judge them: the
+// supervisor was not running (stopped with the ranks by Ctrl-Z, say), so a heartbeat that
+// did not move while it was away says nothing about a rank.
+constexpr auto kHeartbeatCheck = std::chrono::milliseconds(500);
+constexpr auto kSupervisorAway = std::chrono::seconds(2);
+
 // The ranks' state while they run, indexed by rank, and the supervisor's verdict.
 // pids[] is what the signal handler reads.
 struct Supervision {
@@ -317,7 +326,9 @@ struct Supervision {
         options(options),
         pids(std::make_unique<std::atomic<pid_t>[]>(static_cast<std::size_t>(nproc))),
         started(static_cast<std::size_t>(nproc), 0),
-        running(static_cast<std::size_t>(nproc), false) {}
+        running(static_cast<std::size_t>(nproc), false),
+        last_beat(static_cast<std::size_t>(nproc), -1),
+        last_beat_change(static_cast<std::size_t>(nproc), Clock::now()) {}
 
   c10d::TCPStore& store;
   const int nproc;
@@ -330,6 +341,10 @@ struct Supervision {
   std::optional<Clock::time_point> deadline;  // set when the ranks are being stopped
   bool killed = false;
   bool interrupted = false;
+  // Each rank's heartbeat count as last read, and when it last moved.
+  std::vector<long long> last_beat;
+  std::vector<Clock::time_point> last_beat_change;
+  std::optional<Clock::time_point> last_heartbeat_check;
 
   bool any_running() const { return std::find(running.begin(), running.end(), true) != running.end(); }
 
@@ -339,7 +354,7 @@ struct Supervision {
     failure = why;
     std::cerr << prefix << ": " << message << std::endl;
     try {
-      store.set("partune/failed", std::vector<std::uint8_t>(why.begin(), why.end()));
+      store.set(Watchdog::failed_key(), std::vector<std::uint8_t>(why.begin(), why.end()));
     } catch (const std::exception& e) {
       // The ranks are still stopped: by the grace period's SIGKILL at the latest.
       std::cerr << prefix << ": cannot tell the ranks through the store: " << e.what() << std::endl;
@@ -429,10 +444,53 @@ struct Supervision {
     }
   }
 
+  // Whether rank r's heartbeat has not moved for options.silent_after while it has not
+  // finished; reads the heartbeat (and notes when it moved). A rank that has not beaten yet
+  // is not judged (its start is bounded by the rendezvous), nor one that sends no
+  // heartbeat at all (no watchdog). Throws when the store cannot be read.
+  bool heartbeat_silent(int r, Clock::time_point now, bool away) {
+    const auto i = static_cast<std::size_t>(r);
+    const long long beat = store.add(Watchdog::heartbeat_key(r), 0);  // add 0: reads without blocking
+    if (beat != last_beat[i] || away) {
+      last_beat[i] = beat;
+      last_beat_change[i] = now;
+      return false;
+    }
+    return beat > 0 && now - last_beat_change[i] >= options.silent_after && !store.check({Watchdog::done_key(r)});
+  }
+
+  // A hung rank, one whose process runs no more (stopped by SIGSTOP or a debugger, frozen),
+  // neither exits nor beats, while its peers, blocked in a collective with it, go on
+  // beating from their watchdogs' threads: the first silent rank is named and killed (a
+  // stopped process takes no other signal), and the others are stopped as after a death.
+  void stop_silent_rank() {
+    if (!failure.empty() || options.silent_after.count() <= 0) return;
+    const auto now = Clock::now();
+    if (last_heartbeat_check && now - *last_heartbeat_check < kHeartbeatCheck) return;
+    const bool away = last_heartbeat_check && now - *last_heartbeat_check > kSupervisorAway;
+    last_heartbeat_check = now;
+    for (int r = 0; r < nproc; ++r) {
+      if (!running[static_cast<std::size_t>(r)]) continue;
+      try {
+        if (!heartbeat_silent(r, now, away)) continue;
+      } catch (const std::exception&) {
+        return;  // the store is this process's own; nothing to judge the ranks by this time
+      }
+      const pid_t pid = started[static_cast<std::size_t>(r)];
+      const std::string why = fmt::format("rank {} (pid {}) sent no heartbeat for {:g} s", r, pid,
+                                          options.silent_after.count() / 1000.0);
+      stop_ranks(why, why + "; stopping the other ranks");
+      ::kill(pid, SIGKILL);  // after the reason is in the store: its peers then name it
+      result = 1;
+      return;
+    }
+  }
+
   void watch_until_all_ended() {
     while (any_running()) {
       notice_interrupt();
       reap_ended_ranks();
+      stop_silent_rank();
       kill_after_grace();
       if (any_running()) sleep_briefly();
     }

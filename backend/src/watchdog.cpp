@@ -109,8 +109,9 @@ void Watchdog::tick(std::vector<long long>& last_seen, std::vector<std::chrono::
     std::lock_guard<std::mutex> lock(mutex_);
     ++heartbeats_;
   }
-  // With a launcher hosting the store, the launcher sees a death at once (waitpid) and
-  // writes partune/failed; comparing heartbeats would only add load on the store.
+  // With a launcher hosting the store, the launcher sees a death at once (waitpid), reads
+  // the heartbeats itself (a hung rank) and writes partune/failed; comparing them here too
+  // would only add load on the store.
   if (env_.store_hosted_by_launcher) return;
   const auto now = std::chrono::steady_clock::now();
   for (int peer = 0; peer < env_.world_size; ++peer) {

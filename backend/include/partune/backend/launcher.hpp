@@ -6,10 +6,12 @@
 // Two ways to start the ranks, one environment:
 //  - `partune run JOB --nproc N` forks N copies of itself (supervise_local_ranks). The
 //    rendezvous store (a c10d TCPStore) lives in the supervisor, so a rank that dies takes
-//    nothing down with it, and the supervisor tells the others (store key partune/failed).
+//    nothing down with it, and the supervisor tells the others (store key partune/failed);
+//    it also reads the ranks' heartbeats, so that a rank that hangs is named too.
 //  - an external launcher (torchrun, a batch system) sets the same variables; then rank 0
 //    hosts the store, as torchrun's ranks do, and the ranks watch each other's heartbeats
 //    (watchdog.hpp).
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,7 +27,8 @@ struct RankEnvironment {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // the rendezvous store's port; 0 only when world_size is 1
   // PARTUNE_STORE_HOSTED=1: the supervisor hosts the store and watches the ranks (no rank
-  // hosts it, and heartbeats need not be compared: the supervisor sees a death directly).
+  // hosts it, and the ranks need not compare heartbeats: the supervisor sees a death
+  // directly and compares the heartbeats itself).
   bool store_hosted_by_launcher = false;
   // How long a rank waits to join the rendezvous (reach the store, and, on the rank that
   // hosts it, hear from every other rank) before it gives up naming the cause:
@@ -68,6 +71,11 @@ struct SuperviseOptions {
   // partune/failed within half a second) and exit before they are killed. 20 s keeps a
   // failed run, detection included, under 30 s.
   int grace_seconds = 20;
+  // A running rank whose heartbeat (its watchdog's counter in the store, watchdog.hpp) has
+  // not moved for this long and that has not finished is hung: the supervisor names it
+  // ("rank 1 (pid 1234) sent no heartbeat for 10 s"), kills it and stops the others as for
+  // a death. 10 s, the watchdog's stale time; 0 turns the check off.
+  std::chrono::milliseconds silent_after{10000};
   // Ranks > 0 write their stdout to /dev/null unless this is set (rank 0 prints the
   // report). Stderr of every rank always passes through.
   bool all_ranks_stdout = false;
@@ -88,11 +96,16 @@ struct SuperviseOptions {
 // When a rank exits non-zero or is killed by a signal, the supervisor prints why on stderr
 // ("partune run: rank 2 (pid 1234) was killed by signal 9; stopping the other ranks"),
 // writes the same reason under partune/failed for the other ranks' watchdogs, gives them
-// grace_seconds to stop and kills what is left. SIGINT and SIGTERM to the supervisor are
-// passed on to the ranks (the same grace applies).
+// grace_seconds to stop and kills what is left. A rank that hangs instead (its process
+// stopped: SIGSTOP, a debugger, frozen) is caught by its silent heartbeat after
+// silent_after, SIGKILLed and named the same way; its peers, blocked in a collective with
+// it but beating, are not blamed. (A rank whose training thread alone is stuck still
+// beats: Gloo's collective timeout ends that one.)
+// SIGINT and SIGTERM to the supervisor are passed on to the ranks (the same grace applies).
 //
 // Returns 0 when every rank exited 0; otherwise the first failed rank's exit status, 1 if
-// it was killed by a signal, or 128 + the signal when the supervisor was interrupted.
+// it was killed by a signal or went silent, or 128 + the signal when the supervisor was
+// interrupted.
 // Throws std::invalid_argument for nproc < 1 or an empty rank_argv, std::runtime_error
 // when the executable cannot be run or the store cannot start (before any rank starts).
 // The calling thread must live until it returns (a rank's PR_SET_PDEATHSIG follows the

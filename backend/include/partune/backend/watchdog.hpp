@@ -8,7 +8,8 @@
 //  (c) when no launcher hosts the store (torchrun and the like, where nobody sees a
 //      death directly), stops the rank when a peer's heartbeat has not moved for
 //      stale_after and the peer did not finish ("rank 3 sent no heartbeat for 10 s"),
-//      and writes that under partune/failed for the others;
+//      and writes that under partune/failed for the others (with `partune run --nproc`
+//      the supervisor compares the heartbeats instead, launcher.hpp);
 //  (d) stops the rank when the store cannot be reached, naming who hosts it.
 // Stopping prints "partune run: rank R: stopping: <why>" on stderr and ends the process
 // with std::_Exit(1) from the watchdog's thread: the main thread may be blocked inside a
