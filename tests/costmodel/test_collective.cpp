@@ -275,51 +275,58 @@ TEST_CASE("launch_us adds one fixed cost per collective, in the estimate and in 
 }
 
 // The p4d.24xlarge numbers, typed in from scenarios/clusters/p4d.24xlarge.yaml:
-// NVSwitch 300 GB/s x 0.77 per GPU, 1.8 us per hop; 4 EFA NICs of 100 Gb/s x 0.84
-// (42 GB/s per node, 5.25 GB/s per GPU when the whole node communicates), 75 us per hop;
-// ring, tree and all_to_all net_efficiency 1.0 (today's stack; the 2022 stack's 0.55 is
-// test_collective_stack.cpp's); no launch latency.
+// NVSwitch 300 GB/s x 0.77 per GPU, a hop 0.2 us beyond NCCL's own; 4 EFA NICs of 100 Gb/s
+// x 0.908 (45.4 GB/s per node, 5.675 GB/s per GPU when the whole node communicates), a
+// hop 67 us beyond NCCL's; ring, tree and all_to_all net_efficiency 1.0 (today's stack;
+// the 2022 stack's 0.55 is test_collective_stack.cpp's); no launch latency; NCCL's Ampere
+// tables on 8 channels. And NCCL 2.30's constants (MB26 §2.1), typed in from its table: at
+// these sizes every ring and tree runs Simple (LL128's cap, 8 channels x 20 GB/s, is below
+// NVSwitch's 231 GB/s; LL runs at half the rate): a call's base 8.4 us, a ring's NVLink
+// step 3.4 us, a tree's 4.0 us, a network step 14 us; the tree at 0.92 of its links.
 namespace {
-constexpr double kP4dIntra = 300e9 * 0.77, kP4dIntraLat = 1.8e-6;
-constexpr double kP4dNode = 4 * 100e9 / 8 * 0.84, kP4dNicLat = 75e-6, kP4dRingEff = 1.0;
+constexpr double kP4dIntra = 300e9 * 0.77, kP4dIntraLat = 0.2e-6;
+constexpr double kP4dNode = 4 * 100e9 / 8 * 0.908, kP4dNicLat = 67e-6, kP4dRingEff = 1.0;
+constexpr double kSimpleBase = 8.4e-6, kRingNvlink = 3.4e-6, kTreeNvlink = 4.0e-6, kSimpleNet = 14e-6;
+constexpr double kRingHop = kRingNvlink + kP4dIntraLat, kNetHop = kSimpleNet + kP4dNicLat;
 }  // namespace
 
 TEST_CASE("p4d.24xlarge: the published-table collectives written out by hand", "[collective]") {
   const InstanceType p4d = load_instance_type("p4d.24xlarge");
   const double S = 512e6;
-  SECTION("tensor all-reduce inside a node: 2(n-1)/n S/B_nvs + 2(n-1) a_nvs") {
+  SECTION("tensor all-reduce inside a node: 2(n-1)/n S/B_nvs + base + 2(n-1) Simple NVLink steps") {
     for (int n : {2, 4, 8}) {
       INFO("n " << n);
       CHECK(collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, span(n, 1, n), p4d).total() ==
-            Approx(2.0 * (n - 1) / n * S / kP4dIntra + 2.0 * (n - 1) * kP4dIntraLat).epsilon(1e-9));
+            Approx(2.0 * (n - 1) / n * S / kP4dIntra + kSimpleBase + 2.0 * (n - 1) * kRingHop).epsilon(1e-9));
     }
   }
-  SECTION("data-parallel ring all-reduce over 4 whole nodes: NIC-bound at 42 GB/s") {
+  SECTION("data-parallel ring all-reduce over 4 whole nodes: NIC-bound at 45 GB/s") {
     CHECK(collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, span(32, 4, 8), p4d).total() ==
-          Approx(2.0 * 31 / 32 * S / (kP4dNode * kP4dRingEff) + 2.0 * (28 * kP4dIntraLat + 3 * kP4dNicLat))
+          Approx(2.0 * 31 / 32 * S / (kP4dNode * kP4dRingEff) + kSimpleBase + 2.0 * (28 * kRingHop + 3 * kNetHop))
                     .epsilon(1e-9));
   }
   SECTION("one member per node: 1/8 of the node's network") {
     CHECK(collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::ring, S, span(4, 4, 1), p4d).total() ==
-          Approx(3.0 / 4 * S / (kP4dNode / 8 * kP4dRingEff) + 3 * kP4dNicLat).epsilon(1e-9));
+          Approx(3.0 / 4 * S / (kP4dNode / 8 * kP4dRingEff) + kSimpleBase + 3 * kNetHop).epsilon(1e-9));
   }
-  SECTION("tree all-reduce over 2 nodes: S at the full 42 GB/s, one network hop and 7 NVSwitch hops each way") {
+  SECTION("tree all-reduce over 2 nodes: S at 0.92 of 45 GB/s, one network step and 7 NVLink steps each way") {
     CHECK(collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::tree, S, span(16, 2, 8), p4d).total() ==
-          Approx(S / kP4dNode + 2 * (kP4dNicLat + 7 * kP4dIntraLat)).epsilon(1e-9));
+          Approx(S / (0.92 * kP4dNode) + kSimpleBase + 2 * (kNetHop + 7 * (kTreeNvlink + kP4dIntraLat)))
+              .epsilon(1e-9));
   }
-  SECTION("hierarchical all-reduce over 4 nodes") {
+  SECTION("hierarchical all-reduce over 4 nodes: not an NCCL pattern, its hops at the links' latencies") {
     CHECK(collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, S, span(32, 4, 8), p4d)
               .total() == Approx(2 * (7.0 / 8 * S / kP4dIntra + 3.0 / 4 * S / (kP4dNode * kP4dRingEff)) +
                                  2 * (7 * kP4dIntraLat + 3 * kP4dNicLat))
                               .epsilon(1e-9));
   }
-  SECTION("SMDDP all-to-all all-gather over 8 nodes: one network round at 42 GB/s") {
+  SECTION("SMDDP all-to-all all-gather over 8 nodes: one network round at 45 GB/s") {
     CHECK(collective_cost(CollectiveKind::all_gather, CollectiveAlgorithm::all_to_all, S, span(64, 8, 8), p4d)
               .total() == Approx(7.0 / 8 * S / kP4dNode + kP4dNicLat + kP4dIntraLat).epsilon(1e-9));
   }
-  SECTION("a pipeline hop between nodes: the GPU's 5.25 GB/s share") {
+  SECTION("a pipeline hop between nodes: the GPU's 5.7 GB/s share after NCCL's Simple rendezvous") {
     CHECK(collective_cost(CollectiveKind::send_recv, CollectiveAlgorithm::ring, S, span(2, 2, 1), p4d).total() ==
-          Approx(S / (kP4dNode / 8) + kP4dNicLat).epsilon(1e-9));
+          Approx(S / (kP4dNode / 8) + kSimpleBase + 2 * kNetHop).epsilon(1e-9));
   }
 }
 
@@ -334,7 +341,7 @@ TEST_CASE("p4d.24xlarge: the simulator's traffic per member, written out by hand
     REQUIRE(t.phase_count == 1);
     CHECK(t.phases[0].intra_bytes == Approx(2.0 * 15 / 16 * S));
     CHECK(t.phases[0].net_bytes == Approx(2.0 * 15 / 16 * S / 8 / kP4dRingEff));
-    CHECK(t.latency == Approx(2.0 * (14 * kP4dIntraLat + kP4dNicLat)));
+    CHECK(t.latency == Approx(kSimpleBase + 2.0 * (14 * kRingHop + kNetHop)));
   }
   SECTION("hierarchical all-reduce, 4 per node on 4 nodes: NVSwitch, network, NVSwitch") {
     const CollectiveTraffic t = collective_traffic(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical,
@@ -361,11 +368,12 @@ TEST_CASE("p4d.24xlarge: the simulator's traffic per member, written out by hand
 
 TEST_CASE("a small ring all-reduce across two p4de nodes takes what nccl-tests measured there", "[collective]") {
   // MB §4.2 (AWS-NCCL, 2x p4de.24xlarge, 16 ranks, all_reduce_perf): 8 B to 256 B take
-  // 161-164 us, 1 KB 165 us. A ring's pieces wait on the hops they travel, 28 of them
-  // over NVSwitch (1.8 us) and 2 across EFA (75 us): 200 us. (Counting every one of the
-  // 30 steps at the network's latency, as partune did before, gave 2.25 ms.)
+  // 161-164 us, 1 KB 165 us. A ring of 8 bytes runs LL: 6.6 us, then 28 NVLink steps of
+  // 0.6 + 0.2 us and 2 network steps of 2.7 + 67 us: 168.4 us. (Counting every one of the
+  // 30 steps at the network's latency, as partune once did, gave 2.25 ms.)
   const InstanceType p4de = load_instance_type("p4de.24xlarge");
   const double t = collective_cost(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 8, span(16, 2, 8), p4de).total();
+  CHECK(t == Approx(6.6e-6 + 28 * 0.8e-6 + 2 * (2.7e-6 + 67e-6)));
   CHECK(t > 161e-6 * 0.8);
   CHECK(t < 165e-6 * 1.3);
 }

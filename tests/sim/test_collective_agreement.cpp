@@ -113,8 +113,11 @@ const std::vector<GroupSpan> kP5Spans{{2, 2, 1}, {16, 16, 1}, {4, 2, 2},  {32, 1
 
 TEST_CASE("p5.48xlarge (four NICs a GPU): closed form = simulated time for every algorithm across 2-16 nodes",
           "[sim][collective]") {
+  // With NCCL's tables (collectives.nccl): every protocol NCCL's tuner picks, NVLS inside a
+  // node, and nccl's own choice among them.
   for (CollectiveAlgorithm algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
-                                   CollectiveAlgorithm::hierarchical, CollectiveAlgorithm::all_to_all}) {
+                                   CollectiveAlgorithm::hierarchical, CollectiveAlgorithm::all_to_all,
+                                   CollectiveAlgorithm::nvls, CollectiveAlgorithm::nccl}) {
     std::vector<sim::CollectiveCase> cases;
     for (CollectiveKind kind : kAllKinds)
       for (const GroupSpan& span : kP5Spans)
@@ -127,11 +130,12 @@ TEST_CASE("p5.48xlarge (four NICs a GPU): closed form = simulated time for every
 TEST_CASE("p5.48xlarge: a GPU's network share is four 100 Gbps NICs, not one", "[sim][collective]") {
   // Ring all-reduce of 4 GiB over 16 p5 nodes, one member per node, the sibling groups
   // filling the node: each member moves 2(n-1)/n S over its own four NICs at
-  // 4 x 12.5 GB/s x 0.65 (network.efficiency; ring.net_efficiency 1), written out from
-  // scenarios/clusters/p5.48xlarge.yaml. One NIC a GPU would take four times as long.
+  // 4 x 12.5 GB/s x 0.706 (network.efficiency; ring.net_efficiency 1), written out from
+  // scenarios/clusters/p5.48xlarge.yaml, NCCL's Simple protocol (base 8.4 us, 30 network
+  // steps of 14 + 17 us). One NIC a GPU would take four times as long.
   const InstanceType inst = load_instance_type("p5.48xlarge");
   const double S = 4 * GiB, n = 16;
-  const double expected = 2 * (n - 1) / n * S / (4 * 12.5e9 * 0.65) + 2 * (n - 1) * 75e-6;
+  const double expected = 2 * (n - 1) / n * S / (4 * 12.5e9 * 0.706) + 8.4e-6 + 2 * (n - 1) * (14e-6 + 17e-6);
   CHECK(sim::simulate_collective(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, GroupSpan{16, 16, 1},
                                  inst) == Approx(expected).epsilon(1e-3));
 }
@@ -140,11 +144,12 @@ TEST_CASE("the idle platform really moves the bytes: a 4 GiB all-reduce across n
           "[sim][collective]") {
   // Ring all-reduce of 4 GiB over 16 p4d nodes, one member per node: each member's NIC is
   // shared with its neighbour GPU's sibling group, so it moves 2(n-1)/n S at
-  // 12.5 GB/s x 0.84 / 2 (written out from scenarios/clusters/p4d.24xlarge.yaml; today's
-  // stack's ring.net_efficiency is 1).
+  // 12.5 GB/s x 0.908 / 2 (written out from scenarios/clusters/p4d.24xlarge.yaml; today's
+  // stack's ring.net_efficiency is 1), NCCL's Simple protocol (base 8.4 us, 30 network
+  // steps of 14 + 67 us).
   const InstanceType inst = load_instance_type("p4d.24xlarge");
   const double S = 4 * GiB, n = 16;
-  const double expected = 2 * (n - 1) / n * S / (12.5e9 * 0.84 / 2) + 2 * (n - 1) * 75e-6;
+  const double expected = 2 * (n - 1) / n * S / (12.5e9 * 0.908 / 2) + 8.4e-6 + 2 * (n - 1) * (14e-6 + 67e-6);
   CHECK(sim::simulate_collective(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, S, GroupSpan{16, 16, 1},
                                  inst) == Approx(expected).epsilon(1e-3));
 }

@@ -11,7 +11,7 @@ CollectiveAlgorithm modelled_algorithm(MeasuredAlgorithm a) {
   switch (a) {
     case MeasuredAlgorithm::tree: return CollectiveAlgorithm::tree;
     case MeasuredAlgorithm::ring: return CollectiveAlgorithm::ring;
-    case MeasuredAlgorithm::nvls:     // not modelled: NCCL's choice among the others
+    case MeasuredAlgorithm::nvls: return CollectiveAlgorithm::nvls;
     case MeasuredAlgorithm::unknown:  // what NCCL's tuner picks (nccl-tests leave NCCL_ALGO unset)
       break;
   }

@@ -154,11 +154,29 @@ void read_links(const Reader& r, InstanceType& it) {
   it.gpus_per_pcie_switch = pcie.get_int("gpus_per_switch", 1, limits::kMaxGpusPerNode, 1);
 }
 
+// instance_type.collectives.nccl: NCCL's tuning tables for this GPU generation, its
+// channels and NVLink SHARP (hardware.hpp's NcclProfile).
+NcclProfile parse_nccl_profile(const Reader& r, const NcclProfile& fallback) {
+  r.allow_only({"arch", "channels", "net_channels", "nvls_efficiency"});
+  NcclProfile n = fallback;
+  if (r.has("arch")) {
+    const std::string name = r.get_string("arch");
+    const auto arch = enum_value<NcclArch>(name);
+    if (!arch) r.fail("arch", "'" + name + "' is not one of: " + enum_name_list<NcclArch>());
+    n.arch = *arch;
+  }
+  n.channels = r.get_int("channels", 1, 64, n.channels > 0 ? n.channels : 1);
+  n.net_channels = r.get_int("net_channels", 1, 64, n.net_channels > 0 ? n.net_channels : n.channels);
+  n.nvls_efficiency = r.get_in_range("nvls_efficiency", 0, 1, n.nvls_efficiency);
+  return n;
+}
+
 // instance_type.collectives (or a collective stack): each algorithm's profile over the
 // one before it. A stack may carry its `source`.
 void read_collectives(const Reader& c, InstanceType& it, bool stack = false) {
-  if (stack) c.allow_only({"ring", "tree", "all_to_all", "source"});
-  else c.allow_only({"ring", "tree", "all_to_all"});
+  if (stack) c.allow_only({"ring", "tree", "all_to_all", "nccl", "source"});
+  else c.allow_only({"ring", "tree", "all_to_all", "nccl"});
+  if (c.has("nccl")) it.nccl = parse_nccl_profile(c.child("nccl"), it.nccl);
   const double sms = it.gpu.gemm.sm_count;
   if (c.has("ring")) it.ring = parse_collective_profile(c.child("ring"), it.ring, sms);
   if (c.has("tree")) it.tree = parse_collective_profile(c.child("tree"), it.tree, sms);
@@ -242,7 +260,8 @@ InstanceType parse_instance_type(const Reader& r, const std::string& collective_
 }
 
 Cluster parse_cluster(const Reader& r) {
-  r.allow_only({"kind", "name", "description", "instance_type", "nodes", "oversubscription", "collective_stack"});
+  r.allow_only({"kind", "name", "description", "instance_type", "nodes", "oversubscription", "collective_stack",
+                "nccl_protocol"});
   if (!r.node().IsMap()) r.fail("", "expected a mapping with instance_type and nodes");
   if (r.has("kind") && r.get_string("kind") != "cluster") r.fail("kind", "expected 'cluster'");
   Cluster c;
@@ -258,6 +277,15 @@ Cluster parse_cluster(const Reader& r) {
                          known.empty() ? std::string("it has none") : fmt::format("{}", fmt::join(known, ", "))));
   }
   c.instance = parse_instance_type(Reader(it.node, it.file, it.key), stack);
+  // The job's NCCL_PROTO: every NCCL collective runs that protocol (where NCCL can).
+  if (r.has("nccl_protocol")) {
+    const std::string name = r.get_string("nccl_protocol");
+    const auto proto = enum_value<NcclProtocol>(name);
+    if (!proto) r.fail("nccl_protocol", "'" + name + "' is not one of: " + enum_name_list<NcclProtocol>());
+    if (c.instance.nccl.arch == NcclArch::none)
+      r.fail("nccl_protocol", "the instance type has no NCCL tables (collectives.nccl.arch)");
+    c.instance.nccl.protocol = *proto;
+  }
   c.nodes = r.get_int("nodes", 1, limits::kMaxNodes, 1);
   // 1 = full bisection.
   c.oversubscription = r.get_in_range("oversubscription", 1.0, limits::kMaxOversubscription, 1.0);

@@ -381,7 +381,8 @@ void apply_override(YAML::Node& root, const std::string& assignment, const std::
     static const char* training_keys[] = {"global_batch",   "precision",     "optimizer",      "gradient_accumulation",
                                           "loss_precision", "kernel_fusion", "optimizer_impl", "cuda_graphs",
                                           "attention_impl", "fp8_recipe"};
-    static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack"};
+    static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack",
+                                         "nccl_protocol"};
     section = "parallel";
     for (const char* k : training_keys) if (key == k) section = "training";
     for (const char* k : cluster_keys) if (key == k) section = "cluster";

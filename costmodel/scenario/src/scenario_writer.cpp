@@ -93,6 +93,12 @@ YAML::Node instance_type_node(const InstanceType& it) {
   n["collectives"]["ring"] = collective_node(it.ring);
   n["collectives"]["tree"] = collective_node(it.tree);
   n["collectives"]["all_to_all"] = collective_node(it.all_to_all);
+  if (it.nccl.arch != NcclArch::none) {
+    n["collectives"]["nccl"]["arch"] = enum_name(it.nccl.arch);
+    n["collectives"]["nccl"]["channels"] = it.nccl.channels;
+    n["collectives"]["nccl"]["net_channels"] = it.nccl.net_channels;
+    if (it.nccl.nvls_efficiency > 0) n["collectives"]["nccl"]["nvls_efficiency"] = it.nccl.nvls_efficiency;
+  }
   return n;
 }
 
@@ -242,6 +248,7 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
       ours.ring = shipped.ring, ours.tree = shipped.tree, ours.all_to_all = shipped.all_to_all;
       ours.collective_stack = shipped.collective_stack;
     }
+    ours.nccl.protocol = shipped.nccl.protocol;
     preset = YAML::Dump(instance_type_node(ours)) == YAML::Dump(instance_type_node(shipped));
   }
   if (preset) root["cluster"]["instance_type"] = job.cluster.instance.name;
@@ -250,6 +257,8 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   // already carries that stack's profiles).
   if (preset && !job.cluster.instance.collective_stack.empty())
     root["cluster"]["collective_stack"] = job.cluster.instance.collective_stack;
+  if (job.cluster.instance.nccl.protocol != NcclProtocol::automatic)
+    root["cluster"]["nccl_protocol"] = enum_name(job.cluster.instance.nccl.protocol);
   root["cluster"]["nodes"] = job.cluster.nodes;
   root["cluster"]["oversubscription"] = job.cluster.oversubscription;
   root["training"]["global_batch"] = job.training.global_batch;

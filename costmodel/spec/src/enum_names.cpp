@@ -68,7 +68,26 @@ const std::vector<EnumName<CollectiveAlgorithm>>& enum_names<CollectiveAlgorithm
                                                                    {CollectiveAlgorithm::tree, "tree"},
                                                                    {CollectiveAlgorithm::hierarchical, "hierarchical"},
                                                                    {CollectiveAlgorithm::all_to_all, "all_to_all"},
-                                                                   {CollectiveAlgorithm::nccl, "nccl"}};
+                                                                   {CollectiveAlgorithm::nccl, "nccl"},
+                                                                   {CollectiveAlgorithm::nvls, "nvls"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<NcclArch>>& enum_names<NcclArch>() {
+  static const std::vector<EnumName<NcclArch>> table = {{NcclArch::none, "none"},
+                                                        {NcclArch::ampere, "ampere"},
+                                                        {NcclArch::hopper, "hopper"},
+                                                        {NcclArch::blackwell, "blackwell"}};
+  return table;
+}
+
+template <>
+const std::vector<EnumName<NcclProtocol>>& enum_names<NcclProtocol>() {
+  static const std::vector<EnumName<NcclProtocol>> table = {{NcclProtocol::automatic, "auto"},
+                                                            {NcclProtocol::ll, "ll"},
+                                                            {NcclProtocol::ll128, "ll128"},
+                                                            {NcclProtocol::simple, "simple"}};
   return table;
 }
 

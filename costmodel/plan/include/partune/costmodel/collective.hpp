@@ -36,6 +36,8 @@ struct CollectivePhase {
   double intra_bytes = 0;  // to the member's successor on its node, over its NVSwitch port
   double net_bytes = 0;    // through its own NIC, to its successor on the next node
   double latency = 0;      // s: the phase's hops (the links themselves carry no latency)
+  double intra_hops = 0;   // the steps it waits on: over NVLink
+  double net_hops = 0;     // and across the network
 };
 
 // An algorithm's phases, run one after another. With net_efficiency < 1 the
@@ -46,21 +48,29 @@ struct CollectivePhases {
   double net_efficiency = 1.0;  // of the NICs' achieved bandwidth, for this algorithm
   double intra_efficiency = 1.0;  // of the intra-node fabric's bandwidth, for this algorithm
   double launch_latency = 0;    // s per call, on top of the phases (collectives only)
-  void add(double intra_bytes, double net_bytes, double latency) {
-    phases[phase_count++] = {intra_bytes, net_bytes, latency};
+  // The NCCL protocol that runs (nccl_tuner.hpp): automatic where the instance has no NCCL
+  // tables (the hops cost their links' latency) or the pattern is not NCCL's (hierarchical,
+  // all-to-all, send/receive).
+  NcclProtocol protocol = NcclProtocol::automatic;
+  void add(double intra_bytes, double net_bytes, double intra_hops, double net_hops) {
+    phases[phase_count++] = {intra_bytes, net_bytes, 0.0, intra_hops, net_hops};
   }
 };
 
 // The one description of each algorithm (tree falls back to ring except for an
-// all-reduce across nodes; send_recv is one phase of the message). Empty for a group of
-// one or no bytes.
+// all-reduce across nodes, nvls except for an all-reduce inside one NVLink domain of a
+// fabric that has it; send_recv is one phase of the message). Empty for a group of one or
+// no bytes. On an instance with NCCL's tables (collectives.nccl) a ring, tree or NVLS call
+// runs the protocol of InstanceType::nccl.protocol, or the fastest of LL, LL128 and Simple
+// on idle links (NCCL_PROTO unset): each hop costs NCCL's hardware latency for it plus the
+// link's own, the call NCCL's base latency, and the protocol scales and caps the bandwidth.
 CollectivePhases collective_phases(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
                                    const GroupSpan& span, const InstanceType& inst);
 
 // The algorithm that runs: `algo` itself, or for CollectiveAlgorithm::nccl the one NCCL's
-// tuner would pick (NCCL_ALGO unset): of ring and, for an all-reduce across nodes, tree
-// (NCCL's double binary tree), the faster on idle links (collective_cost). NCCL's NVLS and
-// PAT are not modelled (issue 51).
+// tuner would pick (NCCL_ALGO unset): of ring, for an all-reduce across nodes tree (NCCL's
+// double binary tree) and for one inside an NVLink domain with NVLS nvls, the fastest on
+// idle links (collective_cost). NCCL's PAT is not modelled.
 CollectiveAlgorithm resolved_algorithm(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
                                        const GroupSpan& span, const InstanceType& inst);
 

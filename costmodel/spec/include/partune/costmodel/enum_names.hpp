@@ -44,6 +44,10 @@ const std::vector<EnumName<Checkpointing>>& enum_names<Checkpointing>();
 template <>
 const std::vector<EnumName<CollectiveAlgorithm>>& enum_names<CollectiveAlgorithm>();
 template <>
+const std::vector<EnumName<NcclArch>>& enum_names<NcclArch>();
+template <>
+const std::vector<EnumName<NcclProtocol>>& enum_names<NcclProtocol>();
+template <>
 const std::vector<EnumName<LmHeadStage>>& enum_names<LmHeadStage>();
 template <>
 const std::vector<EnumName<ShardingFlavor>>& enum_names<ShardingFlavor>();

@@ -150,6 +150,25 @@ struct CollectiveProfile {
   bool reduce_scatter_as_all_reduce = false;
 };
 
+// NCCL's tuning model for this instance (nccl_tuner.hpp): the GPU generation whose
+// constant tables apply, the channels a collective runs across nodes, NVLink SHARP, and the
+// job's NCCL_PROTO. `arch: none` (the default, and CPU instances running Gloo): one
+// protocol, a hop costing its link's latency alone.
+enum class NcclArch { none, ampere, hopper, blackwell };
+enum class NcclProtocol { automatic, ll, ll128, simple };
+struct NcclProfile {
+  NcclArch arch = NcclArch::none;
+  // Channels (one thread block each) a collective runs inside a node and across nodes: the
+  // per-channel bandwidth caps multiply them.
+  int channels = 1;
+  int net_channels = 1;
+  // NVLink SHARP all-reduce's algorithm bandwidth (S / t) as a share of intra_node.bw, as
+  // measured; 0: the fabric has no NVLS.
+  double nvls_efficiency = 0;
+  // The job's NCCL_PROTO (cluster.nccl_protocol): automatic lets the tuner pick per call.
+  NcclProtocol protocol = NcclProtocol::automatic;
+};
+
 // What one node costs (the instance-type file's `price:`; 0 = not known), with where the
 // figures come from.
 struct InstancePrice {
@@ -203,6 +222,7 @@ struct InstanceType {
   CollectiveProfile ring;        // NCCL-style rings (GPU kernels)
   CollectiveProfile tree;        // NCCL-style double binary tree
   CollectiveProfile all_to_all;  // SMDDP-style all-to-all (CPU-driven on EFA)
+  NcclProfile nccl;              // the NCCL tuner's tables and choices (collectives.nccl)
   // The dated collective stack (NCCL and network plugin as measured at one time) whose
   // profiles replaced the instance file's `collectives` (cluster.collective_stack, one of
   // its `collective_stacks`); empty: the file's own, today's stack.

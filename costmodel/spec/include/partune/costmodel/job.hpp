@@ -26,7 +26,9 @@ enum class Checkpointing { none, selective, full };
 // `nccl`: what NCCL's tuner picks for the collective, its size and its group (the fastest of
 // its algorithms on idle links: collective.hpp's resolved_algorithm), as a job that leaves
 // NCCL_ALGO unset runs it.
-enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all, nccl };
+// `nvls`: NVLink SHARP (the switch reduces), an all-reduce inside one NVLink domain of an
+// instance whose fabric has it (collectives.nccl.nvls_efficiency); elsewhere a ring.
+enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all, nccl, nvls };
 // Which pipeline stage runs the LM head (logits and loss). `first` is SMP's rule for tied
 // embeddings: modules that share a parameter sit on the same device, so the head reuses
 // stage 0's embedding weight; the last stage sends its output to stage 0 and gets the
