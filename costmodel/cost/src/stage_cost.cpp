@@ -169,8 +169,8 @@ StageCost StageCostModel::cost(int stage) const {
   for (const auto* pass : {&tc.backward, &tc.recompute})
     for (const TensorCollective& c : *pass) (c.overlapped ? overlapped : blocking) += tensor_collective_time(c, stage);
   const double hide = job_.cluster.instance.ring.compute_overlap;
-  s.tensor_forward += overlapped_forward - hide * std::min(overlapped_forward, s.forward);
-  s.tensor_backward = blocking + overlapped - hide * std::min(overlapped, s.backward);
+  s.tensor_forward += exposed_beside(overlapped_forward, hide, s.forward);
+  s.tensor_backward = blocking + exposed_beside(overlapped, hide, s.backward);
   return s;
 }
 

@@ -35,7 +35,7 @@ namespace {
 // fraction: GPU-driven rings hold SMs and HBM bandwidth, slowing the kernels beside
 // them; CPU-driven transfers do not. The simulator applies the same rule.
 double exposed(double comm, double overlap_fraction, double compute) {
-  return comm - overlap_fraction * std::min(compute, comm);
+  return exposed_beside(comm, overlap_fraction, compute);
 }
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / units::GiB); }

@@ -25,6 +25,19 @@ struct StageCollectives {
 };
 StageCollectives stage_tensor_collectives(const Job& job, int stage);
 
+// What `comm` seconds of communication beside `compute` seconds of kernels add to the
+// kernels' time, when the kernels progress at `overlap` of their rate while it runs (a
+// GPU-driven collective holds SMs; the simulator's rule, sim/slowdown.cpp): the
+// kernels end after min(compute / overlap, compute + (1 - overlap) comm), the
+// communication after comm, so the pair takes max(comm - compute, (1 - overlap) comm)
+// beyond the kernels. (Once the communication outlasts the kernels its time is exposed
+// from their end; the slowing then hides under it, not on top.)
+inline double exposed_beside(double comm, double overlap, double compute) {
+  if (comm <= 0) return 0;
+  const double slowed = (1.0 - overlap) * comm;
+  return comm - compute > slowed ? comm - compute : slowed;
+}
+
 struct StageCost {
   double forward = 0, backward = 0, recompute = 0;  // kernels
   double weight = 0;  // of backward, the weight gradients (a split backward's W step)
