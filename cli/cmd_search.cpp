@@ -64,7 +64,8 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
 nlohmann::json run_search_command(const SearchCommand& opt) {
   // Under MPI every rank searches, each simulating a share (mpi_world.hpp); rank 0 prints and writes.
   const launch::MpiWorld world = launch::mpi_world();
-  const Job base = load_job(opt.job, opt.overrides);
+  // The job's parallel: section is where the search starts: only the rules no layout mends apply.
+  const Job base = load_job(opt.job, opt.overrides, JobRules::settings);
   if (opt.execute.candidates > 0 && ::access(launch::runner_path().c_str(), X_OK) != 0) {
     std::cerr << "partune: error: --execute needs the LibTorch backend (build/partune-run), and this build has none\n";
     throw Exit{2};

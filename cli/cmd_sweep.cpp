@@ -33,7 +33,7 @@ struct SweepCommand {
 
 // On a terminal (standard error), the points done; with --search also the current
 // point's own search, which runs for minutes: "[####......] 12/32 simulated (point 2 of 4)".
-void show_progress(search::SweepOptions& so) {
+void show_progress(search::SweepOptions& so, bool searched) {
   auto point = std::make_shared<std::pair<long, long>>(0, 0);  // (done, total)
   auto phase = std::make_shared<std::string>();  // the phase on the line now: a new one clears it first
   auto bar = [phase](long done, long total, const std::string& what, const std::string& label) {
@@ -45,7 +45,7 @@ void show_progress(search::SweepOptions& so) {
     *point = {done, total};
     bar(done, total, "points", "points");
   };
-  if (so.search)
+  if (searched)
     so.search_options.progress = [point, bar](long done, long total, const char* what) {
       bar(done, total, what, fmt::format("{} (point {} of {})", what, point->first + 1, point->second));
     };
@@ -57,20 +57,21 @@ void run_sweep_command(const SweepCommand& opt) {
   const search::SweepJob job = report::sweep_job_file(opt.job, so.overrides);  // a bad job or --set fails here, once
   so.axes = search::job_sweep_axes(job, opt.vary, "--vary");
   if (so.axes.empty()) throw ScenarioError(opt.job, "sweep", "nothing to vary: give --vary KEY=V1,V2 or a sweep: section");
+  const search::MicrobatchPolicy policy = microbatch_policy(job, so);  // searched: --search, or no layout to estimate
   // Under MPI the runtime's threads forbid forking: searched points simulate in fresh processes.
   if (world.mpi) so.search_options.simulate_batch = launch::spawned_simulate_batch();
   so.offset = world.rank;  // under MPI, this rank's share of the points
   so.stride = world.size;
   const bool terminal = ::isatty(STDERR_FILENO) && !opt.json && world.prints();
-  if (terminal) show_progress(so);
+  if (terminal) show_progress(so, policy.searched);
   // Opened first: a --csv path that cannot be written fails before the sweep.
   std::optional<AtomicFile> csv;
   if (!opt.csv.empty() && world.prints()) csv.emplace(opt.csv);
   const std::vector<search::SweepPoint> points = search::run_sweep(job, so);
   if (terminal) std::fprintf(stderr, "\r%100s\r", "");
-  const std::vector<std::string> shares = launch::mpi_all_gather(report::sweep_share(so.axes, points, opt.budget, so.search));
+  const std::vector<std::string> shares = launch::mpi_all_gather(report::sweep_share(so.axes, points, opt.budget, policy.searched));
   if (!world.prints()) return;
-  const report::SweepOutput out = report::sweep_output(opt.job, so.axes, microbatch_policy(job, so), opt.budget, so.search, shares);
+  const report::SweepOutput out = report::sweep_output(opt.job, so.axes, policy, opt.budget, policy.searched, shares);
   if (csv) {
     csv->write(out.csv);
     csv->commit();

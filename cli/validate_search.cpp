@@ -17,7 +17,7 @@ namespace partune::cli {
 
 void validate_search(const std::string& job, const std::vector<std::string>& overrides, const ExecuteOptions& execute,
                      bool json) {
-  const Job base = load_job(job, overrides);
+  const Job base = load_job(job, overrides, JobRules::settings);  // its layout: where the search starts
   search::SearchRequest request;  // the search's defaults
   const bool terminal = ::isatty(STDERR_FILENO) && !json;
   if (terminal) request.options.progress = progress_bar;

@@ -11,9 +11,10 @@ namespace {
 
 // Whether a mapping of the job file sets `key`, itself or through a merge key (<<).
 bool sets_key(const YAML::Node& map, const std::string& key) {
-  if (!map.IsMap()) return false;
+  if (!map.IsDefined() || !map.IsMap()) return false;  // (a key the file does not have: an undefined node)
   if (map[key].IsDefined()) return true;
   const YAML::Node merged = map["<<"];
+  if (!merged.IsDefined()) return false;
   if (merged.IsMap()) return sets_key(merged, key);
   if (merged.IsSequence())
     for (const YAML::Node& m : merged)
@@ -21,35 +22,43 @@ bool sets_key(const YAML::Node& map, const std::string& key) {
   return false;
 }
 
-// Whether the job file (or text) sets parallel.microbatches. Unreadable: no (loading the
-// job says what is wrong).
-bool sets_microbatches(const std::string& path, const std::string& text) {
+// The job file (or text) as YAML; unreadable: null (loading the job says what is wrong).
+YAML::Node job_yaml(const std::string& path, const std::string& text) {
   try {
-    const YAML::Node root = text.empty() ? YAML::LoadFile(path) : YAML::Load(text);
-    return root.IsMap() && sets_key(root["parallel"], "microbatches");
+    return text.empty() ? YAML::LoadFile(path) : YAML::Load(text);
   } catch (const YAML::Exception&) {
-    return false;
+    return YAML::Node();
   }
+}
+
+// What the file itself says of the layout: whether it sets parallel.microbatches, and
+// whether it has a parallel: section at all.
+void read_layout(search::SweepJob& job, const std::string& path, const std::string& text) {
+  const YAML::Node root = job_yaml(path, text);
+  job.file_sets_microbatches = root.IsMap() && sets_key(root["parallel"], "microbatches");
+  job.file_gives_layout = root.IsMap() && sets_key(root, "parallel");
 }
 
 }  // namespace
 
 search::SweepJob sweep_job_file(const std::string& path, const std::vector<std::string>& overrides) {
   search::SweepJob job;
-  job.base = load_job(path, overrides);
+  job.base = load_job(path, overrides, JobRules::settings);
   job.origin = path;
-  job.file_sets_microbatches = sets_microbatches(path, "");
-  job.load = [path](const std::vector<std::string>& o) { return load_job(path, o); };
+  read_layout(job, path, "");
+  job.load = [path](const std::vector<std::string>& o, JobRules rules) { return load_job(path, o, rules); };
   return job;
 }
 
 search::SweepJob sweep_job_text(const std::string& text, const std::string& origin,
                                 const std::vector<std::string>& overrides) {
   search::SweepJob job;
-  job.base = parse_job(text, origin, overrides);
+  job.base = parse_job(text, origin, overrides, JobRules::settings);
   job.origin = origin;
-  job.file_sets_microbatches = sets_microbatches(origin, text);
-  job.load = [text, origin](const std::vector<std::string>& o) { return parse_job(text, origin, o); };
+  read_layout(job, origin, text);
+  job.load = [text, origin](const std::vector<std::string>& o, JobRules rules) {
+    return parse_job(text, origin, o, rules);
+  };
   return job;
 }
 

@@ -90,6 +90,11 @@ std::string sweep_text_row(const search::SweepPoint& p, const SweepBudget& budge
 }
 
 std::string sweep_microbatch_note(const search::MicrobatchPolicy& policy) {
+  if (!policy.searched_because.empty())
+    return fmt::format("points: each searched for its best configuration, as partune search ({}; give one, or --set "
+                       "a layout key, to estimate each point as written); micro-batches: each point's search chooses "
+                       "them\n",
+                       policy.searched_because);
   if (policy.searched) return "micro-batches: each point's search chooses them\n";
   if (!policy.adapted)
     return fmt::format("micro-batches: {} at every point, fixed by {}; a point they do not divide the batch into is "
@@ -163,6 +168,7 @@ nlohmann::json sweep_json_of(const std::vector<search::SweepAxis>& axes, const s
   j["microbatch_policy"] = {{"adapted", policy.adapted && !policy.searched},
                        {"searched", policy.searched},
                        {"fixed_by", text_or_null(policy.fixed_by)},
+                       {"searched_because", text_or_null(policy.searched_because)},
                        {"job_microbatches", policy.microbatches},
                        {"job_microbatch_size", policy.microbatch_size}};
   j["points"] = std::move(points);

@@ -40,6 +40,18 @@ std::vector<int> ends_short(int layers, int chunks) {
   return out;
 }
 
+// A split of `layers` over `chunks` model chunks where they do not divide evenly: Llama 3's
+// (ends_short) where it exists, else the chunks as even as they go, the first and the
+// last (beside the embedding and the head) among the shorter ones. Empty where the layers
+// divide evenly or are fewer than the chunks.
+std::vector<int> uneven_split(int layers, int chunks) {
+  if (std::vector<int> llama = ends_short(layers, chunks); !llama.empty()) return llama;
+  if (chunks < 2 || layers < chunks || layers % chunks == 0) return {};
+  std::vector<int> out(chunks, layers / chunks);
+  for (int extra = layers % chunks, k = 1; extra > 0; --extra, ++k) ++out[static_cast<std::size_t>(k % chunks)];
+  return out;
+}
+
 template <class T>
 std::vector<T> or_default(const std::vector<T>& given, std::vector<T> fallback) {
   return given.empty() ? fallback : given;
@@ -87,7 +99,7 @@ void apply(const Point& p, Job& job) {
   job.parallel.stage_layers.clear();
   job.parallel.lm_head_stage = LmHeadStage::last;
   job.training.gradient_accumulation = 1;
-  if (p.ends_short) job.parallel.stage_layers = ends_short(job.model.layers, p.pipeline * p.virtual_stages);
+  if (p.ends_short) job.parallel.stage_layers = uneven_split(job.model.layers, p.pipeline * p.virtual_stages);
 }
 
 Job make_job(const Job& base, const Point& point) {
@@ -102,8 +114,9 @@ namespace {
 // the memory and kernel knobs; each complete point is checked by the job rules.
 class Enumerator {
  public:
-  Enumerator(const Job& base, const SearchSpace& space, const std::function<void(const Point&)>& visit)
-      : base_(base), space_(space), visit_(visit), scratch_(base) {
+  // `uneven`: also the pipeline degrees that split the layers only unevenly (uneven_split).
+  Enumerator(const Job& base, const SearchSpace& space, const std::function<void(const Point&)>& visit, bool uneven)
+      : base_(base), space_(space), visit_(visit), scratch_(base), uneven_(uneven) {
     // FlashAttention is tried where the job may run it: 16-bit (or fp8) training, or an
     // instance whose kernel takes fp32 (the CPU profiles).
     const bool half = mixed_precision(base.training.precision) || base.cluster.instance.gpu.attention.flash_fp32;
@@ -128,7 +141,7 @@ class Enumerator {
     std::vector<int> pp_all, tp_all;
     // Degrees that split the layers, or split them with the ends one layer short (Llama 3).
     for (int d = 1; d <= std::min(world, m.layers + 2); ++d)
-      if (world % d == 0 && (m.layers % d == 0 || !ends_short(m.layers, d).empty())) pp_all.push_back(d);
+      if (world % d == 0 && (m.layers % d == 0 || !layer_split(d).empty())) pp_all.push_back(d);
     for (int t = 1; t <= G; t *= 2)
       if (m.heads % t == 0 && m.ffn_hidden % t == 0) tp_all.push_back(t);
     for (int pp : or_default(space_.pipeline_degrees, pp_all))
@@ -185,6 +198,12 @@ class Enumerator {
     return out;
   }
 
+  // The uneven split of the layers over `chunks` this walk tries: Llama 3's, or with
+  // uneven_ any (uneven_split).
+  std::vector<int> layer_split(int chunks) const {
+    return uneven_ ? uneven_split(base_.model.layers, chunks) : ends_short(base_.model.layers, chunks);
+  }
+
   // Context parallelism's default degrees: 1, and the powers of two dividing the data
   // axis that split a sequence into 2 cp chunks of whole tokens, kMinContextTokens or
   // more on each rank.
@@ -222,7 +241,7 @@ class Enumerator {
         p.context = cp, p.context_comm = comm;
         p.microbatches = B / (dp * b);
         for (const auto& [sched, v] : schedules(pp)) {
-          p.ends_short = !ends_short(base_.model.layers, pp * v).empty();
+          p.ends_short = !layer_split(pp * v).empty();
           for (PlacementOrder placement : placements) {
             p.schedule = sched, p.virtual_stages = v, p.placement = placement;
             memory_knobs(p, axis);
@@ -280,6 +299,7 @@ class Enumerator {
   const SearchSpace& space_;
   const std::function<void(const Point&)>& visit_;
   Job scratch_;
+  bool uneven_ = false;
   EnumerationStats stats_;
   std::vector<Checkpointing> ckpts_;
   std::vector<bool> offloads_, opt_shards_, grad_shards_, flashes_;
@@ -293,7 +313,15 @@ class Enumerator {
 
 EnumerationStats enumerate(const Job& base, const SearchSpace& space,
                            const std::function<void(const Point&)>& visit) {
-  return Enumerator(base, space, visit).run();
+  const EnumerationStats even = Enumerator(base, space, visit, false).run();
+  if (even.legal > 0) return even;
+  // No even split of the layers gives a legal layout (a batch of 2^k sequences on 72 GPUs
+  // needs a pipeline degree of 9 or 18, which 48 layers do not divide): the uneven ones.
+  EnumerationStats uneven = Enumerator(base, space, visit, true).run();
+  uneven.considered += even.considered;
+  uneven.invalid += even.invalid;
+  uneven.duplicates += even.duplicates;
+  return uneven;
 }
 
 std::string describe(const Job& job) {
@@ -329,6 +357,8 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
                         "slowest first; the last letter's groups are consecutive ranks (inside a node)"},
       {"ckpt-selective", "activation checkpointing: attention's score part recomputed in backward"},
       {"ckpt-full", "activation checkpointing: each layer's forward recomputed in backward"},
+      {"ckpt-op", "activation checkpointing, torchtitan's op-level policy: every other matmul and the element-wise ops "
+                  "recomputed"},
       {"(N/stage)", "checkpointing on the first N layers of each stage only (else all of them)"},
       {"offload", "checkpointed activations kept in host memory"},
       {"offload-opt", "optimizer state and master weights in host memory (ZeRO-Offload)"},

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "partune/costmodel/error.hpp"
+#include "partune/search/knobs.hpp"
 
 namespace partune::search {
 
@@ -48,7 +49,27 @@ std::vector<std::string> values_of(const std::vector<SweepAxis>& axes, long inde
 
 bool is_microbatches_key(const std::string& key) { return key == "microbatches" || key == "parallel.microbatches"; }
 
-Job load_point(const SweepJob& job, const std::vector<std::string>& overrides) { return job.load(overrides); }
+// The point as written, held to every job rule (it is estimated as it is).
+Job load_point(const SweepJob& job, const std::vector<std::string>& overrides) {
+  return job.load(overrides, JobRules::every);
+}
+
+// Whether a --set or axis key names the parallel layout: a key of parallel: or one of the
+// search's knobs (its short name).
+bool names_layout(const std::string& key) {
+  if (key.rfind("parallel.", 0) == 0 || is_microbatches_key(key)) return true;
+  return std::any_of(knobs().begin(), knobs().end(), [&](const Knob& k) { return key == k.key; });
+}
+
+// Why a sweep without --search searches its points: the job gives no layout to estimate.
+std::string search_reason(const SweepJob& job, const SweepOptions& o) {
+  if (o.search || job.file_gives_layout) return "";
+  for (const SweepAxis& a : o.axes)
+    if (names_layout(a.key)) return "";
+  for (const std::string& set : o.overrides)
+    if (names_layout(set.substr(0, set.find('=')))) return "";
+  return "the job file gives no parallel: section";
+}
 
 // The error names one of the keys the micro-batch rules name (check_job's rules 9 and 12).
 bool microbatch_violation(const ScenarioError& e) {
@@ -126,21 +147,11 @@ Job point_job(const SweepJob& sj, const MicrobatchPolicy& policy, const std::vec
   return job;
 }
 
-SweepPoint evaluate(const SweepJob& sj, const SweepOptions& o, const MicrobatchPolicy& policy, long index) {
-  SweepPoint p;
-  p.index = index;
-  p.values = values_of(o.axes, index);
-  std::vector<std::string> overrides = o.overrides;
-  for (std::size_t a = 0; a < o.axes.size(); ++a) overrides.push_back(o.axes[a].key + "=" + p.values[a]);
-  p.job = point_job(sj, policy, overrides);  // a ScenarioError goes to the caller
-  p.configuration = describe(p.job);
-  if (!o.search) {
-    p.metrics = estimate(p.job);
-    p.has_metrics = true;
-    p.status = p.metrics.fits ? PointStatus::fits : PointStatus::does_not_fit;
-    p.reason = p.metrics.not_fit_reason;
-    return p;
-  }
+// A point searched: its job's layout is where the search starts (JobRules::settings), its
+// best configuration the point.
+SweepPoint searched_point(const SweepJob& sj, const SweepOptions& o, SweepPoint p,
+                          const std::vector<std::string>& overrides) {
+  p.job = sj.load(overrides, JobRules::settings);  // a ScenarioError goes to the caller
   SearchSpace space;
   for (const std::string& f : p.job.search_restrictions) restrict_space(space, f);
   const SearchReport r = run_search(p.job, space, o.search_options);
@@ -159,6 +170,23 @@ SweepPoint evaluate(const SweepJob& sj, const SweepOptions& o, const MicrobatchP
   return p;
 }
 
+SweepPoint evaluate(const SweepJob& sj, const SweepOptions& o, const MicrobatchPolicy& policy, long index) {
+  SweepPoint p;
+  p.index = index;
+  p.values = values_of(o.axes, index);
+  std::vector<std::string> overrides = o.overrides;
+  for (std::size_t a = 0; a < o.axes.size(); ++a) overrides.push_back(o.axes[a].key + "=" + p.values[a]);
+  if (policy.searched) return searched_point(sj, o, std::move(p), overrides);
+  p.job = point_job(sj, policy, overrides);  // a ScenarioError goes to the caller
+  p.configuration = describe(p.job);
+  p.metrics = estimate(p.job);
+  p.has_metrics = true;
+  p.status = p.metrics.fits ? PointStatus::fits : PointStatus::does_not_fit;
+  p.reason = p.metrics.not_fit_reason;
+  return p;
+}
+
+
 }  // namespace
 
 const char* to_string(PointStatus s) {
@@ -173,16 +201,17 @@ const char* to_string(PointStatus s) {
 MicrobatchPolicy microbatch_policy(const SweepJob& job, const SweepOptions& o) {
   MicrobatchPolicy policy;
   policy.microbatches = job.base.parallel.microbatches;
-  policy.microbatch_size = job.base.microbatch_size();
+  policy.microbatch_size = std::max(1, job.base.microbatch_size());  // 0 where the base's layout does not split the batch
   for (const SweepAxis& a : o.axes)
     if (is_microbatches_key(a.key)) policy.fixed_by = "the axis " + a.key;
   for (auto it = o.overrides.rbegin(); it != o.overrides.rend() && policy.fixed_by.empty(); ++it)
     if (is_microbatches_key(it->substr(0, it->find('=')))) policy.fixed_by = "--set " + *it;
   if (policy.fixed_by.empty() && job.file_sets_microbatches)
     policy.fixed_by = "the job file's parallel.microbatches";
-  policy.searched = o.search;
+  policy.searched_because = search_reason(job, o);
+  policy.searched = o.search || !policy.searched_because.empty();
   // A search chooses its own: the job's only have to let each point load.
-  policy.adapted = o.search || policy.fixed_by.empty();
+  policy.adapted = policy.searched || policy.fixed_by.empty();
   return policy;
 }
 
@@ -260,7 +289,7 @@ std::vector<SweepPoint> run_sweep(const SweepJob& job, const SweepOptions& o) {
   // The search uses every core for its simulations, which fork: its points go one at a
   // time on the calling thread (a process that forks must run one thread).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const int threads = o.search ? 1 : (o.threads > 0 ? o.threads : static_cast<int>(cores));
+  const int threads = policy.searched ? 1 : (o.threads > 0 ? o.threads : static_cast<int>(cores));
   if (threads == 1 || mine.size() <= 1) {
     for (std::size_t k = 0; k < mine.size(); ++k) {
       if (o.progress) o.progress(static_cast<long>(k), static_cast<long>(mine.size()));

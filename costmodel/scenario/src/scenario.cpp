@@ -428,7 +428,7 @@ std::vector<std::string> key_value_lists(const Reader& sr, bool any_value) {
   return out;
 }
 
-Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix) {
+Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix, JobRules rules) {
   const Reader r(root, file, key_prefix);
   r.allow_only({"kind", "name", "description", "model", "cluster", "training", "parallel", "search", "sweep"});
   if (r.has("kind") && r.get_string("kind") != "job") r.fail("kind", "expected 'job'");
@@ -457,12 +457,12 @@ Job parse_job_node(YAML::Node root, const std::string& file, const std::string& 
   if (r.has("parallel")) parse_parallel(r.child("parallel"), job.parallel);
   if (r.has("parallel") && r.child("parallel").has("data_parallel_degree")) {
     const int given = r.child("parallel").get_int("data_parallel_degree", 1, limits::kMaxRanks);
-    if (given != job.data_parallel_degree())
+    if (rules == JobRules::every && given != job.data_parallel_degree())  // else the search derives it anew
       r.child("parallel").fail("data_parallel_degree",
                                "is derived (GPUs / (pp * tp * cp) = " + std::to_string(job.data_parallel_degree()) +
                                    "); the file says " + std::to_string(given));
   }
-  if (const JobViolation v = check_job(job))
+  if (const JobViolation v = check_job(job, rules))
     throw ScenarioError(file, key_prefix.empty() ? v.key : key_prefix + "." + v.key, v.reason);
   return job;
 }
@@ -503,21 +503,21 @@ ModelSpec load_model(const std::string& name_or_path) {
 }
 
 Job parse_job(const std::string& yaml_text, const std::string& origin,
-              const std::vector<std::string>& overrides) {
+              const std::vector<std::string>& overrides, JobRules rules) {
   return refusing_other_errors(origin, [&] {
     YAML::Node root = detail::parse_yaml_text(yaml_text, origin);
     if (!root.IsMap()) throw ScenarioError(origin, "", "a job file must be a mapping");
     for (const auto& o : overrides) detail::apply_override(root, o, origin);
-    return detail::parse_job_node(root, origin, "");
+    return detail::parse_job_node(root, origin, "", rules);
   });
 }
 
-Job load_job(const std::string& path, const std::vector<std::string>& overrides) {
+Job load_job(const std::string& path, const std::vector<std::string>& overrides, JobRules rules) {
   return refusing_other_errors(path, [&] {
     YAML::Node root = detail::load_yaml_file(path);
     if (!root.IsMap()) throw ScenarioError(path, "", "a job file must be a mapping");
     for (const auto& o : overrides) detail::apply_override(root, o, path);
-    return detail::parse_job_node(root, path, "");
+    return detail::parse_job_node(root, path, "", rules);
   });
 }
 

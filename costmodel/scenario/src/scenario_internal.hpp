@@ -5,6 +5,7 @@
 #include <string>
 
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/job_rules.hpp"
 #include "yaml_reader.hpp"
 
 namespace partune::detail {
@@ -48,6 +49,7 @@ ModelSpec parse_model(const Reader& r);
 // collectives (empty: the collectives).
 InstanceType parse_instance_type(const Reader& r, const std::string& collective_stack = "");
 Cluster parse_cluster(const Reader& r);
-Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix);
+Job parse_job_node(YAML::Node root, const std::string& file, const std::string& key_prefix,
+                   JobRules rules = JobRules::every);
 
 }  // namespace partune::detail

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "partune/costmodel/enum_names.hpp"
+#include "partune/costmodel/job_rules.hpp"
 
 namespace partune {
 
@@ -386,8 +387,9 @@ JobViolation check_pipeline(const Job& job) {
   return {};
 }
 
-// Checkpointing, the interleaved schedule's micro-batches, offloading, kernels and precision.
-JobViolation check_memory_and_kernels(const Job& job) {
+// Checkpointing, the interleaved schedule's micro-batches, offloading, FlashAttention's
+// precision and sequence parallelism: the knobs a search turns.
+JobViolation check_memory(const Job& job) {
   const auto& m = job.model;
   const auto& pc = job.parallel;
   const auto& tc = job.training;
@@ -431,6 +433,15 @@ JobViolation check_memory_and_kernels(const Job& job) {
   if (pc.sequence_parallel && m.seq_len % tp != 0)
     return bad("parallel.sequence_parallel", fmt::format("the sequence length {} does not split over tensor "
                                                          "degree {}", m.seq_len, tp));
+  return {};
+}
+
+// The training's own settings against the instance type: the fp8 recipe, the attention
+// kernel and the precision's peak. No parallel layout breaks or mends them.
+JobViolation check_training(const Job& job) {
+  const auto& tc = job.training;
+  if (tc.global_batch < 1) return bad("training.global_batch", "must be >= 1");
+  if (tc.gradient_accumulation < 1) return bad("training.gradient_accumulation", "must be >= 1");
   if (tc.fp8_recipe == Fp8Recipe::current && tc.precision != Precision::fp8)
     return bad("training.fp8_recipe", fmt::format("current scales per-tensor fp8 operands; precision {} has {}",
                                                   to_string(tc.precision),
@@ -453,11 +464,8 @@ JobViolation check_memory_and_kernels(const Job& job) {
   return {};
 }
 
-}  // namespace
-
-// parallel.sharding: a knob the flavour does not have is a mistake, not a no-op; gradient
-// sharding (ZeRO-2) goes with the optimizer state's, over data-parallel ranks.
-JobViolation check_sharding(const Job& job) {
+// Gradient sharding (ZeRO-2) goes with the optimizer state's, over data-parallel ranks.
+JobViolation check_gradient_sharding(const Job& job) {
   const ParallelConfig& pc = job.parallel;
   if (pc.shard_gradients && pc.sharded_data_parallel_degree > 1)
     return bad("parallel.shard_gradients",
@@ -466,6 +474,12 @@ JobViolation check_sharding(const Job& job) {
     return bad("parallel.shard_gradients",
                "a rank keeps the gradient slice its optimizer-state slice updates (ZeRO-2): turn on "
                "shard_optimizer_state as well");
+  return {};
+}
+
+// The sharding flavour's knobs (not a search's): each applies to its flavours only.
+JobViolation check_sharding_knobs(const Job& job) {
+  const ParallelConfig& pc = job.parallel;
   const ShardingConfig& s = pc.sharding;
   const bool fsdp = pc.sharding_flavor == ShardingFlavor::fsdp;
   const char* flavor = to_string(pc.sharding_flavor);
@@ -481,10 +495,28 @@ JobViolation check_sharding(const Job& job) {
   return {};
 }
 
+// parallel.sharding: a knob the flavour does not have is a mistake, not a no-op.
+JobViolation check_sharding(const Job& job) {
+  if (JobViolation v = check_gradient_sharding(job)) return v;
+  return check_sharding_knobs(job);
+}
+
+}  // namespace
+
 JobViolation check_job(const Job& job) {
-  for (auto check : {check_degrees, check_batch, check_pipeline, check_memory_and_kernels, check_sharding})
+  for (auto check : {check_degrees, check_batch, check_pipeline, check_memory, check_training, check_sharding})
     if (JobViolation v = check(job)) return v;
   return {};
+}
+
+JobViolation check_job_settings(const Job& job) {
+  for (auto check : {check_training, check_sharding_knobs})
+    if (JobViolation v = check(job)) return v;
+  return {};
+}
+
+JobViolation check_job(const Job& job, JobRules rules) {
+  return rules == JobRules::every ? check_job(job) : check_job_settings(job);
 }
 
 }  // namespace partune

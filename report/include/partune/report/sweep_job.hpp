@@ -1,8 +1,10 @@
 #pragma once
 // The job a sweep varies (search::SweepJob), loaded here at the edge: the job file (or
-// the Python module's text) with the sweep's --set overrides, checked once; each point
-// is the same file with its own keys set by costmodel's loader (load_job / parse_job
-// with --set overrides); and whether the file itself fixes parallel.microbatches.
+// the Python module's text) with the sweep's --set overrides, checked once (every key and
+// value, and the job rules but those on the parallel layout: JobRules::settings); each
+// point is the same file with its own keys set by costmodel's loader (load_job /
+// parse_job with --set overrides); whether the file itself fixes parallel.microbatches,
+// and whether it has a parallel: section.
 #include <string>
 #include <vector>
 

@@ -72,7 +72,9 @@ struct Point {
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   int checkpointed_layers = -1;
   // Where the layers do not split over pipeline x virtual_stages chunks but layers + 2 do:
-  // Llama 3's stages, the first and the last chunk one layer short (stage_layers).
+  // Llama 3's stages, the first and the last chunk one layer short (stage_layers). Where
+  // no even split gives a legal layout at all, also the pipeline degrees that split the
+  // layers only unevenly: the chunks as even as they go, the ends among the shorter.
   bool ends_short = false;
 };
 
@@ -86,7 +88,9 @@ struct EnumerationStats {
   long duplicates = 0;   // placements giving the same communication groups as another
   long legal = 0;
 };
-// Calls `visit` for every legal, distinct point, in a deterministic order.
+// Calls `visit` for every legal, distinct point, in a deterministic order. Where no point
+// with evenly split layers (or Llama 3's ends one layer short) is legal, the pipeline
+// degrees that split the layers unevenly are tried too.
 EnumerationStats enumerate(const Job& base, const SearchSpace& space,
                            const std::function<void(const Point&)>& visit);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/job_rules.hpp"
 #include "partune/search/tuner.hpp"
 
 namespace partune::search {
@@ -27,16 +28,22 @@ std::vector<SweepAxis> sweep_axes(const std::vector<std::string>& from_file, con
 long sweep_size(const std::vector<SweepAxis>& axes);
 
 // The job a sweep varies, loaded once by its caller. `load` gives the job file again with
-// a list of --set overrides applied (costmodel's load_job or parse_job over the file the
-// caller read: each point's keys, and the probes of its micro-batches); `base` is
-// load(the sweep's own --set overrides), the job as the caller checked it. `origin` names
-// the job in errors. `file_sets_microbatches`: the file itself sets parallel.microbatches
-// (the caller reads that from the file; MicrobatchPolicy keeps them then).
+// a list of --set overrides applied, held to `rules` (costmodel's load_job or parse_job
+// over the file the caller read: each point's keys, and the probes of its micro-batches;
+// JobRules::every for a point estimated as written, JobRules::settings for a point
+// searched); `base` is load(the sweep's own --set overrides, JobRules::settings), the job
+// as the caller checked it: its parallel layout need not be legal, since the points'
+// searches or micro-batches change it. `origin` names the job in errors.
+// `file_sets_microbatches`: the file itself sets parallel.microbatches (the caller reads
+// that from the file; MicrobatchPolicy keeps them then). `file_gives_layout`: the file
+// has a parallel: section (without one, and no --set or axis of a layout key, the sweep
+// searches each point: there is no layout to estimate).
 struct SweepJob {
   Job base;
   std::string origin;
   bool file_sets_microbatches = false;
-  std::function<Job(const std::vector<std::string>& overrides)> load;
+  bool file_gives_layout = true;
+  std::function<Job(const std::vector<std::string>& overrides, JobRules rules)> load;
 };
 
 // The axes of a sweep of `job`: its file's sweep: section, then `vary` (sweep_axes). A bad
@@ -68,12 +75,16 @@ struct SweepOptions {
 // (the job's own only have to let the point load).
 struct MicrobatchPolicy {
   bool adapted = false;     // the sweep sets them at each point
-  bool searched = false;    // each point's search chooses them
+  bool searched = false;    // each point's search chooses them (SweepOptions::search, or searched_because)
+  // Searched without --search: why ("the job file gives no parallel: section"); else empty.
+  std::string searched_because;
   std::string fixed_by;     // not adapted: what fixes them ("the job file's parallel.microbatches", ...)
   int microbatches = 0;     // the job's own (with the --set overrides)
   int microbatch_size = 0;  // sequences per micro-batch the job's own give (adapted: kept where it divides)
 };
-// The policy of this sweep.
+// The policy of this sweep. A job whose file gives no parallel: section, where neither
+// --set nor an axis names a layout key (a search knob, or parallel.*), is searched at
+// every point even without options.search, and the policy says why.
 MicrobatchPolicy microbatch_policy(const SweepJob& job, const SweepOptions& options);
 
 // What became of a point: a consistent job that fits in memory; a consistent job that
