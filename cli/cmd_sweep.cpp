@@ -20,7 +20,6 @@
 #include "partune/report/sweep_report.hpp"
 
 namespace partune::cli {
-
 namespace {
 
 struct SweepCommand {

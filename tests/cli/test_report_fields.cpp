@@ -99,12 +99,12 @@ TEST_CASE("sweep job: the file's own micro-batches fix them; each point loads wi
   CHECK(fixed.file_sets_microbatches);
   CHECK(fixed.base.cluster.nodes == 8);  // the sweep's own --set
   CHECK(fixed.base.parallel.microbatches == 2);
-  const Job point = fixed.load({"nodes=4", "microbatches=4"});
+  const Job point = fixed.load({"nodes=4", "microbatches=4"}, JobRules::every);
   CHECK(point.cluster.nodes == 4);
   CHECK(point.parallel.microbatches == 4);
   // From the file: the shipped job sets its micro-batches (48).
   const search::SweepJob shipped = sweep_job_file(kJob, {});
   CHECK(shipped.file_sets_microbatches);
   CHECK(shipped.base.parallel.microbatches == 48);
-  CHECK(shipped.load({"nodes=8"}).cluster.nodes == 8);
+  CHECK(shipped.load({"nodes=8"}, JobRules::every).cluster.nodes == 8);
 }
