@@ -33,6 +33,10 @@ double monotonic_seconds() {
 }
 
 void check_executable(const Job& job, const RankProgram& program) {
+  if (job.parallel.activation_checkpointing == Checkpointing::op)
+    throw UnsupportedInstruction(
+        "parallel.activation_checkpointing: op (torchtitan's op-level selective checkpointing) is priced by the cost "
+        "model but not run by the LibTorch backend (it runs none, selective and full)");
   const int v = job.parallel.virtual_stages;
   const bool sharded = job.parallel.sharded_data_parallel_degree > 1;
   for (std::size_t i = 0; i < program.ops.size(); ++i) {

@@ -172,8 +172,23 @@ void add_op(const GpuProfile& gpu, const PlanOp& op, double compute, const Kerne
 
 }  // namespace
 
+// `share` of an op's forward, as the separate kernels a fused op stands for (the matmuls
+// Checkpointing::op repeats of a fused GEMM): its compute, work and launches scaled, one
+// launch at least.
+void add_op_share(const GpuProfile& gpu, const PlanOp& op, double share, double compute, const KernelWork& work,
+                  int compute_kernels, bool host_dispatch, PassTime& pass) {
+  if (share <= 0) return;
+  if (share >= 1) return add_op(gpu, op, compute, work, compute_kernels, host_dispatch, pass);
+  KernelWork part;
+  for (int i = 0; i < kKernelClasses; ++i)
+    if (work.kernels[i] > 0 || work.bytes[i] > 0)
+      part.add(static_cast<KernelClass>(i), share * work.bytes[i], static_cast<int>(std::ceil(share * work.kernels[i])));
+  add_op(gpu, op, share * compute, part, std::max(1, static_cast<int>(std::ceil(share * compute_kernels))), host_dispatch,
+         pass);
+}
+
 LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention) {
-  PassTime fwd, bwd, selective, full;  // the last two: the forward of the recomputed ops
+  PassTime fwd, bwd, selective, full, by_op;  // the last three: the forward of the recomputed ops
   double weight = 0;                   // the GEMMs' weight gradients, of bwd
   const bool dispatch = plan.host_dispatch;
   for (const PlanOp& op : plan.ops) {
@@ -192,6 +207,7 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
     weight += t.weight;
     if (recomputed(op, Checkpointing::selective)) add_op(gpu, op, t.fwd, op.forward_work, kf, dispatch, selective);
     if (recomputed(op, Checkpointing::full)) add_op(gpu, op, t.fwd, op.forward_work, kf, dispatch, full);
+    add_op_share(gpu, op, recompute_share(op, Checkpointing::op), t.fwd, op.forward_work, kf, dispatch, by_op);
   }
   LayerTime lt;
   lt.gemm_fwd = fwd.gemm;
@@ -209,6 +225,7 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
   lt.gemm_weight_bwd = weight;
   lt.recompute_selective = selective.total();
   lt.recompute_full = full.total();
+  lt.recompute_op = by_op.total();
   if (plan.part == PlanPart::layer) {  // the host's fixed work per layer and micro-batch
     lt.elementwise_fwd += gpu.layer_overhead_fwd;
     lt.elementwise_bwd += gpu.layer_overhead_bwd;

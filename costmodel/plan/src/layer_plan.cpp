@@ -143,6 +143,7 @@ static LayerPlan build_transformer_layer_plan(const ModelSpec& m, const PlanConf
   p.gemm(PlanOpRole::fc2, f / t, h, 2.0 * T * f / t, b * h);
   if (m.bias) p.shard_gradient(h);
   mlp_exit(p);
+  apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
   return std::move(p.plan);
 }
 
@@ -196,6 +197,7 @@ static LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   // dispatch, not a GEMM.)
   for (PlanOp& op : p.plan.ops)
     if (op.role == PlanOpRole::mlp_in || op.role == PlanOpRole::mlp_out) op.comm_beside_gemm = false;
+  apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
   return std::move(p.plan);
 }
 
@@ -224,6 +226,7 @@ static LayerPlan build_embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   if (learned) p.shard_gradient(positions);
   // The vocabulary-parallel lookup leaves partial sums on every tensor rank.
   p.comm(PlanOpRole::embedding_out, p.exit(), p.activation_bytes());
+  apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
   return std::move(p.plan);
 }
 
@@ -255,6 +258,7 @@ static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
   p.plan.ops.push_back(loss);
   // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
   p.comm(PlanOpRole::loss_reduce, Conjugate::loss_reduce, 4.0 * T, 3);
+  apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
   return std::move(p.plan);
 }
 
@@ -288,16 +292,24 @@ double LayerPlan::attention_flops() const {
   return sum;
 }
 
-bool recomputed(const PlanOp& op, Checkpointing policy) {
-  switch (policy) {
-    case Checkpointing::none: return false;
-    case Checkpointing::selective: return op.selective_recompute;
-    case Checkpointing::full:
-      return op.kind != PlanOpKind::tensor_comm && op.kind != PlanOpKind::expert_comm &&
-             op.kind != PlanOpKind::context_comm;
-  }
-  return false;
+namespace {
+bool computes(const PlanOp& op) {
+  return op.kind != PlanOpKind::tensor_comm && op.kind != PlanOpKind::expert_comm &&
+         op.kind != PlanOpKind::context_comm;
 }
+}  // namespace
+
+double recompute_share(const PlanOp& op, Checkpointing policy) {
+  switch (policy) {
+    case Checkpointing::none: return 0.0;
+    case Checkpointing::selective: return op.selective_recompute ? 1.0 : 0.0;
+    case Checkpointing::full: return computes(op) ? 1.0 : 0.0;
+    case Checkpointing::op: return computes(op) ? op.op_recompute : 0.0;
+  }
+  return 0.0;
+}
+
+bool recomputed(const PlanOp& op, Checkpointing policy) { return recompute_share(op, policy) > 0; }
 
 namespace {
 // What `op` keeps for backward under `policy`: nothing of its own under full (the layer
@@ -305,13 +317,14 @@ namespace {
 // recomputable ones.
 double kept_bytes(const PlanOp& op, Checkpointing policy) {
   if (policy == Checkpointing::full) return 0.0;
+  if (policy == Checkpointing::op) return op.op_saved;
   return op.stored + (recomputed(op, policy) ? 0.0 : op.recomputable);
 }
 }  // namespace
 
 double LayerPlan::stored_bytes(Checkpointing policy) const {
   if (policy == Checkpointing::full) return input_bytes;
-  double sum = 0;
+  double sum = policy == Checkpointing::op && part == PlanPart::layer ? input_bytes : 0.0;
   for (const PlanOp& op : ops) sum += kept_bytes(op, policy);
   return sum;
 }
@@ -326,17 +339,20 @@ double LayerPlan::weight_gradient_bytes(double element_bytes) const {
 double LayerPlan::recomputed_flops(Checkpointing policy) const {
   double gemm = 0, attention = 0;  // summed as forward_flops sums them
   for (const PlanOp& op : ops) {
-    if (!recomputed(op, policy)) continue;
-    if (op.kind == PlanOpKind::gemm) gemm += op.flops;
-    if (op.kind == PlanOpKind::attention_core) attention += op.flops;
+    const double share = recompute_share(op, policy);
+    if (share <= 0) continue;
+    if (op.kind == PlanOpKind::gemm) gemm += share * op.flops;
+    if (op.kind == PlanOpKind::attention_core) attention += share * op.flops;
   }
   return gemm + attention;
 }
 
 double LayerPlan::recomputed_bytes(Checkpointing policy) const {
   double sum = 0;
-  for (const PlanOp& op : ops)
-    if (recomputed(op, policy)) sum += op.stored + op.recomputable - kept_bytes(op, policy);
+  for (const PlanOp& op : ops) {
+    const double share = recompute_share(op, policy);
+    if (share > 0) sum += std::max(0.0, share * (op.stored + op.recomputable) - kept_bytes(op, policy));
+  }
   return sum;
 }
 

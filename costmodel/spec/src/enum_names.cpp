@@ -58,7 +58,8 @@ const std::vector<EnumName<PipelineSchedule>>& enum_names<PipelineSchedule>() {
 template <>
 const std::vector<EnumName<Checkpointing>>& enum_names<Checkpointing>() {
   static const std::vector<EnumName<Checkpointing>> table = {
-      {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"}};
+      {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"},
+      {Checkpointing::op, "op"}};
   return table;
 }
 

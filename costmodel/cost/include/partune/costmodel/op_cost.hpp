@@ -51,6 +51,7 @@ struct LayerTime {
   // recomputation (layer_plan.hpp's `recomputed`), summed as forward() sums them.
   double recompute_selective = 0;
   double recompute_full = 0;
+  double recompute_op = 0;  // Checkpointing::op: its shares of the ops (recompute_share)
 
   double forward() const { return gemm_fwd + attention_fwd + elementwise_fwd; }
   double backward() const { return gemm_bwd + attention_bwd + elementwise_bwd; }
@@ -58,7 +59,13 @@ struct LayerTime {
   double backward_input() const { return backward() - gemm_weight_bwd; }
   // Forward work repeated in backward under the checkpointing policy.
   double recompute(Checkpointing c) const {
-    return c == Checkpointing::full ? recompute_full : c == Checkpointing::selective ? recompute_selective : 0.0;
+    switch (c) {
+      case Checkpointing::full: return recompute_full;
+      case Checkpointing::selective: return recompute_selective;
+      case Checkpointing::op: return recompute_op;
+      case Checkpointing::none: break;
+    }
+    return 0.0;
   }
 };
 

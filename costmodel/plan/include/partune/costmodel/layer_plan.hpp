@@ -180,6 +180,12 @@ struct PlanOp {
   // `recomputable` bytes (the attention core, Korthikanti et al. 2022 §4.2). Full
   // recomputation repeats every op that computes (`recomputed` below).
   bool selective_recompute = false;
+  // Checkpointing::op (torchtitan's op-level rule, apply_op_checkpointing): the share of the
+  // op's forward its backward repeats, and the bytes it keeps (the outputs of the matmuls
+  // and the attention kernel the rule saves). A fused GEMM (QKV, SwiGLU's gate and up) is
+  // the separate matmuls torchtitan runs: the rule saves some of them and repeats the rest.
+  double op_recompute = 1;
+  double op_saved = 0;
   // tensor_comm: the conjugate and its payload (collective.hpp's S: the full activation).
   // context_comm: the exchange and its payload (S of the collectives it runs).
   Conjugate conjugate = Conjugate::f;
@@ -255,6 +261,17 @@ struct LayerPlan {
 // (op_cost.hpp's LayerTime::recompute) all filter the plan's ops through it. The tensor
 // collectives repeated under full are tensor_collectives' PlanPass::recompute.
 bool recomputed(const PlanOp& op, Checkpointing policy);
+// The share of `op`'s forward that backward repeats under `policy`: 0 or 1, but for a
+// fused GEMM under Checkpointing::op (PlanOp::op_recompute).
+double recompute_share(const PlanOp& op, Checkpointing policy);
+
+// Marks a layer plan's ops for Checkpointing::op, as torchtitan's policy
+// (_get_custom_policy in its activation checkpointing) runs over its modules: the attention
+// kernel's output and its log-sum-exp are kept; of the aten.mm calls in forward order (wq,
+// wk, wv, wo, w1, w3, w2 for a LLaMA layer) every other one is repeated, the first, third,
+// ... kept; everything else (norms, rotary, activations, residuals, grouped expert GEMMs)
+// is repeated. `eb`: bytes an activation element.
+void apply_op_checkpointing(LayerPlan& plan, const ModelSpec& m, int tensor_degree, double eb);
 
 // What a plan depends on besides the model.
 struct PlanConfig {

@@ -22,7 +22,11 @@ enum class PipelineSchedule { simple, interleaved, zb_h1, zbv, dualpipev };
 inline bool v_shaped(PipelineSchedule s) { return s == PipelineSchedule::zbv || s == PipelineSchedule::dualpipev; }
 // Whether the schedule computes input and weight gradients apart (the zero-bubble ones).
 inline bool splits_backward(PipelineSchedule s) { return s == PipelineSchedule::zb_h1 || v_shaped(s); }
-enum class Checkpointing { none, selective, full };
+// `op`: torchtitan's op-level selective checkpointing (selective_ac_option "op"): each layer
+// keeps its input, the attention kernel's output and every other matmul's output (the
+// first, third, ... of its separate projections), and its backward repeats the rest
+// (layer_plan.hpp's recompute_share).
+enum class Checkpointing { none, selective, full, op };
 // `nccl`: what NCCL's tuner picks for the collective, its size and its group (the fastest of
 // its algorithms on idle links: collective.hpp's resolved_algorithm), as a job that leaves
 // NCCL_ALGO unset runs it.
