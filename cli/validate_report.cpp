@@ -48,6 +48,7 @@ std::string layout(const Job& job) {
   if (pc.activation_checkpointing == Checkpointing::full) s += " ckpt-full";
   if (pc.activation_checkpointing == Checkpointing::selective) s += " ckpt-sel";
   if (pc.activation_checkpointing == Checkpointing::op) s += " ckpt-op";
+  if (pc.activation_checkpointing == Checkpointing::dots) s += " ckpt-dots";
   if (pc.offload_activations) s += " offload";
   if (job.training.gradient_accumulation > 1) s += fmt::format(" ga{}", job.training.gradient_accumulation);
   if (job.lm_head_on_first_stage()) s += " head-first";

@@ -33,10 +33,11 @@ double monotonic_seconds() {
 }
 
 void check_executable(const Job& job, const RankProgram& program) {
-  if (job.parallel.activation_checkpointing == Checkpointing::op)
-    throw UnsupportedInstruction(
-        "parallel.activation_checkpointing: op (torchtitan's op-level selective checkpointing) is priced by the cost "
-        "model but not run by the LibTorch backend (it runs none, selective and full)");
+  if (const Checkpointing c = job.parallel.activation_checkpointing; c == Checkpointing::op || c == Checkpointing::dots)
+    throw UnsupportedInstruction(fmt::format(
+        "parallel.activation_checkpointing: {} (a stack's per-matmul checkpointing) is priced by the cost model but "
+        "not run by the LibTorch backend (it runs none, selective and full)",
+        to_string(c)));
   const int v = job.parallel.virtual_stages;
   const bool sharded = job.parallel.sharded_data_parallel_degree > 1;
   for (std::size_t i = 0; i < program.ops.size(); ++i) {

@@ -359,6 +359,8 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"ckpt-full", "activation checkpointing: each layer's forward recomputed in backward"},
       {"ckpt-op", "activation checkpointing, torchtitan's op-level policy: every other matmul and the element-wise ops "
                   "recomputed"},
+      {"ckpt-dots", "activation checkpointing, JAX's checkpoint_dots (MaxText's minimal): the element-wise ops "
+                    "recomputed"},
       {"(N/stage)", "checkpointing on the first N layers of each stage only (else all of them)"},
       {"offload", "checkpointed activations kept in host memory"},
       {"offload-opt", "optimizer state and master weights in host memory (ZeRO-Offload)"},

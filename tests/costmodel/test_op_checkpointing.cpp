@@ -68,3 +68,25 @@ TEST_CASE("op checkpointing: the recompute's time, the estimate, the key and the
   CHECK(e_op.memory.activations < e_none.memory.activations);
   CHECK(parse_job(job_yaml(op, "again"), "again.yaml").parallel.activation_checkpointing == Checkpointing::op);
 }
+
+// Checkpointing::dots: JAX's checkpoint_dots as MaxText's remat_policy minimal_flash runs it
+// (every weight matmul's output and the attention context kept). LLaMA-2 7B (hidden 4096,
+// 32 heads without grouping, SwiGLU 11008) at 4096 tokens.
+TEST_CASE("dots checkpointing keeps every matmul's output and repeats only the element-wise ops", "[checkpointing]") {
+  const Job j = parse_job("model: {base: llama-2-7b, seq_len: 4096}\n"
+                          "cluster: {instance_type: p5.48xlarge, nodes: 1}\n"
+                          "training: {global_batch: 8, precision: bf16}\n"
+                          "parallel: {flash_attention: true, activation_checkpointing: dots}\n",
+                          "dots.yaml");
+  const LayerPlan plan = transformer_layer_plan(j.model, plan_config(j));
+  const double t = 4096, hd = 4096, ff = 11008;
+  // The input, q k v (3h), wo (h), w1 and w3 (2f), w2 (h), the context (h) and its
+  // log-sum-exp (fp32, 32 heads).
+  const double kept = 2.0 * t * hd + 2.0 * t * (3 * hd + hd + 2 * ff + hd) + 2.0 * t * hd + 4.0 * t * 32;
+  CHECK(plan.stored_bytes(Checkpointing::dots) == Approx(kept));
+  CHECK(plan.recomputed_flops(Checkpointing::dots) == 0);
+  const LayerTime lt = plan_time(j.cluster.instance.gpu, plan, Precision::bf16, true);
+  CHECK(lt.recompute(Checkpointing::dots) > 0);
+  CHECK(lt.recompute(Checkpointing::dots) < lt.elementwise_fwd + 1e-12);
+  CHECK(plan.stored_bytes(Checkpointing::dots) > plan.stored_bytes(Checkpointing::op));
+}

@@ -188,7 +188,7 @@ void add_op_share(const GpuProfile& gpu, const PlanOp& op, double share, double 
 }
 
 LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, bool flash_attention) {
-  PassTime fwd, bwd, selective, full, by_op;  // the last three: the forward of the recomputed ops
+  PassTime fwd, bwd, selective, full, by_op, by_dots;  // the last four: the forward of the recomputed ops
   double weight = 0;                   // the GEMMs' weight gradients, of bwd
   const bool dispatch = plan.host_dispatch;
   for (const PlanOp& op : plan.ops) {
@@ -208,6 +208,7 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
     if (recomputed(op, Checkpointing::selective)) add_op(gpu, op, t.fwd, op.forward_work, kf, dispatch, selective);
     if (recomputed(op, Checkpointing::full)) add_op(gpu, op, t.fwd, op.forward_work, kf, dispatch, full);
     add_op_share(gpu, op, recompute_share(op, Checkpointing::op), t.fwd, op.forward_work, kf, dispatch, by_op);
+    add_op_share(gpu, op, recompute_share(op, Checkpointing::dots), t.fwd, op.forward_work, kf, dispatch, by_dots);
   }
   LayerTime lt;
   lt.gemm_fwd = fwd.gemm;
@@ -226,6 +227,7 @@ LayerTime plan_time(const GpuProfile& gpu, const LayerPlan& plan, Precision p, b
   lt.recompute_selective = selective.total();
   lt.recompute_full = full.total();
   lt.recompute_op = by_op.total();
+  lt.recompute_dots = by_dots.total();
   if (plan.part == PlanPart::layer) {  // the host's fixed work per layer and micro-batch
     lt.elementwise_fwd += gpu.layer_overhead_fwd;
     lt.elementwise_bwd += gpu.layer_overhead_bwd;

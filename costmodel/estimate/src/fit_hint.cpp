@@ -52,7 +52,7 @@ std::vector<std::string> activation_knobs(const Job& job, const MemoryBreakdown&
                             job.model.seq_len, 100.0 * share));
   if (policy == Checkpointing::none)
     k.push_back(pc.flash_attention ? "activation_checkpointing: full" : "activation_checkpointing: full (or selective)");
-  else if (policy == Checkpointing::selective || policy == Checkpointing::op)
+  else if (policy == Checkpointing::selective || policy == Checkpointing::op || policy == Checkpointing::dots)
     k.push_back("activation_checkpointing: full");
   else if (checkpointed < layers)
     k.push_back(fmt::format("checkpointed_layers: -1 (all {} layers of the stage, {} now)", layers, checkpointed));

@@ -305,6 +305,7 @@ double recompute_share(const PlanOp& op, Checkpointing policy) {
     case Checkpointing::selective: return op.selective_recompute ? 1.0 : 0.0;
     case Checkpointing::full: return computes(op) ? 1.0 : 0.0;
     case Checkpointing::op: return computes(op) ? op.op_recompute : 0.0;
+    case Checkpointing::dots: return computes(op) ? op.dots_recompute : 0.0;
   }
   return 0.0;
 }
@@ -318,13 +319,15 @@ namespace {
 double kept_bytes(const PlanOp& op, Checkpointing policy) {
   if (policy == Checkpointing::full) return 0.0;
   if (policy == Checkpointing::op) return op.op_saved;
+  if (policy == Checkpointing::dots) return op.dots_saved;
   return op.stored + (recomputed(op, policy) ? 0.0 : op.recomputable);
 }
 }  // namespace
 
 double LayerPlan::stored_bytes(Checkpointing policy) const {
   if (policy == Checkpointing::full) return input_bytes;
-  double sum = policy == Checkpointing::op && part == PlanPart::layer ? input_bytes : 0.0;
+  const bool by_matmul = policy == Checkpointing::op || policy == Checkpointing::dots;
+  double sum = by_matmul && part == PlanPart::layer ? input_bytes : 0.0;
   for (const PlanOp& op : ops) sum += kept_bytes(op, policy);
   return sum;
 }

@@ -37,23 +37,28 @@ bool grouped(const PlanOp& op) {  // torch._grouped_mm, not aten.mm: never saved
 
 void apply_op_checkpointing(LayerPlan& plan, const ModelSpec& m, int tensor_degree, double eb) {
   if (plan.part != PlanPart::layer) {  // the policy wraps transformer blocks only
-    for (PlanOp& op : plan.ops) op.op_recompute = 0, op.op_saved = op.stored + op.recomputable;
+    for (PlanOp& op : plan.ops) {
+      op.op_recompute = op.dots_recompute = 0;
+      op.op_saved = op.dots_saved = op.stored + op.recomputable;
+    }
     return;
   }
   const int t = std::max(1, tensor_degree);
   int matmuls = 0;
   for (PlanOp& op : plan.ops) {
-    op.op_recompute = 1;
-    op.op_saved = 0;
+    op.op_recompute = op.dots_recompute = 1;
+    op.op_saved = op.dots_saved = 0;
     if (op.kind == PlanOpKind::attention_core) {
       // Its output (the output projection's input) and log-sum-exp (fp32, a head a token).
       const PlanOp* projection = plan.find(PlanOpRole::projection);
       const double rows = projection ? projection->m : 0.0;
-      op.op_recompute = 0;
-      op.op_saved = (projection ? rows * projection->k * eb : 0.0) + rows * m.heads / t * 4.0;
+      op.op_recompute = op.dots_recompute = 0;
+      op.op_saved = op.dots_saved = (projection ? rows * projection->k * eb : 0.0) + rows * m.heads / t * 4.0;
       continue;
     }
     if (op.kind != PlanOpKind::gemm || grouped(op)) continue;
+    op.dots_recompute = 0;
+    op.dots_saved = op.batch * op.m * op.n * eb;
     const std::vector<double> columns = separate_matmuls(op, m, t);
     double total = 0, repeated = 0;
     for (double n : columns) {

@@ -59,7 +59,7 @@ template <>
 const std::vector<EnumName<Checkpointing>>& enum_names<Checkpointing>() {
   static const std::vector<EnumName<Checkpointing>> table = {
       {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"},
-      {Checkpointing::op, "op"}};
+      {Checkpointing::op, "op"}, {Checkpointing::dots, "dots"}};
   return table;
 }
 

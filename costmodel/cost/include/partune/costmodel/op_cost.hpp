@@ -51,7 +51,8 @@ struct LayerTime {
   // recomputation (layer_plan.hpp's `recomputed`), summed as forward() sums them.
   double recompute_selective = 0;
   double recompute_full = 0;
-  double recompute_op = 0;  // Checkpointing::op: its shares of the ops (recompute_share)
+  double recompute_op = 0;    // Checkpointing::op: its shares of the ops (recompute_share)
+  double recompute_dots = 0;  // Checkpointing::dots: the element-wise ops
 
   double forward() const { return gemm_fwd + attention_fwd + elementwise_fwd; }
   double backward() const { return gemm_bwd + attention_bwd + elementwise_bwd; }
@@ -63,6 +64,7 @@ struct LayerTime {
       case Checkpointing::full: return recompute_full;
       case Checkpointing::selective: return recompute_selective;
       case Checkpointing::op: return recompute_op;
+      case Checkpointing::dots: return recompute_dots;
       case Checkpointing::none: break;
     }
     return 0.0;

@@ -186,6 +186,9 @@ struct PlanOp {
   // the separate matmuls torchtitan runs: the rule saves some of them and repeats the rest.
   double op_recompute = 1;
   double op_saved = 0;
+  // Checkpointing::dots: the same for JAX's checkpoint_dots (every weight matmul kept).
+  double dots_recompute = 1;
+  double dots_saved = 0;
   // tensor_comm: the conjugate and its payload (collective.hpp's S: the full activation).
   // context_comm: the exchange and its payload (S of the collectives it runs).
   Conjugate conjugate = Conjugate::f;
@@ -270,7 +273,9 @@ double recompute_share(const PlanOp& op, Checkpointing policy);
 // kernel's output and its log-sum-exp are kept; of the aten.mm calls in forward order (wq,
 // wk, wv, wo, w1, w3, w2 for a LLaMA layer) every other one is repeated, the first, third,
 // ... kept; everything else (norms, rotary, activations, residuals, grouped expert GEMMs)
-// is repeated. `eb`: bytes an activation element.
+// is repeated. And for Checkpointing::dots (JAX's checkpoint_dots_with_no_batch_dims with
+// the attention output saved, MaxText's minimal_flash): every matmul but the batched expert
+// ones kept, the element-wise ops repeated. `eb`: bytes an activation element.
 void apply_op_checkpointing(LayerPlan& plan, const ModelSpec& m, int tensor_degree, double eb);
 
 // What a plan depends on besides the model.

@@ -25,8 +25,11 @@ inline bool splits_backward(PipelineSchedule s) { return s == PipelineSchedule::
 // `op`: torchtitan's op-level selective checkpointing (selective_ac_option "op"): each layer
 // keeps its input, the attention kernel's output and every other matmul's output (the
 // first, third, ... of its separate projections), and its backward repeats the rest
-// (layer_plan.hpp's recompute_share).
-enum class Checkpointing { none, selective, full, op };
+// (layer_plan.hpp's recompute_share). `dots`: JAX's checkpoint_dots policy as MaxText's
+// remat_policy minimal / minimal_flash runs it: each layer keeps its input, every weight
+// matmul's output and the attention kernel's output, and its backward repeats the
+// element-wise ops alone.
+enum class Checkpointing { none, selective, full, op, dots };
 // `nccl`: what NCCL's tuner picks for the collective, its size and its group (the fastest of
 // its algorithms on idle links: collective.hpp's resolved_algorithm), as a job that leaves
 // NCCL_ALGO unset runs it.
