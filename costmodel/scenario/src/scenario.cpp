@@ -361,31 +361,34 @@ YAML::Node override_value(const std::string& value, const std::string& assignmen
   }
 }
 
+// The section and key an override "section.key=value" (or "key=value") sets; the section
+// empty for a whole entry (model, name).
+std::pair<std::string, std::string> override_target(const std::string& assignment) {
+  std::string key = assignment.substr(0, assignment.find('='));
+  if (key == "model" || key == "name") return {"", key};
+  if (const auto dot = key.find('.'); dot != std::string::npos) return {key.substr(0, dot), key.substr(dot + 1)};
+  static const char* training_keys[] = {"global_batch",   "precision",     "optimizer",      "gradient_accumulation",
+                                        "loss_precision", "kernel_fusion", "optimizer_impl", "cuda_graphs",
+                                        "attention_impl", "fp8_recipe"};
+  static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack",
+                                       "nccl_protocol"};
+  std::string section = "parallel";
+  for (const char* k : training_keys) if (key == k) section = "training";
+  for (const char* k : cluster_keys) if (key == k) section = "cluster";
+  return {section, key};
+}
+
 // Splits "section.key=value" (or "key=value") and writes it into the job's YAML.
 void apply_override(YAML::Node& root, const std::string& assignment, const std::string& origin) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw ScenarioError(origin, assignment, "an override must look like key=value");
-  std::string key = assignment.substr(0, eq);
   const std::string value = assignment.substr(eq + 1);
-  std::string section;
-  if (key == "model" || key == "name") {
+  const auto [section, key] = override_target(assignment);
+  if (section.empty()) {
     // Whole-entry replacement: a different model preset/path, or the job's name.
     root[key] = override_value(value, assignment, origin);
     return;
-  }
-  if (const auto dot = key.find('.'); dot != std::string::npos) {
-    section = key.substr(0, dot);
-    key = key.substr(dot + 1);
-  } else {
-    static const char* training_keys[] = {"global_batch",   "precision",     "optimizer",      "gradient_accumulation",
-                                          "loss_precision", "kernel_fusion", "optimizer_impl", "cuda_graphs",
-                                          "attention_impl", "fp8_recipe"};
-    static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack",
-                                         "nccl_protocol"};
-    section = "parallel";
-    for (const char* k : training_keys) if (key == k) section = "training";
-    for (const char* k : cluster_keys) if (key == k) section = "cluster";
   }
   if (section != "parallel" && section != "training" && section != "cluster" && section != "model")
     throw ScenarioError(origin, assignment, "overrides apply to parallel, training, cluster or model keys");
@@ -502,22 +505,39 @@ ModelSpec load_model(const std::string& name_or_path) {
   });
 }
 
+namespace {
+
+// The job with its overrides applied; an error at a key an override set (or beneath it)
+// names the override ("--set KEY=VALUE") rather than the file, whose text it is not.
+Job parse_overridden(YAML::Node root, const std::string& origin, const std::vector<std::string>& overrides,
+                     JobRules rules) {
+  if (!root.IsMap()) throw ScenarioError(origin, "", "a job file must be a mapping");
+  for (const auto& o : overrides) detail::apply_override(root, o, origin);
+  try {
+    return detail::parse_job_node(root, origin, "", rules);
+  } catch (const ScenarioError& e) {
+    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+      const auto [section, key] = detail::override_target(*it);
+      const std::string path = section.empty() ? key : section + "." + key;
+      if (e.file() == origin && (e.key() == path || e.key().rfind(path + ".", 0) == 0))
+        throw ScenarioError("--set " + *it, e.key(), e.reason());
+    }
+    throw;
+  }
+}
+
+}  // namespace
+
 Job parse_job(const std::string& yaml_text, const std::string& origin,
               const std::vector<std::string>& overrides, JobRules rules) {
   return refusing_other_errors(origin, [&] {
-    YAML::Node root = detail::parse_yaml_text(yaml_text, origin);
-    if (!root.IsMap()) throw ScenarioError(origin, "", "a job file must be a mapping");
-    for (const auto& o : overrides) detail::apply_override(root, o, origin);
-    return detail::parse_job_node(root, origin, "", rules);
+    return parse_overridden(detail::parse_yaml_text(yaml_text, origin), origin, overrides, rules);
   });
 }
 
 Job load_job(const std::string& path, const std::vector<std::string>& overrides, JobRules rules) {
   return refusing_other_errors(path, [&] {
-    YAML::Node root = detail::load_yaml_file(path);
-    if (!root.IsMap()) throw ScenarioError(path, "", "a job file must be a mapping");
-    for (const auto& o : overrides) detail::apply_override(root, o, path);
-    return detail::parse_job_node(root, path, "", rules);
+    return parse_overridden(detail::load_yaml_file(path), path, overrides, rules);
   });
 }
 
