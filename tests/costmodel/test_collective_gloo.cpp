@@ -92,7 +92,7 @@ TEST_CASE("the new collective keys are written back and read again", "[collectiv
   CHECK(again.cluster.instance.tree.reduce_scatter_as_all_reduce);  // local-cpu's own
 }
 
-TEST_CASE("an intra-node efficiency outside (0, 1] is refused at its key", "[bad-input][collectives][gloo]") {
+TEST_CASE("an intra-node efficiency not in the range 0 < e <= 1 is refused at its key", "[bad-input][collectives][gloo]") {
   for (const char* bad : {"0", "1.5", "-0.1"}) {
     try {
       parse_job(gloo_job(std::string("{all_to_all: {intra_efficiency: ") + bad + "}}"), kOrigin);

@@ -61,13 +61,15 @@ TEST_CASE("every enum value has one name, shared by to_string, the loader and th
       {PipelineSchedule::zb_h1, "zb-h1"},   {PipelineSchedule::zbv, "zbv"},
       {PipelineSchedule::dualpipev, "dualpipev"}};
   const std::vector<std::pair<Checkpointing, std::string>> checkpointing = {
-      {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"}};
+      {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"},
+      {Checkpointing::op, "op"}, {Checkpointing::dots, "dots"}};
   const std::vector<std::pair<CollectiveAlgorithm, std::string>> algorithm = {
       {CollectiveAlgorithm::ring, "ring"},
       {CollectiveAlgorithm::tree, "tree"},
       {CollectiveAlgorithm::hierarchical, "hierarchical"},
       {CollectiveAlgorithm::all_to_all, "all_to_all"},
-      {CollectiveAlgorithm::nccl, "nccl"}};
+      {CollectiveAlgorithm::nccl, "nccl"},
+      {CollectiveAlgorithm::nvls, "nvls"}};
   const std::vector<std::pair<LmHeadStage, std::string>> head = {{LmHeadStage::last, "last"},
                                                                  {LmHeadStage::first, "first"}};
   const std::vector<std::pair<AttentionKind, std::string>> attention = {

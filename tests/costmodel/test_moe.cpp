@@ -161,15 +161,17 @@ TEST_CASE("an all-to-all sends (n - 1) / n of its buffer, inside a node or acros
   const InstanceType inst = load_instance_type("p4d.24xlarge");
   const double S = 64e6, intra = inst.intra_node.bw * inst.intra_node.efficiency;
   const double launch = inst.ring.launch_latency;
-  // 8 on one node: 7/8 of S over NVSwitch, one hop.
+  // 8 on one node: 7/8 of S over NVSwitch, NCCL's send/receive pairs one LL step: its base
+  // 6.6 us and 0.6 us a step (NCCL 2.30, MB26 §2.1) beside the link's 0.2 us.
   const GroupSpan node{8, 1, 8};
   CHECK(collective_cost(CollectiveKind::all_to_all, CollectiveAlgorithm::ring, S, node, inst).total() ==
-        Approx(7.0 / 8 * S / intra + inst.intra_node.latency + launch));
+        Approx(7.0 / 8 * S / intra + 6.6e-6 + 0.6e-6 + 0.2e-6 + launch));
   // 16 over two nodes: 7/16 over NVSwitch and 8/16 through the GPU's NIC share at once.
   const GroupSpan two{16, 2, 8};
   const double net = inst.node_net_bw() / 8 * inst.ring.net_efficiency;
+  // Across nodes the pairs' Simple rendezvous: base 8.4 us, two network steps of 14 + 67 us.
   CHECK(collective_cost(CollectiveKind::all_to_all, CollectiveAlgorithm::ring, S, two, inst).total() ==
-        Approx(std::max(7.0 / 16 * S / intra, 8.0 / 16 * S / net) + inst.nic.latency + launch));
+        Approx(std::max(7.0 / 16 * S / intra, 8.0 / 16 * S / net) + 8.4e-6 + 2 * (14e-6 + 67e-6) + launch));
 }
 
 TEST_CASE("the programs exchange tokens per layer with experts and reduce experts apart", "[program][moe]") {
