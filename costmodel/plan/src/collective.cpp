@@ -155,48 +155,51 @@ CollectiveCost phases_cost(const CollectivePhases& p, const GroupSpan& span, con
   return c;
 }
 
-// `base` run with NCCL protocol `protocol` (nccl_tuner.hpp); false where NCCL does not run
-// the pair. The cap on NCCL's bus bandwidth becomes a lower rate on every link.
-bool apply_nccl_protocol(CollectivePhases& p, NcclAlgorithm algo, NcclProtocol protocol, double halves,
-                         double bytes, const GroupSpan& span, const InstanceType& inst) {
+// `p` (the algorithm's phases at its Simple rate, whose bandwidth time on idle links is
+// `simple_seconds`) run with NCCL protocol `protocol` (nccl_tuner.hpp): its step latencies
+// set, its rates scaled and capped (the cap on NCCL's bus bandwidth becomes a lower rate on
+// every link). Returns the call's time on idle links, or a negative number where NCCL does
+// not run the pair. (Both links' rates scale alike, so the bandwidth time is simple_seconds
+// over the factor: no second pass over the phases.)
+double apply_nccl_protocol(CollectivePhases& p, double simple_seconds, NcclAlgorithm algo, NcclProtocol protocol,
+                           double halves, double bytes, const GroupSpan& span, const InstanceType& inst) {
   const auto m = nccl_protocol_model(inst.nccl.arch, algo, protocol, span.nodes, span.per_node,
                                      span.nodes > 1 ? inst.nccl.net_channels : inst.nccl.channels);
-  if (!m) return false;
+  if (!m) return -1;
   p.protocol = protocol;
-  p.intra_efficiency *= m->bandwidth_factor;
-  p.net_efficiency *= m->bandwidth_factor;
+  double scale = m->bandwidth_factor, seconds = simple_seconds / m->bandwidth_factor;
+  if (m->bus_bw_cap > 0) {
+    const double t_cap = nccl_bus_bytes(algo, halves, span.size, bytes) / m->bus_bw_cap;
+    if (seconds > 0 && seconds < t_cap) scale *= seconds / t_cap, seconds = t_cap;
+  }
+  p.intra_efficiency *= scale;
+  p.net_efficiency *= scale;
+  double latency = m->base_latency + p.launch_latency;
   for (int i = 0; i < p.phase_count; ++i) {
     CollectivePhase& ph = p.phases[i];
     ph.latency = ph.intra_hops * (m->intra_hop + inst.intra_node.latency) + ph.net_hops * (m->net_hop + inst.nic.latency);
+    latency += ph.latency;
   }
   p.phases[0].latency += m->base_latency;
-  if (m->bus_bw_cap > 0) {
-    const double t = phases_cost(p, span, inst, 1.0).bandwidth_time;
-    const double t_cap = nccl_bus_bytes(algo, halves, span.size, bytes) / m->bus_bw_cap;
-    if (t > 0 && t < t_cap) {
-      p.intra_efficiency *= t / t_cap;
-      p.net_efficiency *= t / t_cap;
-    }
-  }
-  return true;
+  return seconds + latency;
 }
 
 // NCCL's protocol choice over `base`: the job's NCCL_PROTO, or the fastest on idle links.
 CollectivePhases with_nccl_protocol(const CollectivePhases& base, NcclAlgorithm algo, double halves, double bytes,
                                     const GroupSpan& span, const InstanceType& inst) {
-  CollectivePhases best;
+  const double simple_seconds = phases_cost(base, span, inst, 1.0).bandwidth_time;
+  CollectivePhases best, q;
   double best_time = -1;
   for (NcclProtocol proto : {NcclProtocol::simple, NcclProtocol::ll128, NcclProtocol::ll}) {
     if (inst.nccl.protocol != NcclProtocol::automatic && inst.nccl.protocol != proto) continue;
-    CollectivePhases q = base;
-    if (!apply_nccl_protocol(q, algo, proto, halves, bytes, span, inst)) continue;
-    const double t = phases_cost(q, span, inst, 1.0).total();
-    if (best_time < 0 || t < best_time) best = q, best_time = t;
+    q = base;
+    const double t = apply_nccl_protocol(q, simple_seconds, algo, proto, halves, bytes, span, inst);
+    if (t >= 0 && (best_time < 0 || t < best_time)) best = q, best_time = t;
   }
   if (best_time >= 0) return best;
   // The job's protocol does not run this algorithm (NVLS is Simple only): NCCL runs Simple.
-  CollectivePhases q = base;
-  apply_nccl_protocol(q, algo, NcclProtocol::simple, halves, bytes, span, inst);
+  q = base;
+  apply_nccl_protocol(q, simple_seconds, algo, NcclProtocol::simple, halves, bytes, span, inst);
   return q;
 }
 
