@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 
 #include "partune/costmodel/training_cost.hpp"
+#include "partune/costmodel/units.hpp"
+#include "partune/search/fit_advice.hpp"
 #include "partune/search/twins.hpp"
 #include "partune/report/report_units.hpp"
 
@@ -187,9 +189,33 @@ std::string search_failure(const Job& base, const search::SearchReport& r) {
                        "rules: check --fix and the degrees' divisibility)\n",
                        r.enumerated);
   if (!r.ranked.empty()) return "";
-  std::string s = "partune: no configuration fits. Why some were dropped:\n";
-  for (const auto& c : r.rejected) s += "  " + c.configuration + ": " + c.rejection + "\n";
-  for (const auto& line : search::explain(r, base, {}, 10)) s += "  " + line + "\n";
+  const double hbm = base.cluster.instance.gpu.hbm_bytes;
+  std::string s = fmt::format("partune: no configuration fits: {} candidates need more than {:.1f} GiB a GPU ({:.1f} "
+                              "GiB of HBM less the {:.0f}% headroom)",
+                              r.pruned_memory, r.memory_limit / units::GiB, hbm / units::GiB,
+                              100.0 * r.memory_headroom);
+  s += r.rejected.empty() ? ".\n" : fmt::format("; the simulator ruled out the {} that fit by the estimate.\n",
+                                                 r.rejected.size());
+  for (std::size_t i = 0; i < r.rejected.size() && i < 3; ++i)
+    s += "  " + r.rejected[i].configuration + ": " + r.rejected[i].rejection + "\n";
+  const std::vector<search::ClosestMiss> misses = search::closest_misses(r, base);
+  if (!misses.empty()) s += "The closest, one per layout (its variant with the least memory):\n";
+  for (std::size_t i = 0; i < misses.size(); ++i) {
+    const search::ClosestMiss& m = misses[i];
+    s += fmt::format("  {}. {}: {:.1f} GiB short (needs {:.1f} GiB; {} candidates with these degrees, none fits)\n",
+                     i + 1, m.configuration, m.shortfall_bytes / units::GiB, m.peak_bytes / units::GiB, m.variants);
+    if (m.changes.empty())
+      s += "     no change tried fits it (state offload, gradient sharding, up to 16x the nodes)\n";
+    for (std::size_t k = 0; k < m.changes.size(); ++k) {
+      const search::FitChange& c = m.changes[k];
+      const std::string what = !c.option.empty() ? c.option + " on the command line"
+                                                 : c.keys + " in the job file (or --set " + c.set + ")";
+      s += fmt::format("     {} {}: {:.1f} GiB, {} a step (estimated)\n",
+                       m.together ? "fits with both:" : k == 0 ? "fits with" : "or with", what,
+                       c.peak_bytes / units::GiB, seconds(c.step_time));
+    }
+  }
+  s += "Why any candidate was dropped: --explain key=value (e.g. --explain pipeline_parallel_degree=8).\n";
   return s;
 }
 

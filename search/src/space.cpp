@@ -85,7 +85,15 @@ SearchSpace requested_space(const Job& base, const std::string& origin, const st
       throw ScenarioError("--fix", f, e.what());
     }
   }
+  opt_in_from_job(space, base);
   return space;
+}
+
+void opt_in_from_job(SearchSpace& space, const Job& base) {
+  const ParallelConfig& pc = base.parallel;
+  if (pc.offload_optimizer && space.offload_optimizer.empty()) space.offload_optimizer = {false, true};
+  if (pc.offload_parameters && space.offload_parameters.empty()) space.offload_parameters = {false, true};
+  if (pc.shard_gradients && space.shard_gradients.empty()) space.shard_gradients = {false, true};
 }
 
 void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::string>& keys) {

@@ -154,6 +154,7 @@ SweepPoint searched_point(const SweepJob& sj, const SweepOptions& o, SweepPoint 
   p.job = sj.load(overrides, JobRules::settings);  // a ScenarioError goes to the caller
   SearchSpace space;
   for (const std::string& f : p.job.search_restrictions) restrict_space(space, f);
+  opt_in_from_job(space, p.job);
   const SearchReport r = run_search(p.job, space, o.search_options);
   if (r.ranked.empty()) {
     p.status = PointStatus::does_not_fit;

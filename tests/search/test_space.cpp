@@ -440,6 +440,21 @@ TEST_CASE("pin_from_job keeps the job's own values", "[search][space]") {
   CHECK_THROWS_AS(pin_from_job(s, job, {"nonsense"}), std::invalid_argument);
 }
 
+// A job file's opt-in knob (off in the default space) is what the search then tries beside
+// off; a search: section or --fix still wins (issue 53: the hint "offload_optimizer: true"
+// written into the job used to change nothing).
+TEST_CASE("requested_space tries the opt-in knobs a job file turns on", "[search][space]") {
+  Job job = p4d_job("gpt2-small", 1, 16);
+  CHECK(requested_space(job, "job.yaml").offload_optimizer.empty());  // the default: off only
+  job.parallel.offload_optimizer = true;
+  job.parallel.shard_gradients = true;
+  const SearchSpace s = requested_space(job, "job.yaml");
+  CHECK(s.offload_optimizer == std::vector<bool>{false, true});
+  CHECK(s.shard_gradients == std::vector<bool>{false, true});
+  CHECK(s.offload_parameters.empty());
+  CHECK(requested_space(job, "job.yaml", {"offload_optimizer=false"}).offload_optimizer == std::vector<bool>{false});
+}
+
 // The base job's per-layout settings (stage_layers, checkpointed_layers, lm_head_stage)
 // belong to its own degrees: a point starts uniform, or the base's layout would reject
 // every point it does not suit (regression).

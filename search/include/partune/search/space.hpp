@@ -58,6 +58,12 @@ SearchSpace requested_space(const Job& base, const std::string& origin, const st
 // job's value (used for knobs the job file fixes explicitly).
 void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::string>& pinned_keys);
 
+// The knobs the search leaves off unless asked (offload_optimizer, offload_parameters,
+// shard_gradients: they trade step time or traffic for memory) are tried beside off when
+// the job file turns them on (`parallel.offload_optimizer: true`), unless restricted by a
+// search: section or --fix. requested_space applies it; so does a sweep's search.
+void opt_in_from_job(SearchSpace& space, const Job& base);
+
 // One point of the space: the knobs that vary, applied to a base job (model, cluster,
 // batch, precision and optimizer stay the base's). Plain data, so millions fit in memory.
 struct Point {
