@@ -14,16 +14,16 @@
 #include "partune/launch/mpi_world.hpp"
 #include "partune/search/request.hpp"
 #include "progress.hpp"
+#include "report_file.hpp"
 #include "slow_option.hpp"
 #include "search_execute.hpp"
 #include "partune/report/search_report.hpp"
 
 namespace partune::cli {
-
 namespace {
 
 struct SearchCommand {
-  std::string job, write_job;
+  std::string job, write_job, report;
   std::vector<std::string> overrides, slow;  // slow: --slow specs
   search::SearchRequest request;  // --fix, --explain, --estimator-only, --no-partition, --top-k, ...
   report::SearchPrint print;      // --show, --json, --tokens, --price-per-node-hour
@@ -53,6 +53,7 @@ void add_search_options(CLI::App* cmd, SearchCommand* opt) {
   cmd->add_option("--explain", opt->request.explain,
                   "say why pruned candidates matching key=value filters were dropped (repeatable)");
   cmd->add_option("--write-job", opt->write_job, "write the winner as a job file");
+  add_report_option(cmd, &opt->report);
   cmd->add_option("--slow", opt->slow, "rank under slow GPUs: simulate the candidates with simulate's --slow specs");
   cmd->add_option("--tokens", opt->print.budget.tokens, "token budget for time-to-train (e.g. 300e9)")->check(number_in(0, 1e18, true));
   cmd->add_option("--price-per-node-hour", opt->print.budget.on_demand_per_hour, "price of one node-hour for the cost estimate")
@@ -70,8 +71,8 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
     std::cerr << "partune: error: --execute needs the LibTorch backend (build/partune-run), and this build has none\n";
     throw Exit{2};
   }
-  // Opened first: a --write-job path that cannot be written fails before the search.
-  std::optional<AtomicFile> job_file;
+  // Opened first: a --write-job or --report path that cannot be written fails before the search.
+  std::optional<AtomicFile> job_file, page = open_report(world.prints() ? opt.report : "");
   if (!opt.write_job.empty() && world.prints()) job_file.emplace(opt.write_job);
   search::SearchRequest request = opt.request;
   for (const std::string& spec : opt.slow) request.options.slowdowns.push_back(slowdown_option(base, spec));
@@ -102,6 +103,7 @@ nlohmann::json run_search_command(const SearchCommand& opt) {
     job_file->commit();
     if (!opt.print.json) std::cout << "wrote " << opt.write_job << "\n";
   }
+  write_report(page, [&] { return report::search_html(base, report, opt.print.budget); });
   return execution;
 }
 

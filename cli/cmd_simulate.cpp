@@ -13,13 +13,14 @@
 #include "partune/sim/simulator.hpp"
 #include "partune/costmodel/program_builder.hpp"
 #include "partune/report/report.hpp"
+#include "report_file.hpp"
 
 namespace partune::cli {
 
 void register_simulate(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Discrete-event simulation (SimGrid) of one training step");
   struct Options {
-    std::string job, trace;
+    std::string job, trace, report;
     std::vector<std::string> overrides, slow;
     bool json = false, no_symmetry = false, per_layer = false;
   };
@@ -30,6 +31,7 @@ void register_simulate(CLI::App& app) {
                   "write a Chrome trace-event file (Perfetto, chrome://tracing); with symmetry only the simulated "
                   "ranks appear: add --no-symmetry to trace every rank");
   cmd->add_flag("--json", opt->json, "print one JSON object");
+  add_report_option(cmd, &opt->report);
   cmd->add_flag("--no-symmetry", opt->no_symmetry, "simulate every rank even when replicas are identical");
   cmd->add_flag("--per-layer", opt->per_layer, "one instruction per layer (as the backend runs them)");
   cmd->add_option("--slow", opt->slow,
@@ -37,8 +39,8 @@ void register_simulate(CLI::App& app) {
                   "1 + |z| SD times slower, z normal, drawn per rank); repeatable; every rank is then simulated");
   cmd->callback([opt] {
     const Job job = load_job(opt->job, opt->overrides);
-    // Opened first: a trace path that cannot be written fails before the simulation.
-    std::optional<AtomicFile> trace;
+    // Opened first: a trace or report path that cannot be written fails before the simulation.
+    std::optional<AtomicFile> trace, page = open_report(opt->report);
     if (!opt->trace.empty()) trace.emplace(opt->trace);
     sim::SimOptions so;
     for (const std::string& spec : opt->slow) so.slowdowns.push_back(slowdown_option(job, spec));
@@ -50,6 +52,7 @@ void register_simulate(CLI::App& app) {
     const Estimate analytic = estimate(job);
     if (opt->json) std::cout << report::simulation_json(job, r, analytic).dump(2) << "\n";
     else std::cout << report::simulation_text(job, r, analytic);
+    write_report(page, [&] { return report::simulation_html(job, r, analytic); });
   });
 }
 

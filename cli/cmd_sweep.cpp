@@ -1,21 +1,19 @@
-// partune sweep JOB.yaml --vary KEY=V1,V2 [--vary ...] [--search] [--tokens N]
-//   [--price-per-node-hour P] [--csv FILE] [--json] [--threads N] [--set key=value ...]
-// Only points that fit are priced; the others say why (sweep_report.hpp). The line under
-// the table says how micro-batches were set (search::microbatch_policy).
+// partune sweep JOB.yaml --vary KEY=V1,V2 [--vary ...] [--search] [--tokens N] [--price-per-node-hour P]
+//   [--csv FILE] [--report FILE.html] [--json] [--threads N] [--set key=value ...]. Only points that fit are
+// priced; the others say why (sweep_report.hpp); the note under the table: how micro-batches were set.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <optional>
 
 #include "commands.hpp"
 #include "option_checks.hpp"
-#include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/launch/mpi_world.hpp"
 #include "progress.hpp"
+#include "report_file.hpp"
 #include "partune/report/sweep_job.hpp"
 #include "partune/report/sweep_report.hpp"
 
@@ -23,7 +21,7 @@ namespace partune::cli {
 namespace {
 
 struct SweepCommand {
-  std::string job, csv;
+  std::string job, csv, report;
   std::vector<std::string> vary;
   bool json = false;
   search::SweepOptions options;  // --set, --search, --threads
@@ -63,8 +61,8 @@ void run_sweep_command(const SweepCommand& opt) {
   so.stride = world.size;
   const bool terminal = ::isatty(STDERR_FILENO) && !opt.json && world.prints();
   if (terminal) show_progress(so, policy.searched);
-  // Opened first: a --csv path that cannot be written fails before the sweep.
-  std::optional<AtomicFile> csv;
+  // Opened first: a --csv or --report path that cannot be written fails before the sweep.
+  std::optional<AtomicFile> csv, page = open_report(world.prints() ? opt.report : "");
   if (!opt.csv.empty() && world.prints()) csv.emplace(opt.csv);
   const std::vector<search::SweepPoint> points = search::run_sweep(job, so);
   if (terminal) std::fprintf(stderr, "\r%100s\r", "");
@@ -76,6 +74,7 @@ void run_sweep_command(const SweepCommand& opt) {
     csv->commit();
   }
   std::cout << (opt.json ? out.json.dump(2) + "\n" : out.text);
+  write_report(page, [&] { return report::sweep_html(opt.job, out.json); });
 }
 
 }  // namespace
@@ -111,6 +110,7 @@ void register_sweep(CLI::App& app) {
       ->capture_default_str()
       ->check(number_in(0, 1e6));
   cmd->add_option("--csv", opt->csv, "also write the points as CSV");
+  add_report_option(cmd, &opt->report);
   cmd->add_option("--threads", opt->options.threads, "points estimated at once (default: one per core)")
       ->check(count_in(1, 1024));
   cmd->add_flag("--json", opt->json, "print one JSON object");

@@ -23,6 +23,7 @@ packages=(
                           # the notebooks, executed headless by the tests (jupyter nbconvert --execute)
   libopenmpi-dev openmpi-bin  # sweep and search under mpirun (optional at configure time)
   patchelf                # scripts/device-pack.sh: the partune binary carried to the GPU machine finds its libraries
+  chromium                # the --report pages loaded headless by the tests (tests/report/report_pages_browser.sh)
 )
 
 packages+=("$@")   # extra packages a script needs (fuzz.sh: clang)
