@@ -10,6 +10,7 @@
 #define PARTUNE_SIMGRID_VERSION_TEXT std::string("no SimGrid in this build")
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -21,6 +22,7 @@
 #include "commands.hpp"
 #include "partune/costmodel/atomic_file.hpp"
 #include "partune/costmodel/error.hpp"
+#include "partune/costmodel/nearest_name.hpp"
 #include "partune/costmodel/printable.hpp"
 
 #ifndef PARTUNE_VERSION
@@ -49,6 +51,23 @@ std::string command_names(CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) { return !s->get_group().empty(); }))
     names += (names.empty() ? "" : ", ") + sub->get_name();
   return names;
+}
+
+// For an argument `command` does not take: the first "--name" it has no option of, and
+// the nearest option it has ("; did you mean '--search'?"); "" when none is near.
+std::string option_suggestion(const CLI::App& command, int argc, char** argv) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : command.get_options())
+    for (const std::string& name : o->get_lnames()) names.push_back("--" + name);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(names.begin(), names.end(), arg) != names.end()) continue;
+    const std::string near = nearest_name(arg, names);
+    return near.empty() ? "" : "; did you mean '" + near + "'?";
+  }
+  return "";
 }
 
 // CLI11's help with an option's default apart from its range: "--steps INT:a whole
@@ -115,7 +134,12 @@ void describe_program(CLI::App& app) {
 
 int run_command_line(CLI::App& app, int argc, char** argv) {
   if (const char* name = unknown_command(app, argc, argv)) {
-    error_line(fmt::format("unknown command '{}' (the commands: {}; partune --help)", name, command_names(app)));
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) { return !s->get_group().empty(); }))
+      names.push_back(sub->get_name());
+    const std::string near = nearest_name(name, names);
+    error_line(fmt::format("unknown command '{}'{} (the commands: {}; partune --help)", name,
+                           near.empty() ? "" : "; did you mean '" + near + "'?", command_names(app)));
     return kBadInput;
   }
   try {
@@ -129,11 +153,14 @@ int run_command_line(CLI::App& app, int argc, char** argv) {
     }
     // The command the error is about: the innermost one parsed ("bench estimate").
     std::string command = "partune";
-    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
-      sub = sub->get_subcommands().front();
-      command += " " + sub->get_name();
+    const CLI::App* innermost = &app;
+    while (!innermost->get_subcommands().empty()) {
+      innermost = innermost->get_subcommands().front();
+      command += " " + innermost->get_name();
     }
-    error_line(fmt::format("{} ({} --help lists the options)", e.what(), command));
+    const bool extra = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+    error_line(fmt::format("{}{} ({} --help lists the options)", e.what(),
+                           extra ? option_suggestion(*innermost, argc, argv) : "", command));
     return kBadInput;
   } catch (const ScenarioError& e) {
     error_line(e.what());

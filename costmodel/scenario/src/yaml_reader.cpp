@@ -1,5 +1,7 @@
 #include "yaml_reader.hpp"
 
+#include "partune/costmodel/nearest_name.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -15,39 +17,6 @@ void Reader::require_map() const {
   if (!node_.IsMap()) throw ScenarioError(file_, path_, "expected a mapping of keys to values");
 }
 
-namespace {
-
-// Levenshtein distance: the fewest single-character insertions, deletions and
-// substitutions that turn `a` into `b`.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// The allowed key nearest `key` when it is near enough to be a slip (at most a third of
-// its letters, and at most 3, differ); "" otherwise.
-std::string nearest_key(const std::string& key, std::initializer_list<const char*> allowed) {
-  std::string best;
-  std::size_t best_distance = std::min<std::size_t>(3, std::max<std::size_t>(1, key.size() / 3)) + 1;
-  for (const char* a : allowed) {
-    const std::size_t d = edit_distance(key, a);
-    if (d < best_distance) best = a, best_distance = d;
-  }
-  return best;
-}
-
-}  // namespace
-
 void Reader::allow_only(std::initializer_list<const char*> allowed) const {
   require_map();
   for (const auto& kv : node_) {
@@ -57,7 +26,7 @@ void Reader::allow_only(std::initializer_list<const char*> allowed) const {
     if (!ok) {
       std::string list;
       for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      const std::string near = nearest_key(k, allowed);
+      const std::string near = nearest_name(k, allowed);
       fail(k, "unknown key" + (near.empty() ? std::string() : "; did you mean '" + near + "'?") +
                   " (allowed here: " + list + ")");
     }
