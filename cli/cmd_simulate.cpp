@@ -45,10 +45,13 @@ void register_simulate(CLI::App& app) {
     sim::SimOptions so;
     for (const std::string& spec : opt->slow) so.slowdowns.push_back(slowdown_option(job, spec));
     so.use_symmetry = !opt->no_symmetry;
-    so.record_events = !opt->trace.empty();
+    so.record_events = !opt->trace.empty() || !opt->report.empty();  // the report draws a timeline
     so.granularity = opt->per_layer ? Granularity::layer : Granularity::chunk;
     const sim::SimResult r = sim::simulate(job, so);
-    if (trace) launch::write_chrome_trace(*trace, r.events, job.cluster.instance.gpus_per_node);
+    if (trace) {
+      launch::write_chrome_trace(*trace, r.events, job.cluster.instance.gpus_per_node);
+      std::cerr << "wrote trace " << opt->trace << "\n";
+    }
     const Estimate analytic = estimate(job);
     if (opt->json) std::cout << report::simulation_json(job, r, analytic).dump(2) << "\n";
     else std::cout << report::simulation_text(job, r, analytic);

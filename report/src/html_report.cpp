@@ -16,6 +16,7 @@
 #include "partune/report/report_units.hpp"
 #include "partune/report/svg_chart.hpp"
 #include "partune/search/twins.hpp"
+#include "html_timeline.hpp"
 
 namespace partune::report {
 
@@ -253,6 +254,14 @@ std::string simulation_html(const Job& job, const sim::SimResult& r, const Estim
   page.heading("Time of each simulated rank");
   page.figure(bar_svg(rank_chart(r)), r.ranks.size() > 64 ? fmt::format("The first 64 of {} simulated ranks.", r.ranks.size())
                                                           : std::string("Every simulated rank."));
+  if (!r.events.empty()) {
+    page.heading("Timeline of the simulated ranks");
+    const TimelineChart timeline = rank_timeline(r, 16);
+    page.figure(timeline_svg(timeline),
+                fmt::format("{} of {} simulated ranks: each rank's compute stream and its other streams; instructions "
+                            "of one kind that nearly touch are one bar. Hover a bar for its times.",
+                            timeline.rows.size() / 2, r.ranks.size()));
+  }
   page.heading("Memory per pipeline stage");
   BarChart memory = stage_memory_chart(job, kNone);
   memory.marks_name = "peak over the simulated timeline";

@@ -86,16 +86,24 @@ std::string x_axis(const Frame& f, const std::string& label) {
   return s + text((kLeft + kRight) / 2, kBottom + 36, label, "middle");
 }
 
+// Whether categorical labels are written slanted: when upright ones (about 6 px a
+// character) would not fit side by side.
+bool slanted(const std::vector<std::string>& labels) {
+  std::size_t longest = 0;
+  for (const std::string& l : labels) longest = std::max(longest, l.size());
+  return static_cast<double>(labels.size() * (6 * longest + 8)) > kRight - kLeft;
+}
+
 // A categorical x axis: label i under position x(i); slanted when there are many.
 std::string category_axis(const Frame& f, const std::vector<std::string>& labels, const std::string& label) {
   std::string s = line(kLeft, kBottom, kRight, kBottom, "axis");
-  const bool slant = labels.size() > 8;
+  const bool slant = slanted(labels);
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const double x = f.x(static_cast<double>(i)), y = kBottom + 14;
     s += slant ? text(x, y, labels[i], "end", fmt::format(" transform=\"rotate(-35 {} {})\"", num(x), num(y)))
                : text(x, y, labels[i], "middle");
   }
-  return s + text((kLeft + kRight) / 2, kBottom + (slant ? 60 : 36), label, "middle");
+  return s + text((kLeft + kRight) / 2, kBottom + (slant ? 76 : 36), label, "middle");
 }
 
 std::string swatch(double x, double y, const MarkStyle& style) {
@@ -118,12 +126,16 @@ std::string legend(const std::vector<MarkStyle>& entries, const std::vector<Refe
   return s;
 }
 
-// The <svg> element around a chart's body, tall enough for its legend and labels.
-std::string svg(const std::string& body, std::size_t legend_rows, bool slanted) {
-  const double height = std::max(kBottom + (slanted ? 72 : 48), kTop + kRow * static_cast<double>(legend_rows) + 8);
+// The <svg> element around a chart's body, tall enough for its legend and for what lies
+// down to `bottom`.
+std::string svg(const std::string& body, std::size_t legend_rows, double bottom) {
+  const double height = std::max(bottom, kTop + kRow * static_cast<double>(legend_rows) + 8);
   return fmt::format("<svg width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">\n{}</svg>\n", num(kWidth),
                      num(height), num(kWidth), num(height), body);
 }
+
+// The bottom of a chart whose x labels are slanted or not.
+double below_axis(bool slant) { return kBottom + (slant ? 84 : 48); }
 
 // The smallest and largest finite value of `values`.
 std::pair<double, double> extent(const std::vector<double>& values) {
@@ -191,7 +203,11 @@ std::string scatter_svg(const ScatterChart& c) {
     if (finite(m.x) && finite(m.y) && !m.highlighted) body += scatter_mark(f, c, m);
   for (const ScatterMark& m : c.marks)  // on top of the others
     if (finite(m.x) && finite(m.y) && m.highlighted) body += scatter_mark(f, c, m);
-  return svg(body + legend(c.styles, c.x_lines), c.styles.size() + c.x_lines.size(), false);
+  std::vector<MarkStyle> entries;  // the styles some mark has
+  for (std::size_t k = 0; k < c.styles.size(); ++k)
+    if (std::any_of(c.marks.begin(), c.marks.end(), [k](const ScatterMark& m) { return m.style == k; }))
+      entries.push_back(c.styles[k]);
+  return svg(body + legend(entries, c.x_lines), entries.size() + c.x_lines.size(), below_axis(false));
 }
 
 std::string bar_svg(const BarChart& c) {
@@ -232,7 +248,7 @@ std::string bar_svg(const BarChart& c) {
                     [k](const std::vector<double>& v) { return k < v.size() && finite(v[k]) && v[k] > 0; }))
       entries.push_back(c.layers[k]);
   if (!c.marks_name.empty()) entries.push_back({c.marks_name, "#000", true});
-  return svg(body + legend(entries, c.lines), entries.size() + c.lines.size(), c.categories.size() > 8);
+  return svg(body + legend(entries, c.lines), entries.size() + c.lines.size(), below_axis(slanted(c.categories)));
 }
 
 std::string line_svg(const LineChart& c) {
@@ -268,7 +284,38 @@ std::string line_svg(const LineChart& c) {
     body += dots;
   }
   for (const ReferenceLine& l : c.lines) body += line(kLeft, f.y(l.at), kRight, f.y(l.at), "ref");
-  return svg(body + legend(entries, c.lines), entries.size() + c.lines.size(), c.x_labels.size() > 8);
+  return svg(body + legend(entries, c.lines), entries.size() + c.lines.size(), below_axis(slanted(c.x_labels)));
+}
+
+std::string timeline_svg(const TimelineChart& c) {
+  constexpr double kLane = 12;
+  std::vector<double> ends = {0};
+  for (const TimelineBar& b : c.bars) ends.push_back(b.end);
+  Frame f;
+  f.x_lo = 0, f.x_hi = std::max(extent(ends).second, 1e-9);
+  f.x_hi = nice_ticks(0, f.x_hi).back();
+  const double bottom = kTop + kLane * static_cast<double>(c.rows.size());
+  std::string body;
+  for (double t : nice_ticks(f.x_lo, f.x_hi)) {
+    body += line(f.x(t), kTop, f.x(t), bottom, "grid");
+    body += text(f.x(t), bottom + 16, label_number(t), "middle");
+  }
+  body += line(kLeft, bottom, kRight, bottom, "axis") + text((kLeft + kRight) / 2, bottom + 36, c.x_label, "middle");
+  for (std::size_t r = 0; r < c.rows.size(); ++r)
+    body += text(kLeft - 6, kTop + kLane * static_cast<double>(r) + 9, c.rows[r], "end", " font-size=\"9\"");
+  std::vector<bool> used(c.styles.size(), false);
+  for (const TimelineBar& b : c.bars) {
+    if (!finite(b.start) || !finite(b.end) || b.row >= c.rows.size()) continue;
+    used.at(b.style) = true;
+    body += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>\n",
+                        num(f.x(b.start)), num(kTop + kLane * static_cast<double>(b.row) + 1),
+                        num(std::max(0.3, f.x(b.end) - f.x(b.start))), num(kLane - 2), c.styles[b.style].color,
+                        html_escape(b.tooltip));
+  }
+  std::vector<MarkStyle> entries;
+  for (std::size_t k = 0; k < c.styles.size(); ++k)
+    if (used[k]) entries.push_back(c.styles[k]);
+  return svg(body + legend(entries, {}), entries.size(), bottom + 48);
 }
 
 }  // namespace partune::report

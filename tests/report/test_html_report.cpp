@@ -115,6 +115,19 @@ TEST_CASE("svg: a line chart breaks its line at a gap", "[report][html]") {
   CHECK(count(svg, "<title>tp=2, nodes 64: 4 </title>") == 1);
 }
 
+TEST_CASE("svg: a timeline's bars, one <rect> each", "[report][html]") {
+  TimelineChart c;
+  c.x_label = "seconds";
+  c.rows = {"0 compute", "0 other"};
+  c.styles = {{"forward", "#1f77b4", true}, {"tensor", "#ff7f0e", true}, {"unused", "#000", true}};
+  c.bars = {{0, 0, 1, 0, "f1"}, {0, 2, 3, 0, "f2"}, {1, 1, 1.5, 1, "t <1>"}, {5, 0, 1, 1, "no such row"}};
+  const std::string svg = timeline_svg(c);
+  CHECK(count(svg, "<rect") == 3 + 2);  // three bars, two swatches (no bar is "unused")
+  CHECK(count(svg, "<title>t &lt;1&gt;</title>") == 1);
+  CHECK(count(svg, "no such row") == 0);
+  CHECK(svg == timeline_svg(c));
+}
+
 TEST_CASE("svg: round ticks", "[report][html]") {
   CHECK(nice_ticks(0, 10) == std::vector<double>{0, 2, 4, 6, 8, 10});
   const std::vector<double> tenths = nice_ticks(0, 1);
@@ -157,9 +170,25 @@ TEST_CASE("html: the simulate page of a real job, twice alike", "[report][html]"
     k.peak_memory = 12e9;
     r.ranks.push_back(k);
   }
+  CHECK(count(simulation_html(job, r, e), "<svg ") == 4);  // step, ranks, memory per stage, utilisation
+  // With events, a timeline too: rank 0's two forwards nearly touch (closer than a 2000th
+  // of the step) and are one bar; the wait is not drawn.
+  r.metrics.step_time = 10;
+  const auto event = [](int rank, int stream, OpKind kind, CommGroup group, double start, double end) {
+    TraceEvent t;
+    t.rank = rank, t.stream = stream, t.kind = kind, t.group = group, t.start = start, t.end = end;
+    return t;
+  };
+  r.events = {event(0, 0, OpKind::forward, CommGroup::none, 0, 1), event(0, 0, OpKind::forward, CommGroup::none, 1.001, 2),
+              event(0, 2, OpKind::all_reduce, CommGroup::tensor, 1, 1.5), event(0, 0, OpKind::wait, CommGroup::none, 2, 3),
+              event(8, 0, OpKind::backward, CommGroup::none, 3, 4)};
   const std::string page = simulation_html(job, r, e);
   CHECK(page == simulation_html(job, r, e));
-  CHECK(count(page, "<svg ") == 4);  // step, ranks, memory per stage, utilisation
+  CHECK(count(page, "<svg ") == 5);
+  CHECK(count(page, "<title>forward: 0.0 us to 2.000 s (2 instructions)</title>") == 1);
+  CHECK(count(page, "<title>tensor-parallel collective: 1.000 s to 1.500 s (1 instruction)</title>") == 1);
+  CHECK(count(page, "<title>backward: 3.000 s to 4.000 s (1 instruction)</title>") == 1);
+  CHECK(count(page, ">8 compute</text>") == 1);
   CHECK(count(page, "stage 1") > 0);
   CHECK(count(page, "peak over the simulated timeline") == 3);  // legend, and each stage's dash
 }

@@ -22,8 +22,9 @@ namespace partune::report {
 std::string search_html(const Job& base, const search::SearchReport& r, const TrainingCostOptions& budget);
 
 // simulate: the step breakdown, estimator against simulation; the time of each simulated
-// rank; memory per stage (the cost model's parts, the timeline's peak beside them); the
-// stage utilisation.
+// rank; the first 16 ranks' timelines when `r` has events (SimOptions::record_events);
+// memory per stage (the cost model's parts, the timeline's peak beside them); the stage
+// utilisation.
 std::string simulation_html(const Job& job, const sim::SimResult& r, const Estimate& analytic);
 
 // sweep: throughput, step time, memory and cost (time-to-train where no price is known)

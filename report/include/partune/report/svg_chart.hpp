@@ -9,7 +9,7 @@
 // less none; a line's point is one <circle>, and each run of two points or more without a
 // gap one <polyline>; every legend entry is one <rect> swatch (a bar chart's legend leaves
 // out the parts that are 0 in every bar); the axes, ticks, grid and reference lines are
-// <line>s.
+// <line>s. A timeline's bar is one <rect>. A legend leaves out the styles no mark has.
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +70,22 @@ struct LineChart {
   std::vector<ReferenceLine> lines;
 };
 std::string line_svg(const LineChart& chart);
+
+// A timeline: rows of intervals (a rank's streams), time along x. Each bar is one <rect>.
+struct TimelineBar {
+  std::size_t row = 0;
+  double start = 0, end = 0;  // seconds
+  std::size_t style = 0;      // index into TimelineChart::styles
+  std::string tooltip;
+};
+
+struct TimelineChart {
+  std::string x_label;
+  std::vector<std::string> rows;  // top to bottom
+  std::vector<MarkStyle> styles;
+  std::vector<TimelineBar> bars;
+};
+std::string timeline_svg(const TimelineChart& chart);
 
 // Evenly spaced round values (1, 2 or 5 times a power of ten) covering [lo, hi], about
 // `count` of them.
