@@ -5,8 +5,9 @@
 # no script at all), keep every SVG element through the browser's parser (the DOM it
 # builds holds as many <svg>, <circle>, <rect> and <polyline> as the file), and lay every
 # chart out with a size (render_check.html measures them in a frame). Also: the pages hold
-# nothing outside themselves, the same search writes the same bytes, "wrote report FILE"
-# is announced, and a path that cannot be written is one line and status 2.
+# nothing outside themselves, the same search writes the same bytes, standard output is
+# the same with --report as without, "wrote report FILE" is announced on standard error,
+# and a path that cannot be written is one line and status 2.
 # Without Chromium this test FAILS (it never skips).
 # Usage: report_pages_browser.sh PARTUNE SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -20,9 +21,13 @@ chrome() { timeout 90 "$browser" --headless --no-sandbox --disable-gpu --user-da
 
 job=$src/scenarios/jobs/gpt-neox-20b-p4d-16.yaml
 "$partune" search "$job" --top-k 4 --report "$out/search.html" >"$out/search.txt" 2>"$out/search.err"
-"$partune" search "$job" --top-k 4 --report "$out/search-again.html" >/dev/null 2>&1
+"$partune" search "$job" --top-k 4 --json --report "$out/search-again.html" >"$out/search-again.json" 2>/dev/null
 cmp -s "$out/search.html" "$out/search-again.html" || fail "the same search wrote different pages"
+"$partune" search "$job" --top-k 4 --json >"$out/search-plain.json"  # (the text has timings; the JSON none)
+cmp -s "$out/search-again.json" "$out/search-plain.json" || fail "search printed something else with --report"
 "$partune" simulate "$job" --report "$out/simulate.html" >"$out/simulate.txt" 2>"$out/simulate.err"
+"$partune" simulate "$job" >"$out/simulate-plain.txt"
+cmp -s "$out/simulate.txt" "$out/simulate-plain.txt" || fail "simulate printed something else with --report"
 "$partune" sweep "$job" --vary nodes=8,16,32 --vary tensor_parallel_degree=2,4,8 --tokens 300e9 \
   --report "$out/sweep.html" >"$out/sweep.txt" 2>"$out/sweep.err"
 for page in search simulate sweep; do
@@ -56,8 +61,9 @@ for page in search simulate sweep; do
   PAGE=$page MEASURED=$measured SVGS=$(count "$file" "<svg") python3 - <<'PY' || fail "$page: not rendered as expected"
 import json, os, sys
 page, m, svgs = os.environ["PAGE"], json.loads(os.environ["MEASURED"]), int(os.environ["SVGS"])
-# Charts each page must have: search 3 (candidates, step, memory), simulate and sweep 4.
-expected = {"search": 3, "simulate": 4, "sweep": 4}[page]
+# Charts each page must have: search 3 (candidates, step, memory), simulate 5 (step,
+# ranks, timeline, memory, utilisation), sweep 4 (throughput, step, memory, cost).
+expected = {"search": 3, "simulate": 5, "sweep": 4}[page]
 problems = []
 if m["svg"] != svgs or svgs < expected: problems.append(f"{m['svg']} <svg> laid out, {svgs} written, {expected} expected")
 if m["svg_in_namespace"] != m["svg"]: problems.append("an <svg> not in SVG's namespace")
