@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "partune/costmodel/units.hpp"
@@ -55,7 +56,7 @@ Curves curves_of(const std::string& origin, const json& sweep) {
              (name.empty() ? "" : ", " + name);
       rest /= values.size();
     }
-    c.series.push_back(name.empty() ? origin : name);
+    c.series.push_back(name.empty() ? std::filesystem::path(origin).filename().string() : name);  // one axis: the job
   }
   return c;
 }
