@@ -180,7 +180,8 @@ BarChart rank_chart(const sim::SimResult& r) {
     const sim::RankResult& k = r.ranks[i];
     const sim::ExposedComm& x = k.exposed;
     const double busy = k.compute_busy + x.tensor + x.data + x.sharded + x.offload;
-    c.categories.push_back(fmt::format("rank {} (stage {})", k.rank, k.stage));
+    c.categories.push_back(r.ranks.size() > 16 ? fmt::format("r{} s{}", k.rank, k.stage)  // short: many labels
+                                               : fmt::format("rank {} (stage {})", k.rank, k.stage));
     c.values.push_back({k.compute_busy, x.tensor, x.data, x.sharded, x.offload,
                         std::max(0.0, r.metrics.step_time - busy)});
   }
@@ -252,8 +253,9 @@ std::string simulation_html(const Job& job, const sim::SimResult& r, const Estim
   page.figure(bar_svg(step_chart({{"estimator", &analytic}, {"simulation", &r.metrics}})),
               "The estimator's critical stage and the simulation's critical rank (the one that finishes last).");
   page.heading("Time of each simulated rank");
-  page.figure(bar_svg(rank_chart(r)), r.ranks.size() > 64 ? fmt::format("The first 64 of {} simulated ranks.", r.ranks.size())
-                                                          : std::string("Every simulated rank."));
+  const std::string ranks = r.ranks.size() > 64 ? fmt::format("The first 64 of {} simulated ranks", r.ranks.size())
+                                                : std::string("Every simulated rank");
+  page.figure(bar_svg(rank_chart(r)), ranks + (r.ranks.size() > 16 ? " (rN sS: rank N, of stage S)." : "."));
   if (!r.events.empty()) {
     page.heading("Timeline of the simulated ranks");
     const TimelineChart timeline = rank_timeline(r, 16);

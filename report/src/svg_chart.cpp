@@ -98,7 +98,9 @@ bool slanted(const std::vector<std::string>& labels) {
 std::string category_axis(const Frame& f, const std::vector<std::string>& labels, const std::string& label) {
   std::string s = line(kLeft, kBottom, kRight, kBottom, "axis");
   const bool slant = slanted(labels);
-  for (std::size_t i = 0; i < labels.size(); ++i) {
+  // Slanted labels need about 14 px each along the axis: beyond that, every n-th one.
+  const auto every = static_cast<std::size_t>(std::ceil(14.0 * static_cast<double>(labels.size()) / (kRight - kLeft)));
+  for (std::size_t i = 0; i < labels.size(); i += std::max<std::size_t>(every, 1)) {
     const double x = f.x(static_cast<double>(i)), y = kBottom + 14;
     s += slant ? text(x, y, labels[i], "end", fmt::format(" transform=\"rotate(-35 {} {})\"", num(x), num(y)))
                : text(x, y, labels[i], "middle");
@@ -174,7 +176,9 @@ std::string scatter_mark(const Frame& f, const ScatterChart& c, const ScatterMar
 
 const std::string& palette(std::size_t i) {
   static const std::vector<std::string> colors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+                                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+                                                  "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
+                                                  "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"};
   return colors[i % colors.size()];
 }
 

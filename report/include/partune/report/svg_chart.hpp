@@ -91,7 +91,7 @@ std::string timeline_svg(const TimelineChart& chart);
 // `count` of them.
 std::vector<double> nice_ticks(double lo, double hi, int count = 5);
 
-// The palette the pages colour series and parts with, in order (cycled).
+// The palette the pages colour series and parts with, in order (20 colours, cycled).
 const std::string& palette(std::size_t i);
 
 }  // namespace partune::report
