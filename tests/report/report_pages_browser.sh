@@ -17,7 +17,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 browser=$(command -v chromium || command -v chromium-browser || true)
 [ -n "$browser" ] || fail "no headless browser: install Debian's chromium (./scripts/setup.sh installs it)"
 rm -rf "$out" && mkdir -p "$out"
-chrome() { timeout 90 "$browser" --headless --no-sandbox --disable-gpu --user-data-dir="$out/profile" "$@"; }
+# --disable-dev-shm-usage: a container's small /dev/shm must not crash the renderer.
+chrome() { timeout 30 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir="$out/profile" "$@"; }
 
 job=$src/scenarios/jobs/gpt-neox-20b-p4d-16.yaml
 "$partune" search "$job" --top-k 4 --report "$out/search.html" >"$out/search.txt" 2>"$out/search.err"
