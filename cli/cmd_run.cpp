@@ -44,8 +44,10 @@ void run_rank(const Job& job, RunCommand& opt) {
   }
   trainer.finish();
   if (!leader) return;
-  if (!opt.trace.empty())
+  if (!opt.trace.empty()) {
     launch::write_chrome_trace(opt.trace, trainer.events(), trainer.job().world_size());
+    std::cerr << "wrote trace " << opt.trace << "\n";
+  }
   if (opt.json) std::cout << run_json(job, trainer, reports, first_step).dump(2) << "\n";
 }
 

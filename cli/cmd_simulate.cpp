@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "partune/launch/chrome_trace.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "slow_option.hpp"
 #include "partune/costmodel/estimator.hpp"
@@ -19,6 +20,7 @@ namespace partune::cli {
 
 void register_simulate(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Discrete-event simulation (SimGrid) of one training step");
+  cmd->footer(std::string(report::simulation_terms()) + "\n" + exit_status_help());
   struct Options {
     std::string job, trace, report;
     std::vector<std::string> overrides, slow;

@@ -24,25 +24,35 @@ const std::vector<EstimateField>& estimate_fields() {
 const std::vector<StepField>& step_fields() {
   using B = StepBreakdown;
   static const char* const of_total = "  of {} total";
+  // The labelled rows are the parts of the step (estimator.hpp's sum), under "exposed_s";
+  // the others are totals, under "totals_s".
   static const std::vector<StepField> fields = {
-      {"compute_s", &B::compute, "compute (forward + backward)", true, &B::recompute, "  incl. recompute {}"},
-      {"recompute_s", &B::recompute, nullptr, false, nullptr, nullptr},
-      {"tensor_parallel_comm_s", &B::tensor_parallel_comm, "tensor-parallel communication", true, nullptr, nullptr},
-      {"pipeline_bubble_s", &B::pipeline_bubble, "pipeline bubble", true, nullptr, nullptr},
-      {"pipeline_drain_waits_s", &B::pipeline_drain_waits, "pipeline drain (gradient buckets)", false, nullptr,
+      {"compute", &B::compute, "compute (forward + backward)", true, &B::recompute, "  incl. recompute {}"},
+      {"tensor_parallel", &B::tensor_parallel_comm, "tensor-parallel communication", true, nullptr, nullptr},
+      {"context_parallel", &B::context_parallel_comm, "context-parallel K/V exchange", false, nullptr, nullptr},
+      {"expert_parallel", &B::expert_parallel_comm, "expert all-to-all (tokens)", false, nullptr, nullptr},
+      {"pipeline_bubble", &B::pipeline_bubble, "pipeline bubble", true, nullptr, nullptr},
+      {"pipeline_drain_waits", &B::pipeline_drain_waits, "pipeline drain (gradient buckets)", false, nullptr,
        nullptr},
-      {"pipeline_p2p_s", &B::pipeline_p2p, "pipeline send/recv (exposed)", true, nullptr, nullptr},
-      {"data_parallel_comm_s", &B::data_parallel_comm, nullptr, false, nullptr, nullptr},
-      {"data_parallel_exposed_s", &B::data_parallel_exposed, "data-parallel gradients (exposed)", true,
-       &B::data_parallel_comm, of_total},
-      {"sharded_comm_s", &B::sharded_comm, nullptr, false, nullptr, nullptr},
-      {"sharded_exposed_s", &B::sharded_exposed, "sharded all-gather/reduce-scatter (exposed)", true, &B::sharded_comm,
+      {"pipeline_p2p", &B::pipeline_p2p, "pipeline send/recv (exposed)", true, nullptr, nullptr},
+      {"data_parallel", &B::data_parallel_exposed, "data-parallel gradients (exposed)", true, &B::data_parallel_comm,
        of_total},
-      {"offload_traffic_s", &B::offload_traffic, nullptr, false, nullptr, nullptr},
-      {"offload_exposed_s", &B::offload_exposed, "offload copies (exposed)", true, &B::offload_traffic, of_total},
-      {"optimizer_s", &B::optimizer, "optimizer step", true, nullptr, nullptr},
+      {"sharded", &B::sharded_exposed, "sharded all-gather/reduce-scatter (exposed)", true, &B::sharded_comm,
+       of_total},
+      {"offload", &B::offload_exposed, "offload copies (exposed)", true, &B::offload_traffic, of_total},
+      {"optimizer", &B::optimizer, "optimizer step", true, nullptr, nullptr},
+      {"recompute", &B::recompute, nullptr, false, nullptr, nullptr},
+      {"data_parallel", &B::data_parallel_comm, nullptr, false, nullptr, nullptr},
+      {"sharded", &B::sharded_comm, nullptr, false, nullptr, nullptr},
+      {"offload", &B::offload_traffic, nullptr, false, nullptr, nullptr},
   };
   return fields;
+}
+
+const char* step_sum_rule() {
+  return "the exposed_s parts add up to step_time_s (within rounding): each is time the critical stage spends on "
+         "that kind and nothing else; totals_s are each kind's whole busy time (recompute: of exposed_s.compute; "
+         "data_parallel, sharded, offload: partly hidden under compute, only their exposed_s part adds to the step)";
 }
 
 const std::vector<MemoryField>& memory_fields() {

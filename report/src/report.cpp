@@ -40,7 +40,7 @@ std::string breakdown_text(const Estimate& e) {
     const std::string extra = note > 0 ? fmt::format(fmt::runtime(f.note_format), seconds(note)) : "";
     s += fmt::format("  {:<36} {:>12} {}{}\n", f.label, seconds(t), share(t, e.step_time), extra);
   }
-  return s;
+  return s + "  (the rows add up to the step time; 'of X total': that kind's whole busy time, the rest hidden)\n";
 }
 
 // The memory section's rows (estimate_fields.hpp) and whether it fits.
@@ -141,8 +141,10 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
   for (const EstimateField& f : estimate_fields()) j[f.key] = f.value(e);
   j["fits"] = e.fits;
   j["not_fit_reason"] = e.not_fit_reason;
-  nlohmann::json& breakdown = j["breakdown"] = nlohmann::json::object();
-  for (const StepField& f : step_fields()) breakdown[f.key] = e.breakdown.*f.value;
+  nlohmann::json& breakdown = j["breakdown"] = {{"exposed_s", nlohmann::json::object()},
+                                                 {"totals_s", nlohmann::json::object()},
+                                                 {"sum_rule", step_sum_rule()}};
+  for (const StepField& f : step_fields()) breakdown[f.label ? "exposed_s" : "totals_s"][f.key] = e.breakdown.*f.value;
   nlohmann::json& memory = j["memory"] = {{"stage", e.memory.stage}};
   for (const MemoryField& f : memory_fields())
     if (f.key) memory[f.key] = f.value(e.memory);
@@ -188,17 +190,40 @@ std::string simulation_text(const Job& job, const sim::SimResult& r, const Estim
   // (`partune bench simulate` reports speed).
   s += fmt::format("\nsimulation: {} of {} ranks simulated{}, {} activities\n", r.ranks.size(), job.world_size(),
                    r.symmetric ? " (identical replicas / tensor ranks folded exactly)" : "", r.activities);
-  s += fmt::format("bubble fraction      {:.1f}%\n", 100 * r.bubble_fraction);
+  // Two bubbles: the breakdown's "pipeline bubble" is the critical rank's idle time; this
+  // is the mean over every simulated rank (simulate --help).
+  s += fmt::format("bubble fraction      {:.1f}%  (mean over ranks of the step spent waiting on pipeline neighbours; "
+                   "the breakdown's pipeline bubble is the critical rank's: {:.1f}%)\n",
+                   100 * r.bubble_fraction,
+                   r.metrics.step_time > 0 ? 100 * r.metrics.breakdown.pipeline_bubble / r.metrics.step_time : 0.0);
   s += "stage utilisation   ";
   for (double u : r.stage_utilisation) s += fmt::format(" {:.0f}%", 100 * u);
   s += "\nexposed communication on the critical rank (the one that finishes last)\n";
-  s += fmt::format("  tensor-parallel {}, pipeline waits {}, data-parallel {}, sharded {}, offload {}\n",
-                   seconds(r.exposed.tensor), seconds(r.exposed.pipeline), seconds(r.exposed.data),
-                   seconds(r.exposed.sharded), seconds(r.exposed.offload));
+  const double tensor_only = std::max(0.0, r.exposed.tensor - r.exposed.context - r.exposed.expert);
+  s += fmt::format("  tensor-parallel {}{}{}, pipeline waits {}, data-parallel {}, sharded {}, offload {}\n",
+                   seconds(tensor_only),
+                   r.exposed.context > 0 ? ", context-parallel " + seconds(r.exposed.context) : "",
+                   r.exposed.expert > 0 ? ", expert all-to-all " + seconds(r.exposed.expert) : "",
+                   seconds(r.exposed.pipeline), seconds(r.exposed.data), seconds(r.exposed.sharded),
+                   seconds(r.exposed.offload));
   s += fmt::format("peak memory over the timeline: {} on the fullest rank (headroom {})\n", gib(simulated_peak(r)),
                    gib(r.metrics.memory_capacity - simulated_peak(r)));
   s += comparison_text(analytic, r);
   return s;
+}
+
+const char* simulation_terms() {
+  return "Terms of the report:\n"
+         "  pipeline bubble    (step time breakdown) the critical rank's time, in the step, that is neither\n"
+         "                     compute nor an exposed collective: waiting on pipeline neighbours (JSON:\n"
+         "                     breakdown.exposed_s.pipeline_bubble, seconds)\n"
+         "  bubble fraction    the same waiting, as a share of the step, averaged over every simulated rank\n"
+         "                     (JSON: bubble_fraction); below the critical rank's when other ranks wait less\n"
+         "  exposed            time a rank is blocked on (or slowed by) a collective of that kind; the\n"
+         "                     breakdown's rows add up to the step time, 'of X total' is the kind's whole\n"
+         "                     busy time, partly hidden under compute\n"
+         "  tensor-parallel, context-parallel, expert all-to-all: the layers' collectives over the tensor,\n"
+         "                     context and expert groups, each under its own name (JSON: exposed_comm_s)\n";
 }
 
 nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Estimate& analytic) {
@@ -209,7 +234,9 @@ nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Es
   j["timeline_headroom_bytes"] = r.metrics.memory_capacity - simulated_peak(r);
   j["stage_utilisation"] = r.stage_utilisation;
   j["bubble_fraction"] = r.bubble_fraction;
-  j["exposed_comm_s"] = {{"tensor", r.exposed.tensor}, {"pipeline", r.exposed.pipeline}, {"data", r.exposed.data},
+  j["exposed_comm_s"] = {{"tensor", std::max(0.0, r.exposed.tensor - r.exposed.context - r.exposed.expert)},
+                         {"context", r.exposed.context}, {"expert", r.exposed.expert},
+                         {"pipeline", r.exposed.pipeline}, {"data", r.exposed.data},
                          {"sharded", r.exposed.sharded}, {"offload", r.exposed.offload}};
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& rr : r.ranks)

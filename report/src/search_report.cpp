@@ -51,10 +51,12 @@ nlohmann::json candidate_json(const search::Candidate& c) {
           {"estimated_step_time_s", c.estimate.step_time},
           {"peak_memory_bytes", c.estimate.memory.total()},
           {"headroom_bytes", c.estimate.memory_capacity - c.estimate.memory.total()},
+          // The estimator's exposed parts: they add up to estimated_step_time_s.
           {"breakdown_s", {{"compute", b.compute}, {"tensor_parallel", b.tensor_parallel_comm},
+                           {"context_parallel", b.context_parallel_comm}, {"expert_parallel", b.expert_parallel_comm},
                            {"pipeline", b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p},
                            {"data_parallel", b.data_parallel_exposed}, {"sharded", b.sharded_exposed},
-                           {"offload", b.offload_exposed}}}};
+                           {"offload", b.offload_exposed}, {"optimizer", b.optimizer}}}};
 }
 
 // "  also: DPT" after a row whose twins (search/twins.hpp) are not shown.
@@ -67,8 +69,8 @@ std::string twins_note(const search::SearchReport& r, const search::TwinGroup& g
 
 // The table of the best `rows` distinct configurations, twins folded into one row.
 std::string candidate_table(const search::SearchReport& r, const std::vector<search::TwinGroup>& groups, int rows) {
-  std::string s = fmt::format("{:>3}  {:<52} {:>9} {:>9} {:>7} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#",
-                              "configuration", "samples/s", "estimated", "TFLOPs", "headroom", "compute", "tensor",
+  std::string s = fmt::format("{:>3}  {:<52} {:>9} {:>9} {:>7} {:>8}  {:>7} {:>8} {:>7} {:>7} {:>7}\n", "#",
+                              "configuration", "samples/s", "estimated", "TFLOPs", "headroom", "compute", "tp/cp/ep",
                               "pipe", "data", "shard");
   const int n = std::min<int>(rows, static_cast<int>(groups.size()));
   for (int i = 0; i < n; ++i) {
@@ -77,13 +79,14 @@ std::string candidate_table(const search::SearchReport& r, const std::vector<sea
     const StepBreakdown& b = c.estimate.breakdown;
     const double step = c.estimate.step_time;
     auto pct = [&](double x) { return fmt::format("{:.0f}%", 100 * x / step); };
-    s += fmt::format("{:>3}  {:<52} {:>9.2f} {:>9.2f} {:>7.1f} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}{}\n", i + 1,
+    s += fmt::format("{:>3}  {:<52} {:>9.2f} {:>9.2f} {:>7.1f} {:>8}  {:>7} {:>8} {:>7} {:>7} {:>7}{}\n", i + 1,
                      c.configuration, v.samples_per_s, c.estimate.samples_per_s, v.tflops_per_gpu,
                      gib(c.estimate.memory_capacity - c.estimate.memory.total()), pct(b.compute),
-                     pct(b.tensor_parallel_comm), pct(b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p), pct(b.data_parallel_exposed),
+                     pct(b.layer_comm()), pct(b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p), pct(b.data_parallel_exposed),
                      pct(b.sharded_exposed), twins_note(r, groups[i]));
   }
-  s += "  (samples/s and TFLOPs/GPU: simulated where simulated; the breakdown is the estimator's share of its step;\n"
+  s += "  (samples/s and TFLOPs/GPU: simulated where simulated; the breakdown is the estimator's share of its step,\n"
+       "   tp/cp/ep the layers' tensor, context and expert collectives;\n"
        "   also: placement orders predicted exactly alike, the same configuration to the model)\n";
   return s + search::describe_legend_line();
 }

@@ -349,12 +349,14 @@ namespace {
 // describe()'s tokens in the order it writes them: (token, meaning).
 const std::vector<std::pair<const char*, const char*>>& legend() {
   static const std::vector<std::pair<const char*, const char*>> table = {
-      {"ppP tpT dpD", "pipeline, tensor and data-parallel degrees (P x T x D = the GPUs)"},
-      {"sdpS(coll)", "sharded data parallelism (ZeRO-3/FSDP) over S data-parallel ranks, its all-gathers and "
-                     "reduce-scatters by the collective coll (ring, all_to_all, ...)"},
+      {"ppP tpT dpD", "pipeline, tensor and data-parallel degrees (P x T x D x C = the GPUs, C the context degree "
+                      "below, 1 when absent; D counts the replicas of the batch)"},
       {"cpC(comm)", "context parallelism: each sequence split over C ranks, exchanging keys and values by comm "
                     "(p2p ring, a2a all-to-alls, allgather)"},
-      {"epE", "expert parallelism: the experts split over E data-parallel ranks"},
+      {"sdpS(coll)", "sharded data parallelism (ZeRO-3/FSDP) over S of the D x C data and context ranks (so S may "
+                     "exceed D: dp1 cp2 sdp2), its all-gathers and reduce-scatters by the collective coll (ring, "
+                     "all_to_all, ...)"},
+      {"epE", "expert parallelism: the experts split over E of the D x C data and context ranks"},
       {"mbMxS", "M micro-batches of S sequences each, per data-parallel replica and step"},
       {"gpipe", "pipeline schedule: every forward pass, then every backward pass"},
       {"1f1b", "pipeline schedule: one forward, one backward (1F1B)"},

@@ -12,7 +12,7 @@ using Parts = std::array<double, 6>;
 
 Parts parts_of(const Estimate& e) {
   const StepBreakdown& b = e.breakdown;
-  return {b.compute + b.optimizer, b.tensor_parallel_comm, b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p,
+  return {b.compute + b.optimizer, b.layer_comm(), b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p,
           b.data_parallel_exposed, b.sharded_exposed, b.offload_exposed};
 }
 
@@ -25,7 +25,7 @@ Parts parts_of(const SimResult& r) {
 }
 
 constexpr const char* kNames[] = {"compute",
-                                  "tensor-parallel communication",
+                                  "layer collectives (tensor, context, expert)",
                                   "pipeline (bubble, transfers, waits)",
                                   "data-parallel gradients (exposed)",
                                   "sharded collectives (exposed)",
@@ -33,7 +33,8 @@ constexpr const char* kNames[] = {"compute",
 
 constexpr const char* kWhy[] = {
     "kernel time differs only through non-uniform stages: check the stage utilisation line",
-    "tensor-parallel all-reduces share NVSwitch ports or NICs with other traffic in the simulation",
+    "the layers' collectives (tensor all-reduces, context exchanges, expert all-to-alls) share NVSwitch ports "
+    "or NICs with other traffic in the simulation",
     "the simulated pipeline also waits on transfers and on neighbours slowed by their own "
     "communication; the estimator charges fill and drain from each stage's work alone",
     "gradient buckets of every stage and replica share the NICs over time in the simulation; "

@@ -161,7 +161,7 @@ void RankProgramRunner::run_compute_then_collective(int index, double start) {
   req.index = index + 1;
   req.ready = ready;
   world_.run_on_own_links(rs_, coll.group, req);
-  exposed_slot(rs_.exposed, coll.group) += now() - ready;
+  book_exposed(rs_.exposed, coll.group, now() - ready);
   world_.record(rs_, 0, coll, ready, now());
 }
 
@@ -225,7 +225,7 @@ void RankProgramRunner::run_collective(int index, const Instruction& in, double 
     // program actor runs it itself (same rendezvous, flows and order), sparing two
     // hand-offs per collective, and nobody waits on its `done`.
     world_.execute_collective(rs_, in.group, inline_req);
-    exposed_slot(rs_.exposed, in.group) += now() - start;
+    book_exposed(rs_.exposed, in.group, now() - start);
   } else {
     auto req = std::make_unique<CollectiveRequest>(inline_req);
     req->async = in.async;
@@ -236,7 +236,7 @@ void RankProgramRunner::run_collective(int index, const Instruction& in, double 
     st.items->release();
     if (!in.async) {
       req->done->acquire();
-      exposed_slot(rs_.exposed, in.group) += now() - start;
+      book_exposed(rs_.exposed, in.group, now() - start);
     } else {
       requests_[index] = std::move(req);  // a `wait` ends it; a blocking one is over
     }
@@ -308,7 +308,7 @@ void RankProgramRunner::wait_collective(const Instruction& in, double start) {
     }
     if (req.end > now()) s4u::this_actor::sleep_for(req.end - now());
   }
-  exposed_slot(rs_.exposed, ops_[w].group) += now() - start;
+  book_exposed(rs_.exposed, ops_[w].group, now() - start);
   memory_.bucket_awaited(w);
   running_.forget(w);
   requests_[w].reset();

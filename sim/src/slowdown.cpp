@@ -37,7 +37,7 @@ void pay_compute_slowdown(const RunningCollectives& running, double t0, double t
       if (overlapped <= 0) continue;
       const double owed = (1.0 - r->compute_overlap) * overlapped;
       stall += owed;
-      exposed_slot(exposed, r->instruction->group) += owed;
+      book_exposed(exposed, r->instruction->group, owed);
       if (r->end < 0 || r->end > to) still_running += 1.0 - r->compute_overlap;
     }
     if (stall < kNegligibleStall) return;
@@ -47,7 +47,7 @@ void pay_compute_slowdown(const RunningCollectives& running, double t0, double t
       const double tail = stall / (1.0 - still_running);
       for (const auto& [index, r] : running.by_issue())
         if (r->end < 0 || r->end > to)
-          exposed_slot(exposed, r->instruction->group) += (tail - stall) * (1.0 - r->compute_overlap) / still_running;
+          book_exposed(exposed, r->instruction->group, (tail - stall) * (1.0 - r->compute_overlap) / still_running);
       run_kernels(tail);
       return;
     }

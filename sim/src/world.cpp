@@ -314,12 +314,14 @@ SimResult World::collect_results() {
                                    e.memory_capacity / units::GiB, fit_hint(job_, e.memory));
   StepBreakdown& br = e.breakdown;
   br.compute = critical->compute_busy;
-  br.tensor_parallel_comm = critical->exposed.tensor;
+  br.context_parallel_comm = critical->exposed.context;
+  br.expert_parallel_comm = critical->exposed.expert;
+  br.tensor_parallel_comm = std::max(0.0, critical->exposed.tensor - br.context_parallel_comm - br.expert_parallel_comm);
   br.data_parallel_exposed = critical->exposed.data;
   br.sharded_exposed = critical->exposed.sharded;
   br.offload_exposed = critical->exposed.offload;
   br.pipeline_p2p = 0;
-  br.pipeline_bubble = std::max(0.0, step - br.compute - br.tensor_parallel_comm - br.data_parallel_exposed -
+  br.pipeline_bubble = std::max(0.0, step - br.compute - br.layer_comm() - br.data_parallel_exposed -
                                          br.sharded_exposed - br.offload_exposed);
   out.events = std::move(events_);
   out.activities = activities_;

@@ -37,6 +37,14 @@ inline double& exposed_slot(ExposedComm& exposed, CommGroup g) {
   }
 }
 
+// Books `t` seconds blocked on (or slowed by) a communicator of kind `g`: in its slot, and
+// the context and expert groups' also in their own (parts of the in-layer `tensor`).
+inline void book_exposed(ExposedComm& exposed, CommGroup g, double t) {
+  exposed_slot(exposed, g) += t;
+  if (g == CommGroup::context || g == CommGroup::context_a2a) exposed.context += t;
+  if (g == CommGroup::expert) exposed.expert += t;
+}
+
 // One communicator as seen from one simulated rank.
 struct GroupView {
   CommGroup kind = CommGroup::none;

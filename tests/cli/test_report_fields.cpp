@@ -37,29 +37,62 @@ TEST_CASE("estimate fields: the text's breakdown rows are the parts that add up 
        {std::vector<std::string>{}, {"offload_activations=true", "sharded_data_parallel_degree=8"}}) {
     const Estimate e = estimate(load_job(kJob, set));
     const StepBreakdown& b = e.breakdown;
-    // estimator.hpp: step_time = compute + tensor_parallel_comm + pipeline_bubble + pipeline_drain_waits
-    //   + pipeline_p2p + data_parallel_exposed + sharded_exposed + offload_exposed + optimizer.
-    const double parts = b.compute + b.tensor_parallel_comm + b.pipeline_bubble + b.pipeline_drain_waits +
-                         b.pipeline_p2p + b.data_parallel_exposed + b.sharded_exposed + b.offload_exposed + b.optimizer;
+    // estimator.hpp: step_time = compute + tensor_parallel_comm + context_parallel_comm
+    //   + expert_parallel_comm + pipeline_bubble + pipeline_drain_waits + pipeline_p2p
+    //   + data_parallel_exposed + sharded_exposed + offload_exposed + optimizer.
+    const double parts = b.compute + b.tensor_parallel_comm + b.context_parallel_comm + b.expert_parallel_comm +
+                         b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p + b.data_parallel_exposed +
+                         b.sharded_exposed + b.offload_exposed + b.optimizer;
     double rows = 0;
     int labelled = 0;
     for (const StepField& f : step_fields())
       if (f.label) rows += e.breakdown.*f.value, ++labelled;
-    CHECK(labelled == 9);
+    CHECK(labelled == 11);
     CHECK(rows == Approx(parts).epsilon(1e-12));
     CHECK(rows == Approx(e.step_time).epsilon(1e-9));
   }
 }
 
+// The JSON's sum rule (breakdown.sum_rule), on every shipped job: the exposed parts add up
+// to the step (issue 53: the old flat keys summed to 64.2 s for a 52.7 s step), each
+// total is at least its exposed part, and context and expert traffic have their own keys.
+TEST_CASE("estimate --json: the exposed parts add up to the step on every shipped job", "[report][estimate]") {
+  const std::string dir = std::string(PARTUNE_SOURCE_DIR) + "/scenarios/jobs/";
+  for (const char* name : {"gpt3-175b-p4d-120", "gpt-neox-20b-p4d-16", "gpt-neox-13b-p4d-16-sharded",
+                           "llama-3-70b-128k-p5", "mixtral-8x7b-p4d-8", "bloom-176b-p4de-56"}) {
+    INFO(name);
+    const Job job = load_job(dir + name + ".yaml");
+    const nlohmann::json j = estimate_json(job, estimate(job));
+    const nlohmann::json& b = j["breakdown"];
+    double sum = 0;
+    for (const auto& part : b["exposed_s"].items()) sum += part.value().get<double>();
+    CHECK(sum == Approx(j["step_time_s"].get<double>()).epsilon(1e-9));
+    for (const char* kind : {"data_parallel", "sharded", "offload"})
+      CHECK(b["totals_s"][kind].get<double>() >= b["exposed_s"][kind].get<double>() * (1 - 1e-12));
+    CHECK(b["totals_s"]["recompute"].get<double>() <= b["exposed_s"]["compute"].get<double>());
+    CHECK(b["sum_rule"].get<std::string>().find("add up to step_time_s") != std::string::npos);
+  }
+  // Context parallelism's exchange and the experts' all-to-alls are not tensor-parallel time.
+  const nlohmann::json cp = estimate_json(load_job(dir + "llama-3-70b-128k-p5.yaml"),
+                                          estimate(load_job(dir + "llama-3-70b-128k-p5.yaml")));
+  CHECK(cp["breakdown"]["exposed_s"]["context_parallel"].get<double>() > 0);
+  const Job moe = load_job(dir + "mixtral-8x7b-p4d-8.yaml");
+  const nlohmann::json ep = estimate_json(moe, estimate(moe));
+  CHECK(ep["breakdown"]["exposed_s"]["expert_parallel"].get<double>() >
+        ep["breakdown"]["exposed_s"]["tensor_parallel"].get<double>());
+}
+
 TEST_CASE("estimate fields: every number of StepBreakdown has one key", "[report][estimate]") {
-  // StepBreakdown is thirteen doubles; each has its own key.
-  static_assert(sizeof(StepBreakdown) == 13 * sizeof(double), "StepBreakdown changed: add its field to step_fields()");
+  // StepBreakdown is fifteen doubles; each has its own key, under exposed_s (a part of the
+  // step: labelled) or totals_s.
+  static_assert(sizeof(StepBreakdown) == 15 * sizeof(double), "StepBreakdown changed: add its field to step_fields()");
   const StepBreakdown b;
   std::set<const double*> members;  // where each field's number lives in one StepBreakdown
   std::set<std::string> keys;
-  for (const StepField& f : step_fields()) members.insert(&(b.*f.value)), keys.insert(f.key);
-  CHECK(members.size() == 13);
-  CHECK(keys.size() == 13);
+  for (const StepField& f : step_fields())
+    members.insert(&(b.*f.value)), keys.insert(std::string(f.label ? "exposed_s." : "totals_s.") + f.key);
+  CHECK(members.size() == 15);
+  CHECK(keys.size() == 15);
 }
 
 TEST_CASE("estimate fields: the memory rows add up to the total", "[report][estimate]") {
@@ -82,7 +115,8 @@ TEST_CASE("estimate fields: estimate_json writes every key of the tables, and on
   std::set<std::string> written;
   for (const auto& kv : j.items()) written.insert(kv.key());
   CHECK(written == top);
-  CHECK(j["breakdown"].size() == step_fields().size());
+  CHECK(j["breakdown"].size() == 3);  // exposed_s, totals_s, sum_rule
+  CHECK(j["breakdown"]["exposed_s"].size() + j["breakdown"]["totals_s"].size() == step_fields().size());
   std::set<std::string> memory{"stage"};
   for (const MemoryField& f : memory_fields())
     if (f.key) memory.insert(f.key);
@@ -91,7 +125,7 @@ TEST_CASE("estimate fields: estimate_json writes every key of the tables, and on
   CHECK(j["step_time_s"].get<double>() == estimate(job).step_time);
 }
 
-TEST_CASE("sweep job: the file's own micro-batches fix them; each point loads with its keys", "[report][sweep]") {
+TEST_CASE("sweep job: the file's own micro-batches fix them, each point loads with its keys", "[report][sweep]") {
   const search::SweepJob open = sweep_job_text(job_text(""), "open.yaml", {});
   CHECK_FALSE(open.file_sets_microbatches);
   CHECK(open.origin == "open.yaml");

@@ -68,7 +68,8 @@ TEST_CASE("every breakdown part is at most its total and the parts sum to the st
     CHECK(b.sharded_exposed <= b.sharded_comm + tol);
     CHECK(b.offload_exposed <= b.offload_traffic + tol);
     CHECK(b.recompute <= b.compute + tol);
-    const double parts[] = {b.compute, b.tensor_parallel_comm, b.pipeline_bubble, b.pipeline_drain_waits, b.pipeline_p2p,
+    const double parts[] = {b.compute, b.tensor_parallel_comm, b.context_parallel_comm, b.expert_parallel_comm,
+                            b.pipeline_bubble, b.pipeline_drain_waits, b.pipeline_p2p,
                             b.data_parallel_exposed, b.sharded_exposed, b.offload_exposed, b.optimizer};
     double sum = 0;
     for (double p : parts) {

@@ -80,9 +80,9 @@ TEST_CASE("expert groups of 16: on NVL72 one NVLink level, on 8-GPU nodes across
   const Job gb200 = job("p6e-gb200.36xlarge", 16), b200 = job("p6-b200.48xlarge", 8);
   CHECK(StageCostModel(gb200).expert_span().nodes == 1);
   CHECK(StageCostModel(b200).expert_span().nodes == 2);
-  // The all-to-alls (booked with the layers' collectives) take less on NVLink, in the
-  // estimator and in the simulator.
-  CHECK(estimate(gb200).breakdown.tensor_parallel_comm < estimate(b200).breakdown.tensor_parallel_comm);
-  CHECK(sim::simulate(gb200).metrics.breakdown.tensor_parallel_comm <
-        sim::simulate(b200).metrics.breakdown.tensor_parallel_comm);
+  // The all-to-alls (booked as expert traffic) take less on NVLink, in the estimator and in
+  // the simulator.
+  CHECK(estimate(gb200).breakdown.expert_parallel_comm < estimate(b200).breakdown.expert_parallel_comm);
+  CHECK(sim::simulate(gb200).metrics.breakdown.expert_parallel_comm <
+        sim::simulate(b200).metrics.breakdown.expert_parallel_comm);
 }

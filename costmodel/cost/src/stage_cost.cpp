@@ -164,13 +164,35 @@ StageCost StageCostModel::cost(int stage) const {
   }
   const StageCollectives tc = collectives(stage);
   double overlapped = 0, blocking = 0, overlapped_forward = 0;
-  for (const TensorCollective& c : tc.forward)
-    (c.overlapped ? overlapped_forward : s.tensor_forward) += tensor_collective_time(c, stage);
+  // By group (tensor, context, expert): blocking time, overlapped time forward and backward.
+  double group_blocking[3] = {}, group_forward[3] = {}, group_backward[3] = {};
+  const auto group_of = [](const TensorCollective& c) {
+    return c.group == PlanGroup::expert                                           ? 2
+           : c.group == PlanGroup::context || c.group == PlanGroup::context_a2a ? 1
+                                                                                : 0;
+  };
+  for (const TensorCollective& c : tc.forward) {
+    const double t = tensor_collective_time(c, stage);
+    (c.overlapped ? overlapped_forward : s.tensor_forward) += t;
+    (c.overlapped ? group_forward : group_blocking)[group_of(c)] += t;
+  }
   for (const auto* pass : {&tc.backward, &tc.recompute})
-    for (const TensorCollective& c : *pass) (c.overlapped ? overlapped : blocking) += tensor_collective_time(c, stage);
+    for (const TensorCollective& c : *pass) {
+      const double t = tensor_collective_time(c, stage);
+      (c.overlapped ? overlapped : blocking) += t;
+      (c.overlapped ? group_backward : group_blocking)[group_of(c)] += t;
+    }
   const double hide = job_.cluster.instance.ring.compute_overlap;
-  s.tensor_forward += exposed_beside(overlapped_forward, hide, s.forward);
-  s.tensor_backward = blocking + exposed_beside(overlapped, hide, s.backward);
+  const double exposed_forward = exposed_beside(overlapped_forward, hide, s.forward);
+  const double exposed_backward = exposed_beside(overlapped, hide, s.backward);
+  s.tensor_forward += exposed_forward;
+  s.tensor_backward = blocking + exposed_backward;
+  const auto group_time = [&](int g) {
+    return group_blocking[g] + (overlapped_forward > 0 ? exposed_forward * group_forward[g] / overlapped_forward : 0.0) +
+           (overlapped > 0 ? exposed_backward * group_backward[g] / overlapped : 0.0);
+  };
+  s.context = group_time(1);
+  s.expert = group_time(2);
   return s;
 }
 

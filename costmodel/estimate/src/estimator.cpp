@@ -502,7 +502,10 @@ Estimate estimate(const Job& job) {
   const double passes = job.training.gradient_accumulation, microbatches = c.pc.microbatches * passes;
   br.compute = microbatches * slots.stage.kernels();
   br.recompute = microbatches * slots.stage.recompute;
-  br.tensor_parallel_comm = microbatches * slots.stage.tensor();
+  br.context_parallel_comm = microbatches * slots.stage.context;
+  br.expert_parallel_comm = microbatches * slots.stage.expert;
+  br.tensor_parallel_comm =
+      std::max(0.0, microbatches * slots.stage.tensor() - br.context_parallel_comm - br.expert_parallel_comm);
   br.pipeline_bubble = passes * pass.bubble;
   br.pipeline_drain_waits = grads.drain_waits;
   br.pipeline_p2p = passes * pass.p2p;
@@ -517,7 +520,7 @@ Estimate estimate(const Job& job) {
   const double copies_of_states = state_copies(c, slots, stage_params);
   br.offload_traffic += copies_of_states;
   br.offload_exposed += copies_of_states;
-  const double step = br.compute + br.tensor_parallel_comm + br.pipeline_bubble + br.pipeline_drain_waits + br.pipeline_p2p +
+  const double step = br.compute + br.layer_comm() + br.pipeline_bubble + br.pipeline_drain_waits + br.pipeline_p2p +
                       br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
   Estimate e = headline_metrics(job, step);
   e.breakdown = br;

@@ -18,18 +18,23 @@ struct EstimateField {
 };
 const std::vector<EstimateField>& estimate_fields();
 
-// A part of the step (StepBreakdown), under "breakdown". In the text, a row of the "step
-// time breakdown" with its share of the step, and maybe a note after it naming another
-// part (a row of its own or not): "incl. recompute 1.2 s", "of 3.4 s total".
+// A number of the step (StepBreakdown), under "breakdown". A part of the step (one with a
+// label) goes under "breakdown.exposed_s": the parts add up to the step time (the sum
+// rule, step_sum_rule()); the others are totals, under "breakdown.totals_s" (a kind's
+// whole busy time, hidden in part; recompute, a part of compute). In the text, a part is
+// a row of the "step time breakdown" with its share of the step, and maybe a note after
+// it naming a total: "incl. recompute 1.2 s", "of 3.4 s total".
 struct StepField {
-  const char* key;               // "compute_s"
+  const char* key;               // "compute": its key under exposed_s or totals_s
   double StepBreakdown::*value;
-  const char* label;             // the text's row; nullptr: none (another row's note)
+  const char* label;             // the text's row, and a part of the step; nullptr: a total
   bool row_when_zero;            // the text shows the row at 0
   double StepBreakdown::*note;   // nullptr: no note; shown when above 0
   const char* note_format;       // "  incl. recompute {}": the note's value in seconds
 };
 const std::vector<StepField>& step_fields();
+// The sentence "breakdown.sum_rule" gives: how the parts and the totals relate to the step.
+const char* step_sum_rule();
 
 // A part of the memory of the largest stage (MemoryBreakdown), under "memory". In the
 // text, where its row goes in the "memory per GPU" section.

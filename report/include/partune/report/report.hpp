@@ -25,6 +25,9 @@ nlohmann::json resilience_json(const Job& job, const Estimate& e, double tokens 
 // `analytic` is the estimator's view of the same job: the report puts the two side by
 // side and says where they differ.
 std::string simulation_text(const Job& job, const sim::SimResult& r, const Estimate& analytic);
+// What simulation_text's figures mean where two look alike (the two bubbles, the exposed
+// communication by kind), for `simulate --help`.
+const char* simulation_terms();
 nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Estimate& analytic);
 
 // reproduce --search: published configurations against the ones the search finds.

@@ -10,7 +10,7 @@
 namespace partune::sim {
 
 struct StepPart {
-  std::string name;             // "compute", "tensor-parallel communication", ...
+  std::string name;             // "compute", "layer collectives (tensor, context, expert)", ...
   double estimated_s = 0;       // the estimator's share of its step
   double simulated_s = 0;       // the simulation's, on the critical rank
 };

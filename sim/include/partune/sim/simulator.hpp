@@ -56,7 +56,11 @@ using TraceEvent = partune::TraceEvent;
 
 // Time a rank's program spent blocked on communication, by what it waited for.
 struct ExposedComm {
-  double tensor = 0;    // tensor-parallel all-reduces
+  double tensor = 0;    // the collectives inside the layers: the tensor group's, the context
+                        // group's and the expert group's (tensor-parallel all-reduces, K/V
+                        // exchange, token all-to-alls)
+  double context = 0;   // of `tensor`, the context groups' (both sub-groups of a2a+p2p)
+  double expert = 0;    // of `tensor`, the expert groups' all-to-alls
   double pipeline = 0;  // waiting for activations/gradients (bubble and transfers)
   double data = 0;      // gradient synchronisation
   double sharded = 0;   // sharded all-gather / reduce-scatter

@@ -45,6 +45,11 @@ struct StageCost {
                                 // exposed part of the overlapped ones (context's p2p ring)
   double tensor_backward = 0;   // of the backward and the recompute, plus the exposed part
                                 // of the overlapped ones (sequence-parallel re-gathers)
+  // Of tensor_forward + tensor_backward, the context group's collectives (context
+  // parallelism's K/V exchange, both of its sub-groups) and the expert group's (the
+  // experts' token all-to-alls); an overlapped collective's exposed part is shared among
+  // the groups by their time. The rest is the tensor group's.
+  double context = 0, expert = 0;
   double forward_slot() const { return forward + tensor_forward; }
   double backward_slot() const { return backward + recompute + tensor_backward; }
   double slot() const { return forward_slot() + backward_slot(); }

@@ -11,13 +11,16 @@ namespace partune {
 
 // Where the time of one step goes, on the critical (slowest) pipeline stage. The
 // "exposed" parts are what is left on the critical path after overlap with compute;
-// step_time = compute + tensor_parallel_comm + pipeline_bubble + pipeline_drain_waits
-//           + pipeline_p2p + data_parallel_exposed + sharded_exposed + offload_exposed
-//           + optimizer.
+// step_time = compute + tensor_parallel_comm + context_parallel_comm + expert_parallel_comm
+//           + pipeline_bubble + pipeline_drain_waits + pipeline_p2p + data_parallel_exposed
+//           + sharded_exposed + offload_exposed + optimizer.
+// The other fields are totals (busy time, hidden in part) or parts of a part (recompute).
 struct StepBreakdown {
   double compute = 0;                 // forward + backward kernels, all micro-batches
   double recompute = 0;               // of which activation recompute
-  double tensor_parallel_comm = 0;    // all-reduces inside layers (not overlapped)
+  double tensor_parallel_comm = 0;    // the tensor group's collectives inside layers (exposed)
+  double context_parallel_comm = 0;   // context parallelism's K/V exchange (exposed)
+  double expert_parallel_comm = 0;    // the experts' token all-to-alls (exposed)
   double pipeline_bubble = 0;         // fill and drain idle time of the schedule
   double pipeline_drain_waits = 0;    // the critical stage waiting on the later stages' last
                                       // backwards, stretched by their gradient buckets
@@ -29,6 +32,8 @@ struct StepBreakdown {
   double offload_traffic = 0;         // activation offload + reload over PCIe, total
   double offload_exposed = 0;
   double optimizer = 0;
+  // The collectives inside the layers, every group's: tensor + context + expert.
+  double layer_comm() const { return tensor_parallel_comm + context_parallel_comm + expert_parallel_comm; }
 };
 
 struct Estimate {
