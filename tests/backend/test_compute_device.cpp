@@ -108,7 +108,7 @@ TEST_CASE("compute device: updates below bf16's resolution are kept by the fp32 
   CHECK(std::abs(moved - expected) <= expected / 4);
 }
 
-TEST_CASE("compute device: the CPU runs fp32 over Gloo; CUDA and fp8 are refused by name", "[backend][device]") {
+TEST_CASE("compute device: the CPU runs fp32 over Gloo, CUDA and fp8 are refused by name", "[backend][device]") {
   const ComputeDevice cpu = compute_device(DeviceKind::cpu, Precision::bf16, 0);
   CHECK_FALSE(cpu.cuda());
   CHECK(cpu.dtype == torch::kFloat);

@@ -43,7 +43,7 @@ TEST_CASE("context multi-rank: context 2 with pipeline 2 (1F1B), and with expert
   partune::test::check_equivalent(moe, "--set context_parallel_degree=2 --set expert_parallel_degree=2", 2, "", kSteps);
 }
 
-TEST_CASE("context multi-rank: context 2 beside data 2; learned positions", "[backend][multirank][context]") {
+TEST_CASE("context multi-rank: context 2 beside data 2, learned positions", "[backend][multirank][context]") {
   partune::test::check_equivalent(kLlama, kFour + " --set context_parallel_degree=2 --set cp_comm_type=a2a", 4, "",
                                   kSteps);
   partune::test::check_equivalent(kGpt, "--set context_parallel_degree=2", 2, "", kSteps);

@@ -166,7 +166,7 @@ TEST_CASE("a model's kind is checked beside from_hf as without it", "[bad-input]
   CHECK(parse_job(job("  nodes: 1\n", "\n  kind: model\n  from_hf: " + config), kOrigin).model.layers == 32);
 }
 
-TEST_CASE("a collective's ctas set its compute_overlap as the SMs it leaves; both at once are refused",
+TEST_CASE("a collective's ctas set its compute_overlap as the SMs it leaves, both at once are refused",
           "[bad-input][collectives]") {
   const auto with = [](const std::string& ring) {
     return "kind: job\nmodel: gpt2-small\ncluster:\n  nodes: 1\n"

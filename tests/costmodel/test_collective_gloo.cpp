@@ -73,7 +73,7 @@ TEST_CASE("a stack without reduce-scatter pays an all-reduce for it", "[collecti
   CHECK(ar.latency_time == Approx(b.latency_time));
 }
 
-TEST_CASE("the shipped local profile all-reduces for reduce-scatter; GPU profiles do not", "[collectives][gloo]") {
+TEST_CASE("the shipped local profile all-reduces for reduce-scatter, GPU profiles do not", "[collectives][gloo]") {
   const Job local = parse_job("kind: job\nmodel: gpt2-small\ncluster: {instance_type: local-cpu, nodes: 1}\n"
                               "training: {global_batch: 8, precision: fp32}\n", kOrigin);
   CHECK(local.cluster.instance.ring.reduce_scatter_as_all_reduce);

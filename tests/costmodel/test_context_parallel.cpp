@@ -58,7 +58,7 @@ const TensorCollective& only(const std::vector<TensorCollective>& cs, Collective
 
 }  // namespace
 
-TEST_CASE("context parallelism: the degrees split the data axis; the batch splits over data alone",
+TEST_CASE("context parallelism: the degrees split the data axis, the batch splits over data alone",
           "[context][job]") {
   // 4 p5 nodes = 32 GPUs, tensor 8: a data axis of 4 = context 2 x data 2.
   const Job j = load(4, 2);
@@ -72,7 +72,7 @@ TEST_CASE("context parallelism: the degrees split the data axis; the batch split
   CHECK(zero1.optimizer_shard_fraction() == 0.25);
 }
 
-TEST_CASE("context groups are consecutive ranks of the data axis; gradients go over data x context",
+TEST_CASE("context groups are consecutive ranks of the data axis, gradients go over data x context",
           "[context][groups]") {
   const Job j = load(4, 2);
   // Tensor ranks fastest (0-7 on node 0), then context, then data: written out by hand.
@@ -127,7 +127,7 @@ TEST_CASE("a context rank's layer: s / cp tokens, its share of the pairs, activa
   }
 }
 
-TEST_CASE("p2p passes keys and values around the ring beside the core; allgather blocks; a2a swaps splits",
+TEST_CASE("p2p passes keys and values around the ring beside the core, allgather blocks, a2a swaps splits",
           "[context][plan][collectives]") {
   // Tensor 8, context 4: 32768 tokens a rank; a tensor rank's keys and values are
   // 2 x 8 heads x 128 / 8 = 256 elements a token, 2 bytes each.

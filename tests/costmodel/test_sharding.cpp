@@ -98,7 +98,7 @@ TEST_CASE("each sharding flavour's collectives of one step, by hand", "[sharding
   }
 }
 
-TEST_CASE("reduce-scatter calls follow the reduce bucket; persistence follows the threshold",
+TEST_CASE("reduce-scatter calls follow the reduce bucket, persistence follows the threshold",
           "[sharding]") {
   Job job = sharded_job(ShardingFlavor::zero3);
   job.parallel.sharding.reduce_bucket_size = 3e6;  // ceil(7,087,872 / 3e6) = 3 calls a layer

@@ -82,7 +82,7 @@ std::vector<std::vector<ScheduleStep>> zb_h1(int p, int m) {
 
 }  // namespace
 
-TEST_CASE("ZB-H1: every micro-batch's F, B and W once, in order; 1F1B's flight", "[schedule][zb]") {
+TEST_CASE("ZB-H1: every micro-batch's F, B and W once, in order, 1F1B's flight", "[schedule][zb]") {
   for (int p : {1, 2, 3, 4, 8})
     for (int m : {1, 2, 4, 8, 13})
       for (int s = 0; s < p; ++s) {
@@ -131,7 +131,7 @@ TEST_CASE("ZB-H1 holds (p - s) activations and s W's at its peak", "[schedule][z
       }
 }
 
-TEST_CASE("zb-h1 is a pipeline schedule by name; what it cannot run is refused", "[schedule][zb]") {
+TEST_CASE("zb-h1 is a pipeline schedule by name, what it cannot run is refused", "[schedule][zb]") {
   CHECK(std::string(to_string(PipelineSchedule::zb_h1)) == "zb-h1");
   CHECK(splits_backward(PipelineSchedule::zb_h1));
   CHECK_FALSE(splits_backward(PipelineSchedule::interleaved));
@@ -212,7 +212,7 @@ std::vector<std::vector<ScheduleStep>> v_schedule(PipelineSchedule sc, int p, in
 
 }  // namespace
 
-TEST_CASE("ZBV and DualPipeV: each chunk's F, B and W once, in order; no deadlock", "[schedule][zb]") {
+TEST_CASE("ZBV and DualPipeV: each chunk's F, B and W once, in order, no deadlock", "[schedule][zb]") {
   for (PipelineSchedule sc : {PipelineSchedule::zbv, PipelineSchedule::dualpipev})
     for (int p : {2, 3, 4, 8})
       for (int m : {2 * p, 2 * p + 1, 3 * p, 4 * p + 2}) {

@@ -29,7 +29,7 @@ std::string refusal(const std::string& path, JobRules rules) {
 
 }  // namespace
 
-TEST_CASE("search: a job without a layout loads as a starting point; estimate's load refuses it", "[search]") {
+TEST_CASE("search: a job without a layout loads as a starting point, estimate's load refuses it", "[search]") {
   const std::string llama = kData + "llama-3-70b-128k-no-layout.yaml", qwen = kData + "qwen3-30b-nvl72-no-layout.yaml";
   CHECK(refusal(llama, JobRules::every).find("training.global_batch: 16 is not divisible by data-parallel degree 128") == 0);
   CHECK(refusal(qwen, JobRules::every).find("training.global_batch: 1024 is not divisible by data-parallel degree 72") == 0);

@@ -62,7 +62,7 @@ TEST_CASE("sweep: every point is the estimate of the job with its keys set", "[s
   for (int k = 0; k < 3; ++k) CHECK(odd[k].metrics.step_time == points[2 * k + 1].metrics.step_time);
 }
 
-TEST_CASE("sweep: an inconsistent point is a row with its reason; a wrong key for every point is an error",
+TEST_CASE("sweep: an inconsistent point is a row with its reason, a wrong key for every point is an error",
           "[search][sweep]") {
   SweepOptions o;
   o.axes = {parse_axis("tensor_parallel_degree=8,3")};

@@ -92,7 +92,7 @@ TEST_CASE("sweep: open micro-batches under virtual stages come in multiples of t
   CHECK(points[1].job.microbatch_size() == 4);
 }
 
-TEST_CASE("sweep: fixed micro-batches stay; a point they do not divide is invalid and says what fixes them",
+TEST_CASE("sweep: fixed micro-batches stay, a point they do not divide is invalid and says what fixes them",
           "[search][sweep]") {
   SweepOptions o;
   o.axes = {parse_axis("nodes=8,12,10")};

@@ -182,7 +182,7 @@ TEST_CASE("two tiers: the simulated top K finds the best of simulating every fit
 // Pruning against brute force: a point is pruned for memory when the estimator says it
 // does not fit, and dominated when some fitting point is faster by the margin and no
 // larger, checked pair by pair (the tuner sorts and sweeps instead).
-TEST_CASE("pruning matches a pair-by-pair brute force; the winner is the fastest fitting point",
+TEST_CASE("pruning matches a pair-by-pair brute force, the winner is the fastest fitting point",
           "[search][tuner]") {
   for (const SmallSpace& sp : small_spaces()) {
     const Job base = p4d_job(sp.model, sp.nodes, sp.batch);

@@ -38,7 +38,7 @@ TEST_CASE("two runs: the pooled low quantile, the median and the noise floor", "
   CHECK(again.low_ci_hi == s.low_ci_hi);
 }
 
-TEST_CASE("steps that never vary have no spread; one run has no noise floor", "[validation][statistics]") {
+TEST_CASE("steps that never vary have no spread, one run has no noise floor", "[validation][statistics]") {
   const StepStatistics flat = step_statistics({{0.5, 0.5, 0.5}, {0.5, 0.5}});
   CHECK(flat.low_ci_lo == 0.5);
   CHECK(flat.low_ci_hi == 0.5);
