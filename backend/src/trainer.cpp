@@ -133,6 +133,13 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
            "collectives are not fp8 GEMMs (set tp_comm_overlap: false, or precision bf16)";
   if (job.model.is_moe() && job.parallel.sequence_parallel)
     return "sequence parallelism around a mixture of experts is not run by the LibTorch backend";
+  if (job.parallel.activation_checkpointing == Checkpointing::selective &&
+      job.parallel.recompute_modules != kDefaultRecomputeModules)
+    return "recompute_modules other than core_attn (Megatron's selective recomputation by module) are not run by "
+           "the LibTorch backend";
+  if (job.model.is_moe() && job.expert_tensor_degree() != t)
+    return "expert_tensor_parallel_degree other than the tensor degree (MoE parallel folding) is not run by the "
+           "LibTorch backend";
   if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)
     return "optimizer-state sharding with expert parallelism is not run by the LibTorch backend";
   const int m = job.parallel.microbatches * job.training.gradient_accumulation;

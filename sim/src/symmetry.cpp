@@ -64,7 +64,14 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
   // replicas), whose collectives then run inside it; the groups that span blocks are the
   // replica groups of a sharded job (the same shard in every sharded group), else the
   // data-parallel groups and the expert-data ones (stride ep).
-  const int ep = job.model.is_moe() ? job.parallel.expert_parallel_degree : 1;
+  int ep = job.model.is_moe() ? job.parallel.expert_parallel_degree : 1;
+  const int t = job.parallel.tensor_parallel_degree;
+  if (ep > 1 && job.expert_tensor_degree() != t) {
+    // MoE parallel folding: an expert group's etp x ep grid places cover etp x ep / t replicas.
+    const int places = job.expert_tensor_degree() * ep;
+    if (places % t != 0) return no("the expert grid's groups do not cover whole replicas");
+    ep = places / t;
+  }
   const int cp = job.parallel.context_parallel_degree;
   int block = size;
   for (int g : {sdp, ep, cp})

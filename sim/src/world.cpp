@@ -26,7 +26,8 @@ namespace {
 // The communicators a rank may belong to, each with its own stream actor.
 constexpr CommGroup kCommunicators[] = {CommGroup::tensor,    CommGroup::data,      CommGroup::sharded,
                                         CommGroup::replica,   CommGroup::embedding, CommGroup::expert,
-                                        CommGroup::expert_data, CommGroup::context, CommGroup::context_a2a};
+                                        CommGroup::expert_data, CommGroup::context, CommGroup::context_a2a,
+                                        CommGroup::expert_tensor};
 
 // Collectives between drops of a rank's arrived collective flows (World::execute_collective):
 // a mailbox holds at most this many collectives' flows.
@@ -217,7 +218,9 @@ void World::make_rank_groups(Platform& platform, RankState& rs) {
     if (g == CommGroup::sharded && sdp <= 1) continue;
     if (g == CommGroup::replica && (sdp <= 1 || job_.data_context_degree() <= sdp)) continue;
     const int ep = job_.parallel.expert_parallel_degree;
-    if ((g == CommGroup::expert || g == CommGroup::expert_data) && (ep <= 1 || !job_.model.is_moe())) continue;
+    if ((g == CommGroup::expert || g == CommGroup::expert_data || g == CommGroup::expert_tensor) &&
+        (ep <= 1 || !job_.model.is_moe()))
+      continue;
     const std::vector<int> members = comm_group_members(job_, rs.rank, g);
     if (members.size() <= 1) continue;
     GroupView& gv = rs.groups[group_index(g)];

@@ -29,3 +29,30 @@ TEST_CASE("a mixture of experts simulates to the estimate", "[sim][moe]") {
   CHECK(inside < r.metrics.step_time);
   CHECK(inside == Approx(estimate(job).step_time).epsilon(0.05));
 }
+
+TEST_CASE("MoE parallel folding simulates to the estimate, with and without mirrors", "[sim][moe][folding]") {
+  // Qwen3-30B-A3B on 4 p5 nodes: attention tensor 2 with sequence parallelism, experts
+  // whole (expert tensor 1) in expert groups of 16 drawn from the tensor x data ranks (two
+  // nodes each), then the experts split over expert tensor 2 in groups of 8.
+  const auto job = [](int etp, int ep) {
+    return parse_job("kind: job\nname: t\nmodel: {base: qwen3-30b-a3b, seq_len: 4096}\n"
+                     "cluster: {instance_type: p5.48xlarge, nodes: 4}\n"
+                     "training: {global_batch: 32, precision: bf16}\n"
+                     "parallel: {tensor_parallel_degree: 2, sequence_parallel: true, flash_attention: true,\n"
+                     "           shard_optimizer_state: true, microbatches: 2, placement_strategy: PDT,\n"
+                     "           expert_parallel_degree: " + std::to_string(ep) +
+                         ", expert_tensor_parallel_degree: " + std::to_string(etp) + "}\n",
+                     "folding.yaml");
+  };
+  for (auto [etp, ep] : {std::pair{1, 16}, std::pair{2, 8}}) {
+    INFO("expert tensor " << etp << ", expert " << ep);
+    const Job j = job(etp, ep);
+    const Estimate e = estimate(j);
+    sim::SimOptions every_rank;
+    every_rank.use_symmetry = false;
+    const sim::SimResult all = sim::simulate(j, every_rank);
+    CHECK(all.metrics.step_time == Approx(e.step_time).epsilon(0.05));
+    CHECK(all.metrics.memory.total() == Approx(e.memory.total()).epsilon(0.05));
+    CHECK(sim::simulate(j).metrics.step_time == Approx(all.metrics.step_time).epsilon(0.01));
+  }
+}

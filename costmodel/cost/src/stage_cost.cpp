@@ -1,4 +1,5 @@
 #include "partune/costmodel/stage_cost.hpp"
+#include "partune/costmodel/expert_grid.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -68,6 +69,12 @@ StageCostModel::StageCostModel(const Job& job)
           ? remembered_plan_time(inst.gpu, job.model, c, PlanKind::moe_layer, moe_layer_, c.flash_attention)
           : layer_time_;
   expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), fabric);
+  expert_tensor_span_ = tensor_span_[0];
+  if (job.model.is_moe() && job.expert_tensor_degree() != job.parallel.tensor_parallel_degree) {
+    // MoE parallel folding: the expert grid's groups of rank 0 stand for all.
+    expert_span_ = members_span(expert_grid_group(job, placement_, 0, ExpertAxis::expert), fabric);
+    expert_tensor_span_ = members_span(expert_grid_group(job, placement_, 0, ExpertAxis::expert_tensor), fabric);
+  }
   context_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.context_parallel_degree), fabric);
   if (job.parallel.cp_comm_type == ContextComm::a2a_p2p && job.parallel.context_a2a_degree > 1) {
     // a2a+p2p: the a2a sub-groups are runs of the data axis; the ring takes every a-th
@@ -112,7 +119,8 @@ void StageCostModel::share_nics_by_stage() {
 }
 
 double StageCostModel::tensor_collective_time(const TensorCollective& c, int stage) const {
-  const GroupSpan& span = c.group == PlanGroup::expert        ? expert_span_
+  const GroupSpan& span = c.group == PlanGroup::expert          ? expert_span_
+                          : c.group == PlanGroup::expert_tensor ? expert_tensor_span_
                           : c.group == PlanGroup::context     ? context_span_
                           : c.group == PlanGroup::context_a2a ? context_a2a_span_
                                                               : tensor_span_[stage];
@@ -167,7 +175,7 @@ StageCost StageCostModel::cost(int stage) const {
   // By group (tensor, context, expert): blocking time, overlapped time forward and backward.
   double group_blocking[3] = {}, group_forward[3] = {}, group_backward[3] = {};
   const auto group_of = [](const TensorCollective& c) {
-    return c.group == PlanGroup::expert                                           ? 2
+    return c.group == PlanGroup::expert || c.group == PlanGroup::expert_tensor   ? 2
            : c.group == PlanGroup::context || c.group == PlanGroup::context_a2a ? 1
                                                                                 : 0;
   };

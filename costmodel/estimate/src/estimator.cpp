@@ -8,6 +8,7 @@
 //   6. optimizer         the update of the local shard;
 //   7. memory            the largest stage against HBM (and offload against host memory).
 #include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/expert_grid.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -80,6 +81,8 @@ struct Context {
       const GroupSpan& ep_span = stages.expert_span();
       edp_span = GroupSpan{edp, std::max(1, std::min(edp, dp_span.nodes / std::max(1, ep_span.nodes))), 1};
       edp_span.per_node = std::max(1, edp / edp_span.nodes);
+      if (j.expert_tensor_degree() != tp)  // MoE parallel folding: rank 0's group of the grid
+        edp_span = members_span(expert_grid_group(j, placement, 0, ExpertAxis::expert_data), inst.fabric_gpus());
     }
   }
   double cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span) const {

@@ -68,6 +68,8 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::expert_fc1: return "expert_fc1";
     case PlanOpRole::expert_activation: return "expert_activation";
     case PlanOpRole::expert_fc2: return "expert_fc2";
+    case PlanOpRole::expert_gather: return "expert_gather";
+    case PlanOpRole::expert_scatter: return "expert_scatter";
     case PlanOpRole::combine: return "combine";
     case PlanOpRole::unpermute: return "unpermute";
     case PlanOpRole::shared_fc1: return "shared_fc1";
@@ -90,6 +92,7 @@ PlanConfig plan_config(const Job& job) {
   c.sequences = job.microbatch_size();
   c.tensor_degree = job.parallel.tensor_parallel_degree;
   c.expert_degree = job.parallel.expert_parallel_degree;
+  c.expert_tensor_degree = job.expert_tensor_degree();
   c.context_degree = job.parallel.context_parallel_degree;
   c.context_comm = job.parallel.cp_comm_type;
   c.context_a2a_degree = job.parallel.context_a2a_degree;
@@ -102,16 +105,19 @@ PlanConfig plan_config(const Job& job) {
   c.loss_precision = job.training.loss_precision;
   c.kernel_fusion = job.training.kernel_fusion;
   c.cuda_graphs = job.training.cuda_graphs;
+  if (job.parallel.activation_checkpointing == Checkpointing::selective)
+    c.recompute_modules = job.parallel.recompute_modules;
   return c;
 }
 
 using detail::attention_half;
 using detail::norm_params;
 using detail::PlanBuilder;
+using detail::build_moe_layer_plan;
 using detail::eager_activation;
 using detail::eager_residual;
 
-namespace {
+namespace detail {
 
 // The MLP's residual after its exit edge.
 void mlp_exit(PlanBuilder& p) {
@@ -121,7 +127,9 @@ void mlp_exit(PlanBuilder& p) {
                  eager_residual(Ts * h, p.element_bytes(), p.m.has_dropout()));
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::mlp_exit;
 
 static LayerPlan build_transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::layer);
@@ -144,60 +152,7 @@ static LayerPlan build_transformer_layer_plan(const ModelSpec& m, const PlanConf
   if (m.bias) p.shard_gradient(h);
   mlp_exit(p);
   apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
-  return std::move(p.plan);
-}
-
-// The MLP of a layer with experts (Megatron-core's MoE layer with the all-to-all token
-// dispatcher). Every tensor rank routes the whole micro-batch (after mlp_in) and sends
-// its tokens' copies, experts_per_token of each padded by the capacity factor (R = cf k T
-// rows), over the expert group; each rank runs its E/ep experts on what it receives (R
-// rows in all when the router balances), tensor-parallel like the dense MLP, and sends
-// the results back, where they are weighted and summed; mlp_out then sums the tensor
-// ranks' partial results as for a dense MLP.
-static LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
-  PlanBuilder p(m, c, PlanPart::layer);
-  const double h = m.hidden, f = m.expert_ffn_hidden, t = p.t, T = p.tokens, E = m.experts;
-  // Routed rows on a rank: padded to capacity, on the busiest expert rank when the
-  // router's load is skewed (ModelSpec::expert_load_skew).
-  const double R = m.capacity_factor * m.experts_per_token * T * m.busiest_expert_rank_load(c.expert_degree);
-  const double local = E / std::max(1, c.expert_degree);         // experts on a rank
-  const double b = m.bias ? 1.0 : 0.0, swiglu = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
-  const double routed_bytes = R * h * bytes_per_element(c.precision);
-  attention_half(p);
-  // The router: hidden x experts, whole on every tensor rank (its gradient is the same on
-  // each); softmax and top-k over the scores, then the tokens copied into expert order.
-  // Keeps its input (counted with the norm's) and the probabilities.
-  p.gemm(PlanOpRole::router, h, E, 0.0, 0.0);
-  p.memory_bound(PlanOpRole::routing, 4.0 * T * E + 2.0 * (T * h + R * h), 3, 2.0 * T * E);
-  p.expert_comm(PlanOpRole::dispatch, routed_bytes);
-  // The rank's experts: `local` products of R / local rows each.
-  p.expert_gemm(PlanOpRole::expert_fc1, R / local, local, h, swiglu * f / t, 2.0 * R * h, b * swiglu * f / t);
-  const double reads = m.mlp == MlpKind::swiglu ? 6.0 : 4.0, kept = 2.0 * swiglu;
-  p.memory_bound(PlanOpRole::expert_activation, reads * R * f / t, 2, kept * R * f / t,
-                 eager_activation(m.mlp, R * f / t, p.element_bytes()));
-  p.expert_gemm(PlanOpRole::expert_fc2, R / local, local, f / t, h, 2.0 * R * f / t, b * h);
-  p.expert_comm(PlanOpRole::combine, routed_bytes);
-  // Each token's experts_per_token results weighted by their probabilities and summed;
-  // keeps the results for the probabilities' gradient. (With shared experts their output
-  // is added too: another T h read.)
-  const double fs = m.shared_expert_ffn_hidden;
-  p.memory_bound(PlanOpRole::unpermute, 2.0 * (R * h + T * h) + (fs > 0 ? 2.0 * T * h : 0.0), 2, 2.0 * R * h);
-  if (fs > 0) {
-    // Shared experts (Megatron-core's SharedExpertMLP after the unpermutation): a dense
-    // MLP of fs on every token, tensor-parallel like the dense MLP, inside the same region
-    // (its partial sums join the experts' before mlp_out).
-    p.gemm(PlanOpRole::shared_fc1, h, swiglu * fs / t, 2.0 * p.seq_tokens * h, b * swiglu * fs / t);
-    p.memory_bound(PlanOpRole::shared_activation, reads * T * fs / t, 2, kept * T * fs / t,
-                   eager_activation(m.mlp, T * fs / t, p.element_bytes()));
-    p.gemm(PlanOpRole::shared_fc2, fs / t, h, 2.0 * T * fs / t, b * h);
-    if (m.bias) p.shard_gradient(h);
-  }
-  mlp_exit(p);
-  // (Megatron overlaps the attention's edges; the experts' region edges meet the token
-  // dispatch, not a GEMM.)
-  for (PlanOp& op : p.plan.ops)
-    if (op.role == PlanOpRole::mlp_in || op.role == PlanOpRole::mlp_out) op.comm_beside_gemm = false;
-  apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
+  apply_module_checkpointing(p.plan, c.recompute_modules);
   return std::move(p.plan);
 }
 
@@ -227,6 +182,7 @@ static LayerPlan build_embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   // The vocabulary-parallel lookup leaves partial sums on every tensor rank.
   p.comm(PlanOpRole::embedding_out, p.exit(), p.activation_bytes());
   apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
+  apply_module_checkpointing(p.plan, c.recompute_modules);
   return std::move(p.plan);
 }
 
@@ -259,6 +215,7 @@ static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
   // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
   p.comm(PlanOpRole::loss_reduce, Conjugate::loss_reduce, 4.0 * T, 3);
   apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
+  apply_module_checkpointing(p.plan, c.recompute_modules);
   return std::move(p.plan);
 }
 
@@ -320,7 +277,8 @@ double kept_bytes(const PlanOp& op, Checkpointing policy) {
   if (policy == Checkpointing::full) return 0.0;
   if (policy == Checkpointing::op) return op.op_saved;
   if (policy == Checkpointing::dots) return op.dots_saved;
-  return op.stored + (recomputed(op, policy) ? 0.0 : op.recomputable);
+  const double dropped = policy == Checkpointing::selective ? op.selective_dropped : 0.0;
+  return op.stored + (recomputed(op, policy) ? 0.0 : op.recomputable) - dropped;
 }
 }  // namespace
 
@@ -449,14 +407,22 @@ void context_collectives(const PlanOp& op, bool forward, std::vector<TensorColle
 
 std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass pass, Checkpointing policy) {
   std::vector<TensorCollective> out;
-  if (pass == PlanPass::recompute && policy != Checkpointing::full) return out;
+  const bool by_module = policy == Checkpointing::selective;  // the recomputed modules' edges
+  if (pass == PlanPass::recompute && policy != Checkpointing::full && !by_module) return out;
   const bool forward = pass != PlanPass::backward;
-  // The expert group's all-to-alls run once in each pass (the backward sends the
-  // gradients back the way the tokens came).
   auto visit = [&](const PlanOp& op) {
+    if (pass == PlanPass::recompute && by_module && !op.selective_recompute) return;
     if (op.kind == PlanOpKind::tensor_comm) conjugate_collectives(op, forward, out);
-    if (op.kind == PlanOpKind::expert_comm)
-      out.push_back({CollectiveKind::all_to_all, PlanGroup::expert, op.comm_bytes, 1, false});
+    if (op.kind == PlanOpKind::expert_comm) {
+      // The experts' tensor group gathers the dispatched tokens and reduce-scatters the
+      // results (each the other backward); the expert group's all-to-alls run once in each
+      // pass.
+      const bool gather = op.role == PlanOpRole::expert_gather, scatter = op.role == PlanOpRole::expert_scatter;
+      const CollectiveKind kind = !gather && !scatter    ? CollectiveKind::all_to_all
+                                  : gather == forward     ? CollectiveKind::all_gather
+                                                          : CollectiveKind::reduce_scatter;
+      out.push_back({kind, gather || scatter ? PlanGroup::expert_tensor : PlanGroup::expert, op.comm_bytes, 1, false});
+    }
     if (op.kind == PlanOpKind::context_comm) context_collectives(op, forward, out);
   };
   if (forward) {

@@ -147,9 +147,11 @@ struct PlanBuilder {
     op.params = batch * (in * out + bias);
     op.expert = true;
   }
-  // An all-to-all over the expert group: only where there is one.
+  // An all-to-all over the expert group, or an edge of the experts' tensor group: only
+  // where there is such a group.
   void expert_comm(PlanOpRole role, double bytes) {
-    if (c.expert_degree <= 1) return;
+    const bool tensor_edge = role == PlanOpRole::expert_gather || role == PlanOpRole::expert_scatter;
+    if ((tensor_edge ? c.experts_tensor_degree() : c.expert_degree) <= 1) return;
     PlanOp op;
     op.role = role;
     op.kind = PlanOpKind::expert_comm;
@@ -187,6 +189,11 @@ struct PlanBuilder {
   // The full activation b*s*h in the training precision: the collectives' S.
   double activation_bytes() const { return tokens * m.hidden * bytes_per_element(c.precision); }
 };
+
+// The MLP's exit edge (mlp_out) and its residual.
+void mlp_exit(PlanBuilder& p);
+// A layer with experts (moe_plan.cpp).
+LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c);
 
 // The attention half of a layer: its norm, the attention region (standard or latent), the
 // projection and the residual, the MLP's norm and the edge entering the MLP region.

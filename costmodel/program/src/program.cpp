@@ -42,6 +42,7 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   }
   rank_ = rank_parameters(layer, costs_.layer(true), embedding, head);
   ep_ = m.is_moe() ? pc_.expert_parallel_degree : 1;
+  edp_ = ep_ > 1 ? job.expert_data_parallel_degree() : dp_;
   embedding_comm_ = {tensor_collectives(embedding, PlanPass::forward),
                      tensor_collectives(embedding, PlanPass::backward), {}};
   head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};

@@ -91,7 +91,7 @@ void ProgramBuilder::layer_buckets(int chunk, int l) {
   const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
   const double bucket = layer_param_bytes_[e] - experts + extra_gradient_bytes(chunk, l);
   start_async(gradient_bucket(CommGroup::data, bucket, chunk, l));
-  if (experts > 0 && dp_ > ep_) start_async(gradient_bucket(CommGroup::expert_data, experts, chunk, l));
+  if (experts > 0 && edp_ > 1) start_async(gradient_bucket(CommGroup::expert_data, experts, chunk, l));
 }
 
 void ProgramBuilder::backward_weight(int mb, int chunk, bool sync_gradients) {

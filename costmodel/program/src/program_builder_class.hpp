@@ -84,7 +84,8 @@ class ProgramBuilder {
                                                  : OpKind::all_reduce;
   }
   static CommGroup comm_group(const TensorCollective& c) {
-    return c.group == PlanGroup::expert        ? CommGroup::expert
+    return c.group == PlanGroup::expert          ? CommGroup::expert
+           : c.group == PlanGroup::expert_tensor ? CommGroup::expert_tensor
            : c.group == PlanGroup::context     ? CommGroup::context
            : c.group == PlanGroup::context_a2a ? CommGroup::context_a2a
                                                : CommGroup::tensor;
@@ -195,7 +196,7 @@ class ProgramBuilder {
   // Per kind of layer (dense, with experts): its gradient bucket, of which experts'.
   double layer_param_bytes_[2] = {0, 0}, expert_param_bytes_[2] = {0, 0};
   RankParameters rank_;  // one rank's parameters (parameter_count.hpp)
-  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, ep_ = 1, stage_ = 0;
+  int p_ = 1, v_ = 1, tp_ = 1, dp_ = 1, sdp_ = 1, ep_ = 1, edp_ = 1, stage_ = 0;  // edp_: expert-data degree
   int head_chunk_ = 1;  // chunk tag of the head's instructions (lm_head_stage: first)
   bool sharded_ = false, per_layer_ = false, head_first_ = false;
   bool split_ = false;  // the schedule splits backward into B and W (splits_backward)

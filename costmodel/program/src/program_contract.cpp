@@ -6,6 +6,7 @@
 
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/expert_grid.hpp"
 #include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/sharding.hpp"
 
@@ -47,6 +48,7 @@ const char* to_string(CommGroup g) {
     case CommGroup::expert_data: return "expert_data";
     case CommGroup::context: return "context";
     case CommGroup::context_a2a: return "context_a2a";
+    case CommGroup::expert_tensor: return "expert_tensor";
   }
   return "?";
 }
@@ -81,13 +83,17 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
       const int d = p.coords(rank).data, first = d / sdp * sdp;
       return std::vector<int>(dp.begin() + first, dp.begin() + first + sdp);
     }
-    case CommGroup::expert: {
-      // Consecutive data-parallel indices form an expert group (Megatron-core).
-      const int ep = job.parallel.expert_parallel_degree;
-      if (!job.model.is_moe() || ep <= 1) break;
-      const std::vector<int> dp = p.group(rank, Axis::data);
-      const int first = p.coords(rank).data / ep * ep;
-      return std::vector<int>(dp.begin() + first, dp.begin() + first + ep);
+    case CommGroup::expert:
+    case CommGroup::expert_data:
+    case CommGroup::expert_tensor: {
+      // The expert grid over the stage's tensor x data ranks (Megatron-core's etp-ep-edp).
+      if (!job.model.is_moe() || job.parallel.expert_parallel_degree <= 1) break;
+      const ExpertAxis axis = kind == CommGroup::expert        ? ExpertAxis::expert
+                              : kind == CommGroup::expert_data ? ExpertAxis::expert_data
+                                                               : ExpertAxis::expert_tensor;
+      std::vector<int> members = expert_grid_group(job, p, rank, axis);
+      std::sort(members.begin(), members.end());
+      return members;
     }
     case CommGroup::context:
     case CommGroup::context_a2a: {
@@ -108,15 +114,6 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
         return std::vector<int>(axis.begin() + sub, axis.begin() + sub + a);
       }
       for (int i = first + d % a; i < first + cp; i += a) out.push_back(axis[i]);
-      return out;
-    }
-    case CommGroup::expert_data: {
-      // The same expert rank in every expert group.
-      const int ep = job.parallel.expert_parallel_degree;
-      if (!job.model.is_moe() || ep <= 1) break;
-      const std::vector<int> dp = p.group(rank, Axis::data);
-      std::vector<int> out;
-      for (int d = p.coords(rank).data % ep; d < static_cast<int>(dp.size()); d += ep) out.push_back(dp[d]);
       return out;
     }
     case CommGroup::replica: {

@@ -77,7 +77,7 @@ void ProgramBuilder::finish_step() {
     // Each rank updated its slice; gather the new weights back.
     const double gathered = ep_ > 1 ? params - experts : params;
     push(collective(OpKind::all_gather, CommGroup::data, gathered * eb_, 1, -1, 0, -1));
-    if (ep_ > 1 && dp_ > ep_) push(collective(OpKind::all_gather, CommGroup::expert_data, experts * eb_, 1, -1, 0, -1));
+    if (ep_ > 1 && edp_ > 1) push(collective(OpKind::all_gather, CommGroup::expert_data, experts * eb_, 1, -1, 0, -1));
   }
 }
 

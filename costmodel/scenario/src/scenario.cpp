@@ -297,6 +297,40 @@ void parse_sharding(const Reader& r, ShardingConfig& s) {
   s.backward_prefetch = get_enum(r, "backward_prefetch", BackwardPrefetch::pre);
 }
 
+// parallel.recompute_modules: a list of Megatron's module names (or one string of them
+// separated by commas, as --set writes it); only under selective checkpointing.
+RecomputeModules parse_recompute_modules(const Reader& r, Checkpointing policy) {
+  const char* key = "recompute_modules";
+  if (!r.has(key)) return kDefaultRecomputeModules;
+  if (policy != Checkpointing::selective)
+    r.fail(key, "chooses what selective checkpointing recomputes: set activation_checkpointing: selective");
+  const YAML::Node n = r.node()[key];
+  std::vector<std::string> names;
+  if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      if (!n[i].IsScalar()) r.fail(key, "entry " + std::to_string(i) + " is not a module name");
+      names.push_back(n[i].Scalar());
+    }
+  } else if (n.IsScalar()) {
+    std::string text = n.Scalar();
+    for (std::size_t start = 0; start <= text.size();) {
+      const std::size_t comma = std::min(text.find(',', start), text.size());
+      names.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+  } else {
+    r.fail(key, "expected a list of module names such as [mla_up_proj, mlp]");
+  }
+  if (names.empty()) r.fail(key, "is empty: leave it out for the attention core alone, or use activation_checkpointing: none");
+  RecomputeModules set = 0;
+  for (const std::string& name : names) {
+    const auto m = enum_value<RecomputeModule>(name);
+    if (!m) r.fail(key, "'" + name + "' is not one of: " + enum_name_list<RecomputeModule>());
+    set = static_cast<RecomputeModules>(set | module_bit(*m));
+  }
+  return set;
+}
+
 void parse_parallel(const Reader& r, ParallelConfig& p) {
   r.allow_only({"pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree",
                 "data_parallel_degree", "microbatches", "active_microbatches", "pipeline",
@@ -305,12 +339,15 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "offload_optimizer", "offload_parameters",
                 "flash_attention", "sequence_parallel", "tp_comm_overlap", "overlap_p2p_comm", "grad_reduce_in_fp32", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
-                "lm_head_stage", "checkpointed_layers", "expert_parallel_degree", "context_parallel_degree",
+                "lm_head_stage", "checkpointed_layers", "recompute_modules", "expert_parallel_degree",
+                "expert_tensor_parallel_degree",
+                "context_parallel_degree",
                 "cp_comm_type", "context_a2a_degree"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1, limits::kMaxLayers, 1);
   p.tensor_parallel_degree = r.get_int("tensor_parallel_degree", 1, limits::kMaxGpusPerNode, 1);
   p.sharded_data_parallel_degree = r.get_int("sharded_data_parallel_degree", 1, limits::kMaxRanks, 1);
   p.expert_parallel_degree = r.get_int("expert_parallel_degree", 1, limits::kMaxRanks, 1);
+  p.expert_tensor_parallel_degree = r.get_int("expert_tensor_parallel_degree", 1, limits::kMaxRanks, 0);
   p.context_parallel_degree = r.get_int("context_parallel_degree", 1, limits::kMaxRanks, 1);
   p.cp_comm_type = get_enum(r, "cp_comm_type", ContextComm::p2p);
   p.context_a2a_degree = r.get_int("context_a2a_degree", 0, limits::kMaxRanks, 0);
@@ -343,6 +380,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.stage_layers = r.get_int_list("stage_layers", 0, limits::kMaxLayers, limits::kMaxLayers);
   p.lm_head_stage = get_enum(r, "lm_head_stage", LmHeadStage::last);
   p.checkpointed_layers = r.get_int("checkpointed_layers", -1, limits::kMaxLayers, -1);
+  p.recompute_modules = parse_recompute_modules(r, p.activation_checkpointing);
 }
 
 // The value of a --set, parsed and expanded as a file's would be; an error names the --set.

@@ -179,6 +179,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   p["tensor_parallel_degree"] = pc.tensor_parallel_degree;
   p["sharded_data_parallel_degree"] = pc.sharded_data_parallel_degree;
   if (pc.expert_parallel_degree > 1) p["expert_parallel_degree"] = pc.expert_parallel_degree;
+  if (pc.expert_tensor_parallel_degree > 0) p["expert_tensor_parallel_degree"] = pc.expert_tensor_parallel_degree;
   if (pc.context_parallel_degree > 1) {
     p["context_parallel_degree"] = pc.context_parallel_degree;
     p["cp_comm_type"] = enum_name(pc.cp_comm_type);
@@ -198,6 +199,13 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (pc.checkpointed_layers >= 0) p["checkpointed_layers"] = pc.checkpointed_layers;
   p["placement_strategy"] = pc.placement_strategy.name();
   p["activation_checkpointing"] = enum_name(pc.activation_checkpointing);
+  if (pc.activation_checkpointing == Checkpointing::selective && pc.recompute_modules != kDefaultRecomputeModules) {
+    YAML::Node modules(YAML::NodeType::Sequence);
+    for (const auto& [m, name] : enum_names<RecomputeModule>())
+      if (has_module(pc.recompute_modules, m)) modules.push_back(name);
+    modules.SetStyle(YAML::EmitterStyle::Flow);
+    p["recompute_modules"] = modules;
+  }
   p["offload_activations"] = pc.offload_activations;
   p["activation_loading_horizon"] = pc.activation_loading_horizon;
   if (pc.offload_optimizer) p["offload_optimizer"] = true;

@@ -64,6 +64,15 @@ const std::vector<EnumName<Checkpointing>>& enum_names<Checkpointing>() {
 }
 
 template <>
+const std::vector<EnumName<RecomputeModule>>& enum_names<RecomputeModule>() {
+  static const std::vector<EnumName<RecomputeModule>> table = {
+      {RecomputeModule::core_attn, "core_attn"}, {RecomputeModule::mla_up_proj, "mla_up_proj"},
+      {RecomputeModule::layernorm, "layernorm"}, {RecomputeModule::mlp, "mlp"}, {RecomputeModule::moe, "moe"},
+      {RecomputeModule::moe_act, "moe_act"},     {RecomputeModule::shared_experts, "shared_experts"}};
+  return table;
+}
+
+template <>
 const std::vector<EnumName<CollectiveAlgorithm>>& enum_names<CollectiveAlgorithm>() {
   static const std::vector<EnumName<CollectiveAlgorithm>> table = {{CollectiveAlgorithm::ring, "ring"},
                                                                    {CollectiveAlgorithm::tree, "tree"},

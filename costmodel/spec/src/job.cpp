@@ -124,8 +124,14 @@ bool Job::uniform_middle_stages() const {
   return true;
 }
 
+int Job::expert_tensor_degree() const {
+  return parallel.expert_tensor_parallel_degree > 0 ? parallel.expert_tensor_parallel_degree
+                                                    : std::max(1, parallel.tensor_parallel_degree);
+}
+
 int Job::expert_data_parallel_degree() const {
-  return std::max(1, data_context_degree() / std::max(1, parallel.expert_parallel_degree));
+  const int grid = std::max(1, parallel.tensor_parallel_degree) * data_context_degree();
+  return std::max(1, grid / (expert_tensor_degree() * std::max(1, parallel.expert_parallel_degree)));
 }
 
 double Job::expert_optimizer_shard_fraction() const {
@@ -164,35 +170,66 @@ namespace {
 
 JobViolation bad(const char* key, std::string reason) { return JobViolation{key, std::move(reason)}; }
 
-// Expert parallelism (Megatron-core's rules): the expert degree divides the data-parallel
-// degree and the experts; experts are tensor-parallel like the dense MLP; sharded data
-// parallelism (one shard group per data-parallel group) is not combined with it.
+// Expert parallelism (Megatron-core's rules): the expert grid (expert-tensor x expert x
+// expert-data ranks) covers a stage's tensor x data ranks, the expert degree divides the
+// experts and the expert-tensor degree their widths; sharded data parallelism (one shard
+// group per data-parallel group) is not combined with it.
 JobViolation check_experts(const Job& job) {
   const auto& m = job.model;
-  const int ep = job.parallel.expert_parallel_degree, dp = job.data_context_degree();
+  const ParallelConfig& pc = job.parallel;
+  const int ep = pc.expert_parallel_degree, dp = job.data_context_degree(), tp = pc.tensor_parallel_degree;
   if (ep < 1) return bad("parallel.expert_parallel_degree", "must be >= 1");
+  if (pc.expert_tensor_parallel_degree < 0) return bad("parallel.expert_tensor_parallel_degree", "must be >= 0");
   if (!m.is_moe()) {
     if (ep > 1) return bad("parallel.expert_parallel_degree", "the model has no experts (model.experts is 0)");
+    if (pc.expert_tensor_parallel_degree > 0)
+      return bad("parallel.expert_tensor_parallel_degree", "the model has no experts (model.experts is 0)");
     return {};
   }
-  if (dp % ep != 0)
-    return bad("parallel.expert_parallel_degree",
-               fmt::format("{} does not divide the data-parallel degree {} (expert groups are made of "
-                           "data-parallel ranks{})", ep, dp,
-                           job.parallel.context_parallel_degree > 1 ? ", context ranks included" : ""));
+  const int etp = job.expert_tensor_degree();
+  const bool folded = etp != tp;
+  if (folded && ep <= 1)
+    return bad("parallel.expert_tensor_parallel_degree",
+               fmt::format("{} differs from the tensor degree {} without expert parallelism: set "
+                           "expert_parallel_degree", etp, tp));
+  if (folded && tp > 1 && !pc.sequence_parallel)
+    return bad("parallel.expert_tensor_parallel_degree",
+               fmt::format("{} differs from the tensor degree {}: Megatron-Core's MoE layout needs "
+                           "sequence_parallel: true with tensor parallelism", etp, tp));
+  if ((tp * dp) % (etp * ep) != 0)
+    return bad(folded ? "parallel.expert_tensor_parallel_degree" : "parallel.expert_parallel_degree",
+               folded ? fmt::format("expert tensor {} x expert {} does not divide a stage's {} tensor x data ranks "
+                                    "(the expert grid is drawn from them)", etp, ep, tp * dp)
+                      : fmt::format("{} does not divide the data-parallel degree {} (expert groups are made of "
+                                    "data-parallel ranks{})", ep, dp,
+                                    pc.context_parallel_degree > 1 ? ", context ranks included" : ""));
   if (m.experts % ep != 0)
     return bad("parallel.expert_parallel_degree", fmt::format("{} does not divide the model's {} experts", ep, m.experts));
-  const int tp = job.parallel.tensor_parallel_degree;
-  if (m.expert_ffn_hidden % tp != 0)
-    return bad("parallel.tensor_parallel_degree",
-               fmt::format("{} does not divide expert_ffn_hidden {}", tp, m.expert_ffn_hidden));
+  if (m.expert_ffn_hidden % etp != 0)
+    return bad(folded ? "parallel.expert_tensor_parallel_degree" : "parallel.tensor_parallel_degree",
+               fmt::format("{} does not divide expert_ffn_hidden {}", etp, m.expert_ffn_hidden));
   if (m.shared_expert_ffn_hidden % tp != 0)
     return bad("parallel.tensor_parallel_degree",
                fmt::format("{} does not divide shared_expert_ffn_hidden {}", tp, m.shared_expert_ffn_hidden));
-  if (job.parallel.sharded_data_parallel_degree > 1)
+  if (pc.sharded_data_parallel_degree > 1)
     return bad("parallel.sharded_data_parallel_degree",
                "sharded data parallelism is not combined with a mixture-of-experts model here: use "
                "expert_parallel_degree with shard_optimizer_state");
+  return {};
+}
+
+// Megatron's recompute modules name parts the model has.
+JobViolation check_recompute_modules(const Job& job) {
+  const RecomputeModules set = job.parallel.recompute_modules;
+  const ModelSpec& m = job.model;
+  const char* key = "parallel.recompute_modules";
+  if (has_module(set, RecomputeModule::mla_up_proj) && !m.is_mla())
+    return bad(key, "mla_up_proj applies to multi-head latent attention (model.attention: mla)");
+  for (RecomputeModule e : {RecomputeModule::moe, RecomputeModule::moe_act, RecomputeModule::shared_experts})
+    if (has_module(set, e) && !m.is_moe())
+      return bad(key, fmt::format("{} applies to a mixture of experts (model.experts)", enum_name(e)));
+  if (has_module(set, RecomputeModule::shared_experts) && m.shared_expert_ffn_hidden <= 0)
+    return bad(key, "shared_experts: the model has no shared experts (model.shared_expert_ffn_hidden)");
   return {};
 }
 
@@ -406,6 +443,7 @@ JobViolation check_memory(const Job& job) {
   if (pc.active_microbatches < 0) return bad("parallel.active_microbatches", "must be >= 0");
   if (pc.activation_loading_horizon < 1)
     return bad("parallel.activation_loading_horizon", "must be >= 1");
+  if (auto v = check_recompute_modules(job)) return v;
   if (pc.offload_activations && pc.activation_checkpointing == Checkpointing::none)
     return bad("parallel.offload_activations",
                "offloading moves checkpointed activations: turn on activation_checkpointing");

@@ -84,7 +84,8 @@ class StageCostModel {
   // The plan and times of one kind of layer.
   const LayerPlan& layer(bool moe) const { return moe ? moe_layer_ : layer_; }
   const LayerTime& layer_time(bool moe) const { return moe ? moe_layer_time_ : layer_time_; }
-  // The span of the expert groups (expert_parallel_degree consecutive data-parallel ranks).
+  // The span of the expert groups (expert_grid.hpp: expert_parallel_degree consecutive
+  // data-parallel ranks when the experts take the tensor degree).
   const GroupSpan& expert_span() const { return expert_span_; }
   // The span of the context groups (context_parallel_degree consecutive members of the
   // data axis).
@@ -110,7 +111,7 @@ class StageCostModel {
     std::vector<TensorCollective> forward, backward, recompute;
   } layer_tc_, moe_layer_tc_, embedding_tc_, head_tc_;
   LayerTime layer_time_, moe_layer_time_;
-  GroupSpan expert_span_, context_span_, context_a2a_span_;
+  GroupSpan expert_span_, expert_tensor_span_, context_span_, context_a2a_span_;
   HeadTime head_time_;
   double hop_ = 0, hop_bytes_ = 0;
 };

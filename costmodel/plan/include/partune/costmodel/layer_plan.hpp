@@ -42,7 +42,8 @@ enum class PlanOpKind : std::uint8_t {
   memory_bound,    // norms, activation, bias-dropout-residual, embedding lookup, loss
   tensor_comm,     // a conjugate at a tensor-parallel region edge
   expert_comm,     // an all-to-all over the expert group (MoE dispatch, combine): one
-                   // forward and one backward
+                   // forward and one backward; or the experts' tensor group's all-gather
+                   // (expert_gather) and reduce-scatter (expert_scatter), swapped backward
   context_comm,    // context parallelism's exchange around the attention core, by
                    // ContextComm (context_collectives says what each runs per pass)
 };
@@ -80,11 +81,13 @@ enum class PlanOpRole : std::uint8_t {
   fc2,
   router,  // a layer with experts' MLP
   routing,
-  dispatch,  // expert_comm
+  dispatch,  // expert_comm: the all-to-all over the expert group
+  expert_gather,  // expert_comm: the experts' tensor group gathers the dispatched tokens
   expert_fc1,
   expert_activation,
   expert_fc2,
-  combine,  // expert_comm
+  expert_scatter,  // expert_comm: ... and reduce-scatters the experts' results
+  combine,  // expert_comm: the all-to-all back
   unpermute,
   shared_fc1,  // shared experts only (ModelSpec::shared_expert_ffn_hidden)
   shared_activation,
@@ -180,6 +183,11 @@ struct PlanOp {
   // `recomputable` bytes (the attention core, Korthikanti et al. 2022 §4.2). Full
   // recomputation repeats every op that computes (`recomputed` below).
   bool selective_recompute = false;
+  // Selective checkpointing by module (PlanConfig::recompute_modules, apply_module_
+  // checkpointing): the bytes of `stored` the op no longer keeps because the module that
+  // wrote them recomputes them (an up projection's outputs the attention core held, a
+  // norm's output the next GEMM held, a checkpointed module's insides).
+  double selective_dropped = 0;
   // Checkpointing::op (torchtitan's op-level rule, apply_op_checkpointing): the share of the
   // op's forward its backward repeats, and the bytes it keeps (the outputs of the matmuls
   // and the attention kernel the rule saves). A fused GEMM (QKV, SwiGLU's gate and up) is
@@ -278,11 +286,18 @@ double recompute_share(const PlanOp& op, Checkpointing policy);
 // ones kept, the element-wise ops repeated. `eb`: bytes an activation element.
 void apply_op_checkpointing(LayerPlan& plan, const ModelSpec& m, int tensor_degree, double eb);
 
+// Marks a layer plan's ops for Checkpointing::selective by Megatron's modules (job.hpp's
+// RecomputeModule): which ops backward repeats (selective_recompute) and which bytes the
+// ops no longer keep (selective_dropped). The default set (core_attn) leaves the plan as
+// written: the attention core recomputed, its scores dropped.
+void apply_module_checkpointing(LayerPlan& plan, RecomputeModules modules);
+
 // What a plan depends on besides the model.
 struct PlanConfig {
   double sequences = 1;  // micro-batch size b
   int tensor_degree = 1;
   int expert_degree = 1;  // expert_parallel_degree (MoE layers)
+  int expert_tensor_degree = 0;  // Job::expert_tensor_degree (MoE layers); 0: tensor_degree
   int context_degree = 1;  // context_parallel_degree: each rank holds s / cp tokens
   ContextComm context_comm = ContextComm::p2p;
   int context_a2a_degree = 0;  // a2a+p2p: the a2a sub-group's size
@@ -295,6 +310,9 @@ struct PlanConfig {
   KernelFusion kernel_fusion = KernelFusion::fused;
   Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // a fused stack's fp8 scaling (job.hpp)
   bool cuda_graphs = false;  // the host's dispatch leaves no gap (op_cost.hpp)
+  // What selective checkpointing recomputes (job.hpp's RecomputeModule set).
+  RecomputeModules recompute_modules = kDefaultRecomputeModules;
+  int experts_tensor_degree() const { return expert_tensor_degree > 0 ? expert_tensor_degree : tensor_degree; }
 };
 PlanConfig plan_config(const Job& job);  // micro-batch size and the job's parallel knobs
 
@@ -310,7 +328,7 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c);
 // --- Collectives of a plan, in the order they run: the tensor group's and, in a layer
 // with experts, the expert group's all-to-alls.
 enum class PlanPass : std::uint8_t { forward, backward, recompute };
-enum class PlanGroup : std::uint8_t { tensor, expert, context, context_a2a };
+enum class PlanGroup : std::uint8_t { tensor, expert, context, context_a2a, expert_tensor };
 struct TensorCollective {
   CollectiveKind kind = CollectiveKind::all_reduce;
   PlanGroup group = PlanGroup::tensor;

@@ -73,19 +73,22 @@ enum class CommGroup : std::uint8_t {
   replica,   // same shard across sharded groups: gradient all-reduce of the shard
   embedding, // first and last pipeline stage (same data and tensor coordinates): the two
              // copies of a tied embedding sum their gradients (Megatron's embedding group)
-  expert,    // expert group (expert_parallel_degree consecutive data-parallel ranks): the
-             // all-to-alls of each layer with experts
-  expert_data,  // the same expert rank in every expert group of the data-parallel group:
-                // the experts' gradient all-reduce (or RS + AG with optimizer sharding)
+  expert,    // expert group (expert_grid.hpp: with the tensor degree's experts,
+             // expert_parallel_degree consecutive data-parallel ranks): the all-to-alls of
+             // each layer with experts
+  expert_data,  // the same expert rank in every expert group (expert_grid.hpp): the
+                // experts' gradient all-reduce (or RS + AG with optimizer sharding)
   context,      // context group (context_parallel_degree consecutive members of the data
                 // axis): the key/value exchanges or all-to-alls around each attention core;
                 // with a2a+p2p the ring only: the members whose place in their a2a
                 // sub-group is this rank's
   context_a2a,  // a2a+p2p: the context_a2a_degree consecutive members of the context group
                 // exchanging heads
+  expert_tensor,  // the experts' tensor group (expert_grid.hpp; MoE parallel folding): the
+                  // gathers and reduce-scatters of the dispatched tokens around the experts
 };
 // Communicator kinds, for arrays indexed by CommGroup.
-inline constexpr int kCommGroupCount = static_cast<int>(CommGroup::context_a2a) + 1;
+inline constexpr int kCommGroupCount = static_cast<int>(CommGroup::expert_tensor) + 1;
 const char* to_string(CommGroup g);
 // The members of `rank`'s communicator of this kind, in rank order ({rank} alone when
 // the job has no such group for it). The simulator and the backend build their

@@ -42,6 +42,8 @@ const std::vector<EnumName<PipelineSchedule>>& enum_names<PipelineSchedule>();
 template <>
 const std::vector<EnumName<Checkpointing>>& enum_names<Checkpointing>();
 template <>
+const std::vector<EnumName<RecomputeModule>>& enum_names<RecomputeModule>();
+template <>
 const std::vector<EnumName<CollectiveAlgorithm>>& enum_names<CollectiveAlgorithm>();
 template <>
 const std::vector<EnumName<NcclArch>>& enum_names<NcclArch>();

@@ -2,6 +2,7 @@
 // A training job: model + cluster + training settings + parallel configuration, with
 // SageMaker model parallel's knobs and names.
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,20 @@ inline bool splits_backward(PipelineSchedule s) { return s == PipelineSchedule::
 // matmul's output and the attention kernel's output, and its backward repeats the
 // element-wise ops alone.
 enum class Checkpointing { none, selective, full, op, dots };
+// Megatron-Core's recompute_modules (transformer_config.py): what `selective` checkpointing
+// recomputes, by module. core_attn: the attention core (Korthikanti et al.'s selective
+// recomputation, Megatron's default list); mla_up_proj: multi-head latent attention's up
+// projections and rotary (their outputs, the core's Q, K and V, are freed once the core has
+// read them); layernorm: the two norms (their outputs, the next GEMMs' inputs, freed);
+// mlp: a dense layer's MLP (its input kept); moe: a layer with experts' MLP (its input
+// kept); moe_act: the experts' activation (its output, the second GEMM's input, freed);
+// shared_experts: the shared experts' MLP (its input kept).
+enum class RecomputeModule : std::uint8_t { core_attn, mla_up_proj, layernorm, mlp, moe, moe_act, shared_experts };
+// A set of them, bit i for the module of value i.
+using RecomputeModules = std::uint8_t;
+constexpr RecomputeModules module_bit(RecomputeModule m) { return static_cast<RecomputeModules>(1u << static_cast<int>(m)); }
+inline constexpr RecomputeModules kDefaultRecomputeModules = module_bit(RecomputeModule::core_attn);
+constexpr bool has_module(RecomputeModules set, RecomputeModule m) { return (set & module_bit(m)) != 0; }
 // `nccl`: what NCCL's tuner picks for the collective, its size and its group (the fastest of
 // its algorithms on idle links: collective.hpp's resolved_algorithm), as a job that leaves
 // NCCL_ALGO unset runs it.
@@ -142,6 +157,14 @@ struct ParallelConfig {
   // experts' gradients are reduced over the expert-data-parallel group (the same expert
   // rank in every expert group of the data-parallel group).
   int expert_parallel_degree = 1;
+  // MoE parallel folding (Megatron-Core's expert_tensor_parallel_size, Liu et al. 2025,
+  // arXiv:2504.14960): the experts' own tensor degree, independent of the attention's.
+  // The expert grid is drawn from a stage's tensor x context x data ranks (Megatron's
+  // order tp-cp-dp, flattened tensor fastest): expert-tensor ranks fastest, then expert
+  // ranks, then the expert-data-parallel rest (etp-ep-edp). 0: the tensor degree
+  // (Megatron's default), which gives the groups described above. A degree other than the
+  // tensor degree needs sequence_parallel when tensor_parallel_degree > 1.
+  int expert_tensor_parallel_degree = 0;
   // Context parallelism (Megatron-core): every sequence split over this many ranks, each
   // holding s / cp tokens in every layer (two chunks of s / 2cp, i and 2cp - 1 - i, so
   // that causal attention's work is even), exchanging keys and values by cp_comm_type
@@ -160,6 +183,9 @@ struct ParallelConfig {
   int virtual_stages = 1;        // model chunks per rank (interleaved 1F1B when > 1)
   PlacementOrder placement_strategy;  // default DPT (SMP's "cluster")
   Checkpointing activation_checkpointing = Checkpointing::none;
+  // Under `selective`: the modules recomputed (Megatron's --recompute-modules; its default
+  // is the attention core alone).
+  RecomputeModules recompute_modules = kDefaultRecomputeModules;
   bool offload_activations = false;
   int activation_loading_horizon = 4;  // layers reloaded ahead of backward
   // ZeRO-Offload / FSDP CPU offload: the optimizer state, fp32 master weights and the
@@ -293,8 +319,12 @@ struct Job {
   LayerMix stage_mix(int stage) const;
   LayerMix checkpointed_mix(int stage) const;
   LayerMix chunk_mix(int stage, int chunk, int first, int count) const;
-  // data_context_degree / expert_parallel_degree: the group over which the experts'
-  // gradients are reduced.
+  // The experts' tensor degree: parallel.expert_tensor_parallel_degree, or the tensor
+  // degree when it is 0.
+  int expert_tensor_degree() const;
+  // tensor x data_context / (expert_tensor x expert_parallel): the group over which the
+  // experts' gradients are reduced (data_context / expert_parallel when the experts take
+  // the tensor degree).
   int expert_data_parallel_degree() const;
   // optimizer_shard_fraction for the experts' parameters (their optimizer slice under
   // shard_optimizer_state is 1 / expert_data_parallel_degree).
