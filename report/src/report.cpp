@@ -1,5 +1,7 @@
 #include "partune/report/report.hpp"
 
+#include "partune/search/fit_advice.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include "partune/costmodel/parameter_count.hpp"
 #include "partune/sim/explain.hpp"
 #include "partune/report/report_units.hpp"
+#include "partune/search/fit_advice.hpp"
 
 namespace partune::report {
 
@@ -115,6 +118,23 @@ std::string describe_job(const Job& job) {
   return s;
 }
 
+namespace {
+// For a job that does not fit: the changes that make it fit, each checked by estimating
+// the job with it (search/fit_advice.hpp), written where they go.
+std::string fit_changes_text(const Job& job, const Estimate& e) {
+  if (e.fits) return "";
+  bool together = false;
+  const std::vector<search::FitChange> changes = search::changes_to_fit(job, &together);
+  if (changes.empty()) return "no change tried makes it fit, alone or two together (sharding, checkpointing, FlashAttention, offload, up to "
+                            "16x the nodes)\n";
+  std::string s = together ? "fits with both (estimated):\n" : "fits with (each alone, estimated):\n";
+  for (const search::FitChange& c : changes)
+    s += fmt::format("  {} in the job file (or --set {}): {:.1f} GiB, {} a step\n", c.keys, c.set,
+                     c.peak_bytes / units::GiB, seconds(c.step_time));
+  return s;
+}
+}  // namespace
+
 std::string estimate_text(const Job& job, const Estimate& e) {
   std::string s = describe_job(job);
   s += "\n";
@@ -127,7 +147,7 @@ std::string estimate_text(const Job& job, const Estimate& e) {
   s += fmt::format("MFU                  {:.1f}%  of {:.0f} TFLOP/s {} peak\n", 100 * e.mfu,
                    job.cluster.instance.gpu.peak_flops(job.training.precision) / 1e12,
                    to_string(job.training.precision));
-  return s + breakdown_text(e) + memory_text(e);
+  return s + breakdown_text(e) + memory_text(e) + fit_changes_text(job, e);
 }
 
 nlohmann::json estimate_json(const Job& job, const Estimate& e) {
@@ -141,6 +161,13 @@ nlohmann::json estimate_json(const Job& job, const Estimate& e) {
   for (const EstimateField& f : estimate_fields()) j[f.key] = f.value(e);
   j["fits"] = e.fits;
   j["not_fit_reason"] = e.not_fit_reason;
+  if (!e.fits) {  // what makes it fit, each checked by estimating the job with it
+    bool together = false;
+    nlohmann::json& changes = j["fit_changes"] = nlohmann::json::array();
+    for (const search::FitChange& c : search::changes_to_fit(job, &together))
+      changes.push_back({{"job_file", c.keys}, {"set", c.set}, {"together", together},
+                         {"peak_memory_bytes", c.peak_bytes}, {"step_time_s", c.step_time}});
+  }
   nlohmann::json& breakdown = j["breakdown"] = {{"exposed_s", nlohmann::json::object()},
                                                  {"totals_s", nlohmann::json::object()},
                                                  {"sum_rule", step_sum_rule()}};

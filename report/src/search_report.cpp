@@ -208,7 +208,7 @@ std::string search_failure(const Job& base, const search::SearchReport& r) {
     s += fmt::format("  {}. {}: {:.1f} GiB short (needs {:.1f} GiB; {} candidates with these degrees, none fits)\n",
                      i + 1, m.configuration, m.shortfall_bytes / units::GiB, m.peak_bytes / units::GiB, m.variants);
     if (m.changes.empty())
-      s += "     no change tried fits it (state offload, gradient sharding, up to 16x the nodes)\n";
+      s += "     no change tried fits it, alone or two together (state offload, gradient sharding, up to 16x the nodes)\n";
     for (std::size_t k = 0; k < m.changes.size(); ++k) {
       const search::FitChange& c = m.changes[k];
       const std::string what = !c.option.empty() ? c.option + " on the command line"

@@ -81,22 +81,78 @@ FitChange joined(const std::vector<const Change*>& changes, const FitChange& mea
   return f;
 }
 
-void advise(ClosestMiss& miss, double limit, double headroom) {
-  const Job& job = miss.job;
-  std::vector<Change> changes = state_changes(job);
-  const std::size_t state_count = changes.size();
+// The job's own knobs a job as written may turn to shrink its peak (the search turns them
+// by itself): sharding the optimizer state or the model states, full checkpointing,
+// FlashAttention.
+std::vector<Change> layout_changes(const Job& job) {
+  const ParallelConfig& pc = job.parallel;
+  const int dp = job.data_context_degree();
+  std::vector<Change> out;
+  if (dp > 1 && pc.sharded_data_parallel_degree == 1 && !pc.shard_optimizer_state)
+    out.push_back({"parallel.shard_optimizer_state: true", "shard_optimizer_state=true",
+                   [](Job& j) { j.parallel.shard_optimizer_state = true; }});
+  if (dp > 1 && pc.sharded_data_parallel_degree < dp && pc.expert_parallel_degree == 1)
+    out.push_back({fmt::format("parallel.sharded_data_parallel_degree: {}", dp),
+                   fmt::format("sharded_data_parallel_degree={}", dp),
+                   [dp](Job& j) { j.parallel.sharded_data_parallel_degree = dp; }});
+  if (pc.activation_checkpointing != Checkpointing::full)
+    out.push_back({"parallel.activation_checkpointing: full", "activation_checkpointing=full",
+                   [](Job& j) { j.parallel.activation_checkpointing = Checkpointing::full; }});
+  if (!pc.flash_attention)
+    out.push_back({"parallel.flash_attention: true", "flash_attention=true",
+                   [](Job& j) { j.parallel.flash_attention = true; }});
+  return out;
+}
+
+struct Fits {
+  std::vector<FitChange> changes;  // at most two alone, fastest first; or one pair
+  bool together = false;
+};
+
+// `changes` then more nodes, each alone (of the node counts only the smallest that fits),
+// beside `extra` (already checked); else one of `changes` with more nodes.
+Fits changes_that_fit(const Job& job, std::vector<Change> changes, double limit, std::vector<FitChange> alone = {}) {
+  const std::size_t knob_count = changes.size();
   for (Change& c : node_changes(job)) changes.push_back(std::move(c));
-  // One change alone: each that fits, fastest first; of the node counts only the smallest.
-  std::vector<FitChange> alone;
   bool nodes_fit = false;
   for (std::size_t i = 0; i < changes.size(); ++i) {
-    if (i >= state_count && nodes_fit) break;
+    if (i >= knob_count && nodes_fit) break;
     FitChange f;
     if (!try_changes(job, {&changes[i]}, limit, f)) continue;
     alone.push_back(joined({&changes[i]}, f));
-    nodes_fit = nodes_fit || i >= state_count;
+    nodes_fit = nodes_fit || i >= knob_count;
   }
+  Fits out;
+  std::stable_sort(alone.begin(), alone.end(),
+                   [](const FitChange& a, const FitChange& b) { return a.step_time < b.step_time; });
+  if (alone.size() > 2) alone.resize(2);
+  if (!alone.empty()) {
+    out.changes = std::move(alone);
+    return out;
+  }
+  // No one change: the fastest pair that fits (two knobs, or a knob and the smallest node
+  // count that fits with it).
+  FitChange best;
+  bool found = false;
+  for (std::size_t i = 0; i < knob_count; ++i)
+    for (std::size_t n = i + 1; n < changes.size(); ++n) {
+      FitChange f;
+      if (!try_changes(job, {&changes[i], &changes[n]}, limit, f)) continue;
+      if (!found || f.step_time < best.step_time) best = joined({&changes[i], &changes[n]}, f);
+      found = true;
+      if (n >= knob_count) break;  // larger node counts than the smallest that fits: slower
+    }
+  if (found) {
+    out.changes.push_back(best);
+    out.together = true;
+  }
+  return out;
+}
+
+void advise(ClosestMiss& miss, double limit, double headroom) {
+  const Job& job = miss.job;
   // A smaller headroom, where the candidate fits in the HBM itself.
+  std::vector<FitChange> extra;
   const double hbm = job.cluster.instance.gpu.hbm_bytes;
   if (headroom > 0 && miss.peak_bytes <= hbm) {
     const double free_share = std::floor(100.0 * (hbm - miss.peak_bytes) / hbm) / 100.0;
@@ -104,30 +160,11 @@ void advise(ClosestMiss& miss, double limit, double headroom) {
     f.option = fmt::format("--memory-headroom {:.2f}", free_share);
     f.peak_bytes = miss.peak_bytes;
     f.step_time = estimate(job).step_time;
-    alone.push_back(f);
+    extra.push_back(f);
   }
-  std::stable_sort(alone.begin(), alone.end(),
-                   [](const FitChange& a, const FitChange& b) { return a.step_time < b.step_time; });
-  if (alone.size() > 2) alone.resize(2);
-  if (!alone.empty()) {
-    miss.changes = std::move(alone);
-    return;
-  }
-  // No one change: a state change with more nodes, the fastest pair that fits.
-  FitChange best;
-  bool found = false;
-  for (std::size_t i = 0; i < state_count; ++i)
-    for (std::size_t n = state_count; n < changes.size(); ++n) {
-      FitChange f;
-      if (!try_changes(job, {&changes[i], &changes[n]}, limit, f)) continue;
-      if (!found || f.step_time < best.step_time) best = joined({&changes[i], &changes[n]}, f);
-      found = true;
-      break;  // the smallest node count that fits with this state change
-    }
-  if (found) {
-    miss.changes.push_back(best);
-    miss.together = true;
-  }
+  Fits fits = changes_that_fit(job, state_changes(job), limit, extra);
+  miss.changes = std::move(fits.changes);
+  miss.together = fits.together;
 }
 
 }  // namespace
@@ -162,6 +199,14 @@ std::vector<ClosestMiss> closest_misses(const SearchReport& report, const Job& b
     out.push_back(std::move(m));
   }
   return out;
+}
+
+std::vector<FitChange> changes_to_fit(const Job& job, bool* together) {
+  std::vector<Change> changes = layout_changes(job);
+  for (Change& c : state_changes(job)) changes.push_back(std::move(c));
+  Fits fits = changes_that_fit(job, std::move(changes), job.cluster.instance.gpu.hbm_bytes);
+  if (together) *together = fits.together;
+  return fits.changes;
 }
 
 }  // namespace partune::search

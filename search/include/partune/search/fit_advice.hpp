@@ -33,6 +33,13 @@ struct ClosestMiss {
   bool together = false;
 };
 
+// A job as written (estimate's) that does not fit in its GPU's HBM: at most two changes
+// that each make it fit, fastest first, or one pair that does together (`together`);
+// empty when none tried does. Besides the search's changes, the job's own knobs the search
+// would turn: shard_optimizer_state, sharded_data_parallel_degree, full checkpointing,
+// flash_attention.
+std::vector<FitChange> changes_to_fit(const Job& job, bool* together = nullptr);
+
 // The `groups` layouts whose best candidate lacks the least memory, that candidate
 // first. Reads SearchReport::pruned (memory verdicts); empty when none was pruned for memory.
 std::vector<ClosestMiss> closest_misses(const SearchReport& report, const Job& base, std::size_t groups = 3);
