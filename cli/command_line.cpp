@@ -113,7 +113,8 @@ const char* exit_status_help() {
          "     an output that could not be written whole (disk full), an internal error\n"
          "  2  bad input or usage: an unknown command or option, an option out of its range, a job\n"
          "     file with a bad key or value, an output path that cannot be written\n"
-         "  3  nothing feasible: no configuration fits the cluster\n";
+         "  3  nothing feasible: no configuration fits the cluster (search, validate --search), or the job\n"
+         "     does not fit (estimate --require-fit; without it a job that does not fit is reported, status 0)\n";
 }
 
 std::string version_text() {
