@@ -72,6 +72,7 @@ void run_sweep_command(const SweepCommand& opt) {
   if (csv) {
     csv->write(out.csv);
     csv->commit();
+    std::cerr << "wrote CSV " << opt.csv << "\n";
   }
   std::cout << (opt.json ? out.json.dump(2) + "\n" : out.text);
   write_report(page, [&] { return report::sweep_html(opt.job, out.json); });
