@@ -1,6 +1,5 @@
-// partune sweep JOB.yaml --vary KEY=V1,V2 [--vary ...] [--search] [--tokens N] [--price-per-node-hour P]
-//   [--csv FILE] [--report FILE.html] [--json] [--threads N] [--set key=value ...]. Only points that fit are
-// priced; the others say why (sweep_report.hpp); the note under the table: how micro-batches were set.
+// partune sweep JOB.yaml --vary KEY=V1,V2 [--vary ...] [--search] [--tokens N] [--price-per-node-hour P] [--csv FILE]
+//   [--report FILE.html] [--json] [--threads N] [--set k=v ...]: points that fit priced, others say why (sweep_report.hpp)
 #include <fmt/format.h>
 #include <unistd.h>
 
