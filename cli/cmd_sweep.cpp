@@ -1,5 +1,5 @@
 // partune sweep JOB.yaml --vary KEY=V1,V2 [--vary ...] [--search] [--tokens N] [--price-per-node-hour P] [--csv FILE]
-//   [--report FILE.html] [--json] [--threads N] [--set k=v ...]: points that fit priced, others say why (sweep_report.hpp)
+//   [--report FILE.html] [--json] [--threads N] [--set k=v ...]: fitting points priced, others say why (sweep_report)
 #include <fmt/format.h>
 #include <unistd.h>
 
