@@ -15,11 +15,12 @@ under test (--partune, default build/partune). Everything before the first ' | '
 partune command (run once per distinct text and reused by every region that quotes it);
 the rest is a filter that selects the lines the text refers to (keep regions short). The
 helper `untimed` deletes wall-clock figures ('(2.16 s)', 'in 1.2 s'), which would never
-compare equal. Words between 'generated' and the colon are options:
+compare equal. Markers indented (inside a list item) indent the output as much. Words
+between 'generated' and the colon are options:
 
   code     the output goes in a ``` block, after a line '$ <the partune command>'
   slow     the command takes more than ~20 s here: --write runs it, --check skips it
-           unless --all is given (the ctest docs_figures_current runs --check)
+           unless --all is given (ctest check_doc_figures runs --check)
   exit=N   the partune command is expected to exit N (default 0; e.g. exit=2 for an
            error message, with 2>&1 in the command)
 
@@ -42,7 +43,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BEGIN = re.compile(r"^<!-- generated(?P<opts>(?: [a-z]+(?:=\d+)?)*): (?P<cmd>.+) -->$")
+BEGIN = re.compile(r"^(?P<indent> *)<!-- generated(?P<opts>(?: [a-z]+(?:=\d+)?)*): (?P<cmd>.+) -->$")
 END = "<!-- end generated -->"
 OPTIONS = {"code", "slow"}
 REGENERATE = "scripts/doc-figures.py --write"
@@ -61,8 +62,9 @@ class Usage(Exception):
 class Region:
     """One marked region: where it is, what runs it, what it holds now."""
 
-    def __init__(self, path, begin, end, opts, cmd, body):
+    def __init__(self, path, begin, end, opts, cmd, body, indent=""):
         self.path, self.begin, self.end = path, begin, end  # begin/end: 0-based line numbers
+        self.indent = indent  # the markers' indentation (inside a list item), given to the body
         self.cmd, self.body = cmd, body
         self.code = "code" in opts
         self.slow = "slow" in opts
@@ -85,7 +87,7 @@ def parse(path):
         lines = f.read().split("\n")
     regions, open_at = [], None
     for i, line in enumerate(lines):
-        if line.startswith("<!-- generated"):
+        if line.lstrip().startswith("<!-- generated"):
             m = BEGIN.match(line)
             if not m:
                 raise Usage(f"{os.path.relpath(path, ROOT)}:{i + 1}: a marker reads "
@@ -94,12 +96,12 @@ def parse(path):
                 raise Usage(f"{os.path.relpath(path, ROOT)}:{i + 1}: a region opens before "
                             f"the one at line {open_at[0] + 1} ends")
             open_at = (i, m)
-        elif line == END:
+        elif line.strip() == END:
             if open_at is None:
                 raise Usage(f"{os.path.relpath(path, ROOT)}:{i + 1}: '{END}' without a region")
             b, m = open_at
             opts = m.group("opts").split()
-            regions.append(Region(path, b, i, opts, m.group("cmd"), lines[b + 1:i]))
+            regions.append(Region(path, b, i, opts, m.group("cmd"), lines[b + 1:i], m.group("indent")))
             open_at = None
     if open_at is not None:
         raise Usage(f"{os.path.relpath(path, ROOT)}:{open_at[0] + 1}: no '{END}' after it")
@@ -143,9 +145,10 @@ class Runner:
             text = f.stdout
         if not text.strip():
             raise Usage(f"{region.where()}: '{region.cmd}' printed nothing")
-        body = text.rstrip("\n").split("\n")
+        body = [line.rstrip() for line in text.rstrip("\n").split("\n")]  # editors strip them
         if region.code:
             body = ["```", "$ " + region.head] + body + ["```"]
+        body = [region.indent + line if line else line for line in body]
         return body, secs
 
 
@@ -162,6 +165,20 @@ def write_atomic(path, text):
         raise
 
 
+def splice(path, outputs):
+    """Writes each region of PATH whose command has an output; True if the file changed."""
+    lines, regions = parse(path)
+    new_lines, last = [], 0
+    for r in regions:
+        new_lines += lines[last:r.begin + 1] + outputs.get(r.cmd, r.body)
+        last = r.end
+    new_lines += lines[last:]
+    if new_lines == lines:
+        return False
+    write_atomic(path, "\n".join(new_lines))
+    return True
+
+
 def default_files():
     return [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 
@@ -176,6 +193,7 @@ def main(argv):
     ap.add_argument("--all", action="store_true", help="--check: run the slow regions too")
     ap.add_argument("--fast", action="store_true", help="--write: skip the slow regions")
     ap.add_argument("--only", metavar="TEXT", help="only regions whose command contains TEXT")
+    ap.add_argument("--times", action="store_true", help="print each command's seconds")
     ap.add_argument("--partune", metavar="BIN", default=os.path.join(ROOT, "build", "partune"))
     ap.add_argument("files", nargs="*", metavar="FILE.md")
     args = ap.parse_args(argv)
@@ -185,35 +203,36 @@ def main(argv):
     files = [os.path.abspath(f) for f in args.files] or default_files()
     skip_slow = (args.check and not args.all) or (args.write and args.fast)
 
+    # Run everything first, then splice each file as it is at that moment: the commands
+    # take minutes, and the files may be edited meanwhile (only the regions change).
+    for path in files:
+        if not os.path.isfile(path):
+            raise Usage(f"{path}: no such file")
     runner = Runner(partune)
-    drifted, counted, skipped, started = [], 0, 0, time.monotonic()
+    outputs, drifted, skipped, started, timed = {}, [], 0, time.monotonic(), set()
     try:
         for path in files:
-            if not os.path.isfile(path):
-                raise Usage(f"{path}: no such file")
-            lines, regions = parse(path)
-            new_lines, last = [], 0
-            for r in regions:
-                new_lines += lines[last:r.begin + 1]
-                last = r.end
+            for r in parse(path)[1]:
                 if (args.only and args.only not in r.cmd) or (r.slow and skip_slow):
                     skipped += 1
-                    new_lines += r.body
                     continue
                 body, secs = runner.output(r)
-                counted += 1
-                new_lines += body
+                outputs[r.cmd] = body
                 if body != r.body:
                     drifted.append((r, body))
+                if args.times and r.head not in timed:
+                    timed.add(r.head)
+                    print(f"{secs:6.1f} s  {r.where()}  {r.head}", file=sys.stderr)
                 if secs > 20 and not r.slow:
                     print(f"{r.where()}: '{r.head}' took {secs:.0f} s; mark it slow",
                           file=sys.stderr)
-            new_lines += lines[last:]
-            if args.write and new_lines != lines:
-                write_atomic(path, "\n".join(new_lines))
-                print(f"{os.path.relpath(path, ROOT)}: regenerated")
     finally:
         runner.close()
+    counted = sum(1 for path in files for r in parse(path)[1] if r.cmd in outputs)
+    if args.write:
+        for path in files:
+            if splice(path, outputs):
+                print(f"{os.path.relpath(path, ROOT)}: regenerated")
 
     took = time.monotonic() - started
     if args.write:

@@ -3,6 +3,7 @@
 # - --check on an altered region exits 1 naming the file, the line and the command, with a
 #   diff and the command that regenerates the docs;
 # - --write restores the region byte for byte; --check then passes;
+# - indented markers (a list item) indent the output;
 # - unpaired markers, an unknown option and a command that fails are exit 2.
 # usage: doc_figures_check.sh PARTUNE REPO_ROOT
 set -u
@@ -21,13 +22,16 @@ Some text.
 <!-- generated code: $cmd -->
 <!-- end generated -->
 
-<!-- generated: partune --version | untimed | head -c 0; echo fixed -->
-<!-- end generated -->
+- a list item:
+
+  <!-- generated: partune estimate scenarios/jobs/gpt2-small-local-cpu.yaml | grep '^MFU' -->
+  <!-- end generated -->
 EOF
 /usr/bin/python3 "$gen" --write --partune "$partune" "$tmp/doc.md" >/dev/null || fail "--write exited $?"
 grep -q '^\$ partune estimate scenarios/jobs/gpt2-small-local-cpu.yaml$' "$tmp/doc.md" ||
   fail "a code region does not show its command: $(cat "$tmp/doc.md")"
 grep -q '^```$' "$tmp/doc.md" || fail "a code region has no fence"
+grep -q '^  MFU  ' "$tmp/doc.md" || fail "an indented region's output is not indented: $(cat "$tmp/doc.md")"
 cp "$tmp/doc.md" "$tmp/good.md"
 /usr/bin/python3 "$gen" --check --partune "$partune" "$tmp/doc.md" >/dev/null || fail "--check after --write exited $?"
 
