@@ -66,8 +66,9 @@ int replica_cluster_size(const Job& job, std::string* why_not) {
   // data-parallel groups and the expert-data ones (stride ep).
   int ep = job.model.is_moe() ? job.parallel.expert_parallel_degree : 1;
   const int t = job.parallel.tensor_parallel_degree;
-  if (ep > 1 && job.expert_tensor_degree() != t) {
-    // MoE parallel folding: an expert group's etp x ep grid places cover etp x ep / t replicas.
+  if (ep > 1) {
+    // The expert grid's blocks (etp x ep places: an expert group with its expert-tensor
+    // ranks, the allgather dispatcher's group) cover etp x ep / t replicas.
     const int places = job.expert_tensor_degree() * ep;
     if (places % t != 0) return no("the expert grid's groups do not cover whole replicas");
     ep = places / t;

@@ -27,7 +27,7 @@ namespace {
 constexpr CommGroup kCommunicators[] = {CommGroup::tensor,    CommGroup::data,      CommGroup::sharded,
                                         CommGroup::replica,   CommGroup::embedding, CommGroup::expert,
                                         CommGroup::expert_data, CommGroup::context, CommGroup::context_a2a,
-                                        CommGroup::expert_tensor};
+                                        CommGroup::expert_tensor, CommGroup::expert_block};
 
 // Collectives between drops of a rank's arrived collective flows (World::execute_collective):
 // a mailbox holds at most this many collectives' flows.
@@ -218,7 +218,8 @@ void World::make_rank_groups(Platform& platform, RankState& rs) {
     if (g == CommGroup::sharded && sdp <= 1) continue;
     if (g == CommGroup::replica && (sdp <= 1 || job_.data_context_degree() <= sdp)) continue;
     const int ep = job_.parallel.expert_parallel_degree;
-    if ((g == CommGroup::expert || g == CommGroup::expert_data || g == CommGroup::expert_tensor) &&
+    if ((g == CommGroup::expert || g == CommGroup::expert_data || g == CommGroup::expert_tensor ||
+         g == CommGroup::expert_block) &&
         (ep <= 1 || !job_.model.is_moe()))
       continue;
     const std::vector<int> members = comm_group_members(job_, rs.rank, g);

@@ -31,6 +31,7 @@ inline double& exposed_slot(ExposedComm& exposed, CommGroup g) {
     case CommGroup::tensor:
     case CommGroup::expert:
     case CommGroup::expert_tensor:
+    case CommGroup::expert_block:
     case CommGroup::context:
     case CommGroup::context_a2a: return exposed.tensor;  // inside the layers, as tensor collectives
     case CommGroup::sharded: return exposed.sharded;
@@ -43,7 +44,7 @@ inline double& exposed_slot(ExposedComm& exposed, CommGroup g) {
 inline void book_exposed(ExposedComm& exposed, CommGroup g, double t) {
   exposed_slot(exposed, g) += t;
   if (g == CommGroup::context || g == CommGroup::context_a2a) exposed.context += t;
-  if (g == CommGroup::expert || g == CommGroup::expert_tensor) exposed.expert += t;
+  if (g == CommGroup::expert || g == CommGroup::expert_tensor || g == CommGroup::expert_block) exposed.expert += t;
 }
 
 // One communicator as seen from one simulated rank.

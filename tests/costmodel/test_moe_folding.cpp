@@ -102,3 +102,38 @@ TEST_CASE("expert_tensor_parallel_degree: the job rules name the key", "[moe][fo
              Catch::StartsWith("parallel.expert_tensor_parallel_degree") && Catch::Contains("expert_parallel_degree"));
   CHECK(refusal("sequence_parallel: true, expert_parallel_degree: 16, expert_tensor_parallel_degree: 1") == "accepted");
 }
+
+TEST_CASE("Megatron's allgather dispatcher gathers the expert block's tokens and reduce-scatters the results", "[moe][folding]") {
+  // Expert tensor 1 x expert 4: blocks of 4 ranks, each gathering 4 x 2048 tokens of 2048
+  // bf16 elements (32 MiB) and keeping the 16384 rows of its 32 experts (512 each).
+  const Job j = qwen30("sequence_parallel: true, expert_parallel_degree: 4, expert_tensor_parallel_degree: 1, "
+                       "moe_token_dispatcher: allgather");
+  const LayerPlan p = moe_layer_plan(j.model, plan_config(j));
+  CHECK(p.op(PlanOpRole::token_gather).comm_bytes == 4.0 * 2048 * 2048 * 2);
+  CHECK(p.op(PlanOpRole::token_scatter).comm_bytes == 4.0 * 2048 * 2048 * 2);
+  CHECK(p.find(PlanOpRole::dispatch) == nullptr);
+  CHECK(p.op(PlanOpRole::expert_fc1).m == 512);
+  std::vector<std::pair<CollectiveKind, PlanGroup>> fwd, bwd;
+  for (const TensorCollective& c : tensor_collectives(p, PlanPass::forward))
+    if (c.group != PlanGroup::tensor) fwd.emplace_back(c.kind, c.group);
+  for (const TensorCollective& c : tensor_collectives(p, PlanPass::backward))
+    if (c.group != PlanGroup::tensor) bwd.emplace_back(c.kind, c.group);
+  using V = std::vector<std::pair<CollectiveKind, PlanGroup>>;
+  CHECK(fwd == V{{CollectiveKind::all_gather, PlanGroup::expert_block}, {CollectiveKind::reduce_scatter, PlanGroup::expert_block}});
+  CHECK(bwd == V{{CollectiveKind::all_gather, PlanGroup::expert_block}, {CollectiveKind::reduce_scatter, PlanGroup::expert_block}});
+  CHECK(comm_group_members(j, 5, CommGroup::expert_block) == std::vector<int>{4, 5, 6, 7});
+  try {
+    qwen30("expert_parallel_degree: 4, moe_token_dispatcher: allgather");
+    FAIL("allgather without sequence parallelism was accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "parallel.moe_token_dispatcher");
+  }
+}
+
+TEST_CASE("the unpermutation keeps the weighted rows in an eager stack, nothing in a fused one", "[moe][folding]") {
+  const std::string layout = "sequence_parallel: true, expert_parallel_degree: 4, expert_tensor_parallel_degree: 1";
+  Job fused = qwen30(layout), eager = qwen30(layout);
+  eager.training.kernel_fusion = KernelFusion::eager;
+  CHECK(moe_layer_plan(fused.model, plan_config(fused)).op(PlanOpRole::unpermute).stored == 0);
+  CHECK(moe_layer_plan(eager.model, plan_config(eager)).op(PlanOpRole::unpermute).stored == 2.0 * 16384 * 2048);
+}

@@ -33,20 +33,21 @@ TEST_CASE("a mixture of experts simulates to the estimate", "[sim][moe]") {
 TEST_CASE("MoE parallel folding simulates to the estimate, with and without mirrors", "[sim][moe][folding]") {
   // Qwen3-30B-A3B on 4 p5 nodes: attention tensor 2 with sequence parallelism, experts
   // whole (expert tensor 1) in expert groups of 16 drawn from the tensor x data ranks (two
-  // nodes each), then the experts split over expert tensor 2 in groups of 8.
-  const auto job = [](int etp, int ep) {
+  // nodes each), then the experts split over expert tensor 2 in groups of 8, then the
+  // first layout with Megatron's allgather dispatcher.
+  const auto job = [](int etp, int ep, const char* dispatcher = "alltoall") {
     return parse_job("kind: job\nname: t\nmodel: {base: qwen3-30b-a3b, seq_len: 4096}\n"
                      "cluster: {instance_type: p5.48xlarge, nodes: 4}\n"
                      "training: {global_batch: 32, precision: bf16}\n"
                      "parallel: {tensor_parallel_degree: 2, sequence_parallel: true, flash_attention: true,\n"
                      "           shard_optimizer_state: true, microbatches: 2, placement_strategy: PDT,\n"
                      "           expert_parallel_degree: " + std::to_string(ep) +
-                         ", expert_tensor_parallel_degree: " + std::to_string(etp) + "}\n",
+                         ", expert_tensor_parallel_degree: " + std::to_string(etp) +
+                         ", moe_token_dispatcher: " + dispatcher + "}\n",
                      "folding.yaml");
   };
-  for (auto [etp, ep] : {std::pair{1, 16}, std::pair{2, 8}}) {
-    INFO("expert tensor " << etp << ", expert " << ep);
-    const Job j = job(etp, ep);
+  for (const Job& j : {job(1, 16), job(2, 8), job(1, 16, "allgather")}) {
+    INFO("expert tensor " << j.expert_tensor_degree() << ", expert " << j.parallel.expert_parallel_degree);
     const Estimate e = estimate(j);
     sim::SimOptions every_rank;
     every_rank.use_symmetry = false;

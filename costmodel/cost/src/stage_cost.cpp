@@ -70,6 +70,8 @@ StageCostModel::StageCostModel(const Job& job)
           : layer_time_;
   expert_span_ = subgroup_span(placement_, Axis::data, std::max(1, job.parallel.expert_parallel_degree), fabric);
   expert_tensor_span_ = tensor_span_[0];
+  if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1)  // the allgather dispatcher's block
+    expert_block_span_ = members_span(expert_grid_group(job, placement_, 0, ExpertAxis::expert_block), fabric);
   if (job.model.is_moe() && job.expert_tensor_degree() != job.parallel.tensor_parallel_degree) {
     // MoE parallel folding: the expert grid's groups of rank 0 stand for all.
     expert_span_ = members_span(expert_grid_group(job, placement_, 0, ExpertAxis::expert), fabric);
@@ -121,6 +123,7 @@ void StageCostModel::share_nics_by_stage() {
 double StageCostModel::tensor_collective_time(const TensorCollective& c, int stage) const {
   const GroupSpan& span = c.group == PlanGroup::expert          ? expert_span_
                           : c.group == PlanGroup::expert_tensor ? expert_tensor_span_
+                          : c.group == PlanGroup::expert_block  ? expert_block_span_
                           : c.group == PlanGroup::context     ? context_span_
                           : c.group == PlanGroup::context_a2a ? context_a2a_span_
                                                               : tensor_span_[stage];
@@ -175,7 +178,7 @@ StageCost StageCostModel::cost(int stage) const {
   // By group (tensor, context, expert): blocking time, overlapped time forward and backward.
   double group_blocking[3] = {}, group_forward[3] = {}, group_backward[3] = {};
   const auto group_of = [](const TensorCollective& c) {
-    return c.group == PlanGroup::expert || c.group == PlanGroup::expert_tensor   ? 2
+    return c.group == PlanGroup::expert || c.group == PlanGroup::expert_tensor || c.group == PlanGroup::expert_block ? 2
            : c.group == PlanGroup::context || c.group == PlanGroup::context_a2a ? 1
                                                                                 : 0;
   };

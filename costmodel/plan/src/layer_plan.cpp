@@ -68,6 +68,8 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::expert_fc1: return "expert_fc1";
     case PlanOpRole::expert_activation: return "expert_activation";
     case PlanOpRole::expert_fc2: return "expert_fc2";
+    case PlanOpRole::token_gather: return "token_gather";
+    case PlanOpRole::token_scatter: return "token_scatter";
     case PlanOpRole::expert_gather: return "expert_gather";
     case PlanOpRole::expert_scatter: return "expert_scatter";
     case PlanOpRole::combine: return "combine";
@@ -93,6 +95,7 @@ PlanConfig plan_config(const Job& job) {
   c.tensor_degree = job.parallel.tensor_parallel_degree;
   c.expert_degree = job.parallel.expert_parallel_degree;
   c.expert_tensor_degree = job.expert_tensor_degree();
+  c.moe_dispatcher = job.parallel.moe_token_dispatcher;
   c.context_degree = job.parallel.context_parallel_degree;
   c.context_comm = job.parallel.cp_comm_type;
   c.context_a2a_degree = job.parallel.context_a2a_degree;
@@ -417,11 +420,15 @@ std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass
       // The experts' tensor group gathers the dispatched tokens and reduce-scatters the
       // results (each the other backward); the expert group's all-to-alls run once in each
       // pass.
-      const bool gather = op.role == PlanOpRole::expert_gather, scatter = op.role == PlanOpRole::expert_scatter;
+      // (The allgather dispatcher's gather and scatter run over the expert block likewise.)
+      const bool block = op.role == PlanOpRole::token_gather || op.role == PlanOpRole::token_scatter;
+      const bool gather = op.role == PlanOpRole::expert_gather || op.role == PlanOpRole::token_gather;
+      const bool scatter = op.role == PlanOpRole::expert_scatter || op.role == PlanOpRole::token_scatter;
       const CollectiveKind kind = !gather && !scatter    ? CollectiveKind::all_to_all
                                   : gather == forward     ? CollectiveKind::all_gather
                                                           : CollectiveKind::reduce_scatter;
-      out.push_back({kind, gather || scatter ? PlanGroup::expert_tensor : PlanGroup::expert, op.comm_bytes, 1, false});
+      const PlanGroup group = block ? PlanGroup::expert_block : gather || scatter ? PlanGroup::expert_tensor : PlanGroup::expert;
+      out.push_back({kind, group, op.comm_bytes, 1, false});
     }
     if (op.kind == PlanOpKind::context_comm) context_collectives(op, forward, out);
   };

@@ -69,8 +69,8 @@ void apply_module_checkpointing(LayerPlan& plan, RecomputeModules modules) {
                       plan.op(R::shared_fc1).stored);
   if (has_module(modules, RecomputeModule::moe) && plan.find(R::router))
     checkpoint_module(plan,
-                      {R::router, R::routing, R::dispatch, R::expert_gather, R::expert_fc1, R::expert_activation,
-                       R::expert_fc2, R::expert_scatter, R::combine, R::unpermute, R::mlp_in, R::shared_fc1,
+                      {R::router, R::routing, R::token_gather, R::dispatch, R::expert_gather, R::expert_fc1, R::expert_activation,
+                       R::expert_fc2, R::expert_scatter, R::combine, R::unpermute, R::token_scatter, R::mlp_in, R::shared_fc1,
                        R::shared_activation, R::shared_fc2, R::mlp_out},
                       input);
 }

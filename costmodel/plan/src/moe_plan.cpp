@@ -3,19 +3,24 @@
 //
 // Megatron-Core's (megatron/core/transformer/moe: router.py, token_dispatcher.py's
 // MoEAlltoAllTokenDispatcher, experts.py's TEGroupedMLP), whenever the layer works on a
-// sequence shard (sequence_parallel) or the experts take a tensor degree of their own
-// (MoE parallel folding, expert_grid.hpp): each rank routes its own tokens, sends them to
-// the expert group, the experts' tensor group gathers them, each expert's GEMMs run on its
-// slice of the width, the results are reduce-scattered and sent back; the routing
-// probabilities are applied inside the experts' activation (experts.py imports
-// weighted_bias_swiglu_impl) so that the unpermutation is a scatter-add that keeps
-// nothing. Shared experts are a dense MLP over the tensor group with their own
-// sequence-parallel gather and reduce-scatter.
+// sequence shard (sequence_parallel) or on one tensor rank, the experts take a tensor
+// degree of their own (MoE parallel folding, expert_grid.hpp) or the job names Megatron's
+// allgather dispatcher: each rank routes its own tokens, sends them to the expert group,
+// the experts' tensor group gathers them, each expert's GEMMs run on its slice of the
+// width, the results are reduce-scattered and sent back (MoEAllGatherTokenDispatcher
+// instead gathers every token of the expert-tensor x expert block and reduce-scatters).
+// A fused stack applies the routing probabilities inside the experts' activation
+// (experts.py imports Megatron's fused weighted_bias_swiglu_impl), so the unpermutation is
+// a scatter-add that keeps nothing; an eager one (kernel_fusion eager: PyTorch operators,
+// the LibTorch backend) weights the rows after the combine and keeps them. Shared experts
+// are a dense MLP over the tensor group with their own sequence-parallel gather and
+// reduce-scatter.
 //
-// partune's own (its LibTorch backend's, expert_parallel.cpp), without sequence
-// parallelism: every tensor rank routes the whole micro-batch (after mlp_in), its experts
-// tensor-parallel like the dense MLP, the results weighted after the combine (keeping
-// them for the probabilities' gradient), mlp_out summing the tensor ranks' partial sums.
+// partune's own (its LibTorch backend's, expert_parallel.cpp), with tensor parallelism and
+// no sequence parallelism: every tensor rank routes the whole micro-batch (after mlp_in),
+// its experts tensor-parallel like the dense MLP, the results weighted after the combine
+// (keeping them for the probabilities' gradient), mlp_out summing the tensor ranks'
+// partial sums. (With one tensor rank the two dispatchers send the same rows.)
 #include <algorithm>
 #include <vector>
 
@@ -74,15 +79,31 @@ LayerPlan megatron_moe_plan(const ModelSpec& m, const PlanConfig& c) {
   ops.erase(std::remove_if(ops.begin(), ops.end(), [](const PlanOp& op) { return op.role == PlanOpRole::mlp_in; }),
             ops.end());
   p.gemm_rows(PlanOpRole::router, h, s.E, 0.0, X);
-  p.memory_bound(PlanOpRole::routing, 4.0 * X * s.E + 2.0 * (X * h + R * h), 3, 2.0 * X * s.E);
-  p.expert_comm(PlanOpRole::dispatch, R * h * eb);
-  p.expert_comm(PlanOpRole::expert_gather, et * R * h * eb);
-  experts(p, s, et * R, s.f / et);
-  p.expert_comm(PlanOpRole::expert_scatter, et * R * h * eb);
-  p.expert_comm(PlanOpRole::combine, R * h * eb);
-  // The weighted results scattered back into token order and summed (and the shared
-  // experts' output added): nothing kept.
-  p.memory_bound(PlanOpRole::unpermute, 2.0 * (R * h + X * h) + (s.fs > 0 ? 2.0 * X * h : 0.0), 2, 0.0);
+  const double shared_add = s.fs > 0 ? 2.0 * X * h : 0.0;  // the shared experts' output added
+  // A fused stack applies the routing probabilities inside the experts' activation
+  // (Megatron's weighted_bias_swiglu_impl): the unpermutation keeps nothing. An eager one
+  // (PyTorch operators, the LibTorch backend) weights the rows after the combine and keeps
+  // them for the probabilities' gradient.
+  const double weighted_rows_kept = c.kernel_fusion == KernelFusion::eager ? 2.0 * h : 0.0;
+  if (c.moe_dispatcher == MoeDispatcher::allgather) {
+    // The block of et x ep ranks gathers its G = et ep X tokens; each rank permutes the
+    // rows of its experts (et R of them, balanced), and reduce-scatters the results.
+    const double G = et * c.expert_degree * X;
+    p.expert_comm(PlanOpRole::token_gather, G * h * eb);
+    p.memory_bound(PlanOpRole::routing, 4.0 * X * s.E + 2.0 * (G * h + et * R * h), 3, 2.0 * X * s.E);
+    experts(p, s, et * R, s.f / et);
+    p.memory_bound(PlanOpRole::unpermute, 2.0 * (et * R * h + G * h) + shared_add, 2, weighted_rows_kept * et * R);
+    p.expert_comm(PlanOpRole::token_scatter, G * h * eb);
+  } else {
+    p.memory_bound(PlanOpRole::routing, 4.0 * X * s.E + 2.0 * (X * h + R * h), 3, 2.0 * X * s.E);
+    p.expert_comm(PlanOpRole::dispatch, R * h * eb);
+    p.expert_comm(PlanOpRole::expert_gather, et * R * h * eb);
+    experts(p, s, et * R, s.f / et);
+    p.expert_comm(PlanOpRole::expert_scatter, et * R * h * eb);
+    p.expert_comm(PlanOpRole::combine, R * h * eb);
+    // The weighted results scattered back into token order and summed.
+    p.memory_bound(PlanOpRole::unpermute, 2.0 * (R * h + X * h) + shared_add, 2, weighted_rows_kept * R);
+  }
   if (s.fs > 0) {
     p.comm(PlanOpRole::mlp_in, p.entry(), p.activation_bytes());
     shared_experts(p, s);
@@ -131,7 +152,8 @@ LayerPlan replicated_moe_plan(const ModelSpec& m, const PlanConfig& c) {
 }  // namespace
 
 LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
-  const bool megatron = c.sequence_parallel || c.experts_tensor_degree() != c.tensor_degree;
+  const bool megatron = c.sequence_parallel || c.tensor_degree <= 1 || c.experts_tensor_degree() != c.tensor_degree ||
+                        c.moe_dispatcher == MoeDispatcher::allgather;
   return megatron ? megatron_moe_plan(m, c) : replicated_moe_plan(m, c);
 }
 

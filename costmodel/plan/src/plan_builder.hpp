@@ -151,7 +151,10 @@ struct PlanBuilder {
   // where there is such a group.
   void expert_comm(PlanOpRole role, double bytes) {
     const bool tensor_edge = role == PlanOpRole::expert_gather || role == PlanOpRole::expert_scatter;
-    if ((tensor_edge ? c.experts_tensor_degree() : c.expert_degree) <= 1) return;
+    const bool block = role == PlanOpRole::token_gather || role == PlanOpRole::token_scatter;
+    const int group = block ? c.experts_tensor_degree() * c.expert_degree
+                            : tensor_edge ? c.experts_tensor_degree() : c.expert_degree;
+    if (group <= 1) return;
     PlanOp op;
     op.role = role;
     op.kind = PlanOpKind::expert_comm;

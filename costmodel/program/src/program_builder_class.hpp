@@ -86,6 +86,7 @@ class ProgramBuilder {
   static CommGroup comm_group(const TensorCollective& c) {
     return c.group == PlanGroup::expert          ? CommGroup::expert
            : c.group == PlanGroup::expert_tensor ? CommGroup::expert_tensor
+           : c.group == PlanGroup::expert_block  ? CommGroup::expert_block
            : c.group == PlanGroup::context     ? CommGroup::context
            : c.group == PlanGroup::context_a2a ? CommGroup::context_a2a
                                                : CommGroup::tensor;

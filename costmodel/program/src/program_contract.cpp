@@ -49,6 +49,7 @@ const char* to_string(CommGroup g) {
     case CommGroup::context: return "context";
     case CommGroup::context_a2a: return "context_a2a";
     case CommGroup::expert_tensor: return "expert_tensor";
+    case CommGroup::expert_block: return "expert_block";
   }
   return "?";
 }
@@ -85,12 +86,14 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
     }
     case CommGroup::expert:
     case CommGroup::expert_data:
-    case CommGroup::expert_tensor: {
+    case CommGroup::expert_tensor:
+    case CommGroup::expert_block: {
       // The expert grid over the stage's tensor x data ranks (Megatron-core's etp-ep-edp).
       if (!job.model.is_moe() || job.parallel.expert_parallel_degree <= 1) break;
-      const ExpertAxis axis = kind == CommGroup::expert        ? ExpertAxis::expert
-                              : kind == CommGroup::expert_data ? ExpertAxis::expert_data
-                                                               : ExpertAxis::expert_tensor;
+      const ExpertAxis axis = kind == CommGroup::expert          ? ExpertAxis::expert
+                              : kind == CommGroup::expert_data   ? ExpertAxis::expert_data
+                              : kind == CommGroup::expert_tensor ? ExpertAxis::expert_tensor
+                                                                 : ExpertAxis::expert_block;
       std::vector<int> members = expert_grid_group(job, p, rank, axis);
       std::sort(members.begin(), members.end());
       return members;

@@ -261,7 +261,7 @@ InstanceType parse_instance_type(const Reader& r, const std::string& collective_
 
 Cluster parse_cluster(const Reader& r) {
   r.allow_only({"kind", "name", "description", "instance_type", "nodes", "oversubscription", "collective_stack",
-                "nccl_protocol"});
+                "nccl_protocol", "domain_nodes"});
   if (!r.node().IsMap()) r.fail("", "expected a mapping with instance_type and nodes");
   if (r.has("kind") && r.get_string("kind") != "cluster") r.fail("kind", "expected 'cluster'");
   Cluster c;
@@ -287,6 +287,12 @@ Cluster parse_cluster(const Reader& r) {
     c.instance.nccl.protocol = *proto;
   }
   c.nodes = r.get_int("nodes", 1, limits::kMaxNodes, 1);
+  if (r.has("domain_nodes")) {
+    const int per_domain = c.instance.fabric_gpus() / c.instance.gpus_per_node;
+    if (per_domain <= 1) r.fail("domain_nodes", "the instance type's NVLink domain is one node (intra_node.domain_gpus)");
+    c.domain_nodes = r.get_int("domain_nodes", 1, per_domain);
+    c.instance.nvlink_domain_gpus = c.domain_nodes * c.instance.gpus_per_node;
+  }
   // 1 = full bisection.
   c.oversubscription = r.get_in_range("oversubscription", 1.0, limits::kMaxOversubscription, 1.0);
   return c;

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/job_rules.hpp"
 #include "yaml_reader.hpp"
@@ -44,7 +45,19 @@ struct Resolved {
 Resolved resolve_reference(const YAML::Node& value, const std::string& file, const std::string& key,
                            const std::string& preset_kind);
 
+// The value of `key` by its name in E's one table (enum_names.hpp); `fallback` when absent.
+template <typename E>
+E get_enum(const Reader& r, const std::string& key, E fallback) {
+  if (!r.has(key)) return fallback;
+  const std::string v = r.get_string(key);
+  if (const auto e = enum_value<E>(v)) return *e;
+  r.fail(key, "'" + v + "' is not one of: " + enum_name_list<E>());
+}
+
 ModelSpec parse_model(const Reader& r);
+// The job's training and parallel sections (job_sections.cpp).
+void parse_training(const Reader& r, TrainingConfig& t);
+void parse_parallel(const Reader& r, ParallelConfig& p);
 // `collective_stack`: one of the file's collective_stacks to use instead of its
 // collectives (empty: the collectives).
 InstanceType parse_instance_type(const Reader& r, const std::string& collective_stack = "");

@@ -180,6 +180,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   p["sharded_data_parallel_degree"] = pc.sharded_data_parallel_degree;
   if (pc.expert_parallel_degree > 1) p["expert_parallel_degree"] = pc.expert_parallel_degree;
   if (pc.expert_tensor_parallel_degree > 0) p["expert_tensor_parallel_degree"] = pc.expert_tensor_parallel_degree;
+  if (pc.moe_token_dispatcher != MoeDispatcher::alltoall) p["moe_token_dispatcher"] = enum_name(pc.moe_token_dispatcher);
   if (pc.context_parallel_degree > 1) {
     p["context_parallel_degree"] = pc.context_parallel_degree;
     p["cp_comm_type"] = enum_name(pc.cp_comm_type);
@@ -189,7 +190,9 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (pc.active_microbatches > 0) p["active_microbatches"] = pc.active_microbatches;
   p["pipeline"] = enum_name(pc.pipeline);
   p["virtual_stages"] = pc.virtual_stages;
-  if (!pc.stage_layers.empty()) {
+  if (!pc.pipeline_layout.empty()) {
+    p["pipeline_layout"] = pc.pipeline_layout;
+  } else if (!pc.stage_layers.empty()) {
     YAML::Node layers(YAML::NodeType::Sequence);
     for (int l : pc.stage_layers) layers.push_back(l);
     layers.SetStyle(YAML::EmitterStyle::Flow);
@@ -268,6 +271,7 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
   if (job.cluster.instance.nccl.protocol != NcclProtocol::automatic)
     root["cluster"]["nccl_protocol"] = enum_name(job.cluster.instance.nccl.protocol);
   root["cluster"]["nodes"] = job.cluster.nodes;
+  if (job.cluster.domain_nodes > 0) root["cluster"]["domain_nodes"] = job.cluster.domain_nodes;
   root["cluster"]["oversubscription"] = job.cluster.oversubscription;
   root["training"]["global_batch"] = job.training.global_batch;
   root["training"]["precision"] = enum_name(job.training.precision);

@@ -162,6 +162,13 @@ const std::vector<EnumName<OptimizerImpl>>& enum_names<OptimizerImpl>() {
 }
 
 template <>
+const std::vector<EnumName<MoeDispatcher>>& enum_names<MoeDispatcher>() {
+  static const std::vector<EnumName<MoeDispatcher>> table = {{MoeDispatcher::alltoall, "alltoall"},
+                                                             {MoeDispatcher::allgather, "allgather"}};
+  return table;
+}
+
+template <>
 const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>() {
   static const std::vector<EnumName<ContextComm>> table = {{ContextComm::p2p, "p2p"},
                                                            {ContextComm::a2a, "a2a"},

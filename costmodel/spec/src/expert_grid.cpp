@@ -13,11 +13,14 @@ std::vector<int> expert_grid_group(const Job& job, const Placement& placement, i
   const RankCoords at = placement.coords(rank);
   const int f = at.tensor + t * at.data;
   // This rank's place on the grid, and the step and count of the axis's members.
-  const int first = axis == ExpertAxis::expert_tensor ? f / etp * etp
-                    : axis == ExpertAxis::expert      ? f % etp + f / (etp * ep) * (etp * ep)
-                                                      : f % (etp * ep);
-  const int step = axis == ExpertAxis::expert_tensor ? 1 : axis == ExpertAxis::expert ? etp : etp * ep;
-  const int count = axis == ExpertAxis::expert_tensor ? etp : axis == ExpertAxis::expert ? ep : edp;
+  const int block = etp * ep;
+  int first = f % block, step = block, count = edp;  // expert_data
+  switch (axis) {
+    case ExpertAxis::expert_tensor: first = f / etp * etp, step = 1, count = etp; break;
+    case ExpertAxis::expert: first = f % etp + f / block * block, step = etp, count = ep; break;
+    case ExpertAxis::expert_block: first = f / block * block, step = 1, count = block; break;
+    case ExpertAxis::expert_data: break;
+  }
   std::vector<int> out;
   out.reserve(count);
   for (int i = 0; i < count; ++i) {

@@ -188,6 +188,9 @@ JobViolation check_experts(const Job& job) {
   }
   const int etp = job.expert_tensor_degree();
   const bool folded = etp != tp;
+  if (pc.moe_token_dispatcher == MoeDispatcher::allgather && tp > 1 && !pc.sequence_parallel)
+    return bad("parallel.moe_token_dispatcher",
+               "allgather is Megatron-Core's dispatcher: it needs sequence_parallel: true with tensor parallelism");
   if (folded && ep <= 1)
     return bad("parallel.expert_tensor_parallel_degree",
                fmt::format("{} differs from the tensor degree {} without expert parallelism: set "

@@ -111,7 +111,7 @@ class StageCostModel {
     std::vector<TensorCollective> forward, backward, recompute;
   } layer_tc_, moe_layer_tc_, embedding_tc_, head_tc_;
   LayerTime layer_time_, moe_layer_time_;
-  GroupSpan expert_span_, expert_tensor_span_, context_span_, context_a2a_span_;
+  GroupSpan expert_span_, expert_tensor_span_, expert_block_span_, context_span_, context_a2a_span_;
   HeadTime head_time_;
   double hop_ = 0, hop_bytes_ = 0;
 };

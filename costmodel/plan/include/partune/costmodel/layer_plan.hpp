@@ -82,12 +82,15 @@ enum class PlanOpRole : std::uint8_t {
   router,  // a layer with experts' MLP
   routing,
   dispatch,  // expert_comm: the all-to-all over the expert group
+  token_gather,  // expert_comm (allgather dispatcher): every rank's tokens gathered over the
+                 // expert-tensor x expert block
   expert_gather,  // expert_comm: the experts' tensor group gathers the dispatched tokens
   expert_fc1,
   expert_activation,
   expert_fc2,
   expert_scatter,  // expert_comm: ... and reduce-scatters the experts' results
   combine,  // expert_comm: the all-to-all back
+  token_scatter,  // expert_comm (allgather dispatcher): the results reduce-scattered back
   unpermute,
   shared_fc1,  // shared experts only (ModelSpec::shared_expert_ffn_hidden)
   shared_activation,
@@ -298,6 +301,7 @@ struct PlanConfig {
   int tensor_degree = 1;
   int expert_degree = 1;  // expert_parallel_degree (MoE layers)
   int expert_tensor_degree = 0;  // Job::expert_tensor_degree (MoE layers); 0: tensor_degree
+  MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  // parallel.moe_token_dispatcher
   int context_degree = 1;  // context_parallel_degree: each rank holds s / cp tokens
   ContextComm context_comm = ContextComm::p2p;
   int context_a2a_degree = 0;  // a2a+p2p: the a2a sub-group's size
@@ -328,7 +332,7 @@ LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c);
 // --- Collectives of a plan, in the order they run: the tensor group's and, in a layer
 // with experts, the expert group's all-to-alls.
 enum class PlanPass : std::uint8_t { forward, backward, recompute };
-enum class PlanGroup : std::uint8_t { tensor, expert, context, context_a2a, expert_tensor };
+enum class PlanGroup : std::uint8_t { tensor, expert, context, context_a2a, expert_tensor, expert_block };
 struct TensorCollective {
   CollectiveKind kind = CollectiveKind::all_reduce;
   PlanGroup group = PlanGroup::tensor;

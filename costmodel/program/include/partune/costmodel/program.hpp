@@ -86,9 +86,11 @@ enum class CommGroup : std::uint8_t {
                 // exchanging heads
   expert_tensor,  // the experts' tensor group (expert_grid.hpp; MoE parallel folding): the
                   // gathers and reduce-scatters of the dispatched tokens around the experts
+  expert_block,   // the expert-tensor x expert block (expert_grid.hpp): the allgather
+                  // dispatcher's token gather and result reduce-scatter
 };
 // Communicator kinds, for arrays indexed by CommGroup.
-inline constexpr int kCommGroupCount = static_cast<int>(CommGroup::expert_tensor) + 1;
+inline constexpr int kCommGroupCount = static_cast<int>(CommGroup::expert_block) + 1;
 const char* to_string(CommGroup g);
 // The members of `rank`'s communicator of this kind, in rank order ({rank} alone when
 // the job has no such group for it). The simulator and the backend build their

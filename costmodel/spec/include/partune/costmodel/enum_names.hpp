@@ -64,6 +64,8 @@ const std::vector<EnumName<OptimizerImpl>>& enum_names<OptimizerImpl>();
 template <>
 const std::vector<EnumName<ContextComm>>& enum_names<ContextComm>();
 template <>
+const std::vector<EnumName<MoeDispatcher>>& enum_names<MoeDispatcher>();
+template <>
 const std::vector<EnumName<AttentionKernel>>& enum_names<AttentionKernel>();
 template <>
 const std::vector<EnumName<Fp8Recipe>>& enum_names<Fp8Recipe>();

@@ -8,7 +8,9 @@
 //   expert_tensor: the etp consecutive f that split each expert's width;
 //   expert:        the ep members etp apart that exchange tokens (dispatch, combine);
 //   expert_data:   the edp members etp x ep apart that hold the same experts and reduce
-//                  their gradients.
+//                  their gradients;
+//   expert_block:  the etp x ep consecutive f of one expert-data index (the allgather
+//                  dispatcher's group: Megatron's tp_ep group).
 // With etp equal to the tensor degree (Megatron's default) the expert-tensor group is the
 // tensor group, an expert group is ep consecutive data-parallel ranks of one tensor
 // index, and the expert-data group the same expert rank in each of them.
@@ -19,7 +21,7 @@
 
 namespace partune {
 
-enum class ExpertAxis { expert_tensor, expert, expert_data };
+enum class ExpertAxis { expert_tensor, expert, expert_data, expert_block };
 
 // The global ranks of `rank`'s group along `axis`, ordered by their place in it; {rank}
 // for a dense model.

@@ -245,6 +245,11 @@ struct Cluster {
   InstanceType instance;
   int nodes = 1;
   double oversubscription = 1.0;  // fabric over-subscription (1 = full bisection)
+  // The job's nodes in each NVLink domain (cluster.domain_nodes: a scheduler's segment,
+  // Slurm's --segment; an NVL72 rack run with fewer trays than it has): consecutive runs
+  // of this many nodes share a domain. 0: whole domains (the instance type's domain_gpus).
+  // When set, instance.nvlink_domain_gpus is this many nodes' GPUs.
+  int domain_nodes = 0;
 
   int gpu_count() const { return nodes * instance.gpus_per_node; }
 };

@@ -105,6 +105,12 @@ enum class Fp8Recipe { delayed, current };
 // context_a2a_degree consecutive context ranks, p2p around the ring of the sub-groups'
 // like members (hierarchical_context_parallel_sizes [a2a, p2p]).
 enum class ContextComm { p2p, a2a, allgather, a2a_p2p };
+// Megatron-Core's MoE token dispatchers (moe_token_dispatcher_type; token_dispatcher.py):
+// `alltoall` sends each rank's routed token copies over the expert group and gathers them
+// over the experts' tensor group; `allgather` (Megatron's default) all-gathers every
+// rank's tokens over the expert-tensor x expert block, each rank keeping the rows of its
+// experts, and reduce-scatters the results back.
+enum class MoeDispatcher { alltoall, allgather };
 
 const char* to_string(Optimizer o);
 const char* to_string(PipelineSchedule s);
@@ -165,6 +171,8 @@ struct ParallelConfig {
   // (Megatron's default), which gives the groups described above. A degree other than the
   // tensor degree needs sequence_parallel when tensor_parallel_degree > 1.
   int expert_tensor_parallel_degree = 0;
+  // How the tokens reach the experts (MoeDispatcher above): partune's default alltoall.
+  MoeDispatcher moe_token_dispatcher = MoeDispatcher::alltoall;
   // Context parallelism (Megatron-core): every sequence split over this many ranks, each
   // holding s / cp tokens in every layer (two chunks of s / 2cp, i and 2cp - 1 - i, so
   // that causal attention's work is even), exchanging keys and values by cp_comm_type
@@ -234,6 +242,9 @@ struct ParallelConfig {
   // model's first and last chunk, which may hold 0 (the embedding alone, the head alone:
   // Llama 3's stages). Empty: layers / (pp x virtual_stages) in every chunk.
   std::vector<int> stage_layers;
+  // Megatron-Core's --pipeline-model-parallel-layout as the job gave it (pipeline_layout.hpp):
+  // stage_layers and virtual_stages are read from it. Empty when not given.
+  std::string pipeline_layout;
   LmHeadStage lm_head_stage = LmHeadStage::last;
   // Under selective or full checkpointing, how many layers of each stage (its first
   // ones, in chunk order) are checkpointed and recomputed; the others keep their full
