@@ -137,6 +137,8 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
       job.parallel.recompute_modules != kDefaultRecomputeModules)
     return "recompute_modules other than core_attn (Megatron's selective recomputation by module) are not run by "
            "the LibTorch backend";
+  if (job.model.is_moe() && job.parallel.moe_a2a_overlap)
+    return "moe_a2a_overlap (Megatron's overlapped expert exchanges) is not run by the LibTorch backend";
   if (job.model.is_moe() && job.parallel.moe_token_dispatcher != MoeDispatcher::alltoall)
     return "moe_token_dispatcher allgather (Megatron-Core's) is not run by the LibTorch backend";
   if (job.model.is_moe() && job.expert_tensor_degree() != t)

@@ -137,3 +137,19 @@ TEST_CASE("the unpermutation keeps the weighted rows in an eager stack, nothing 
   CHECK(moe_layer_plan(fused.model, plan_config(fused)).op(PlanOpRole::unpermute).stored == 0);
   CHECK(moe_layer_plan(eager.model, plan_config(eager)).op(PlanOpRole::unpermute).stored == 2.0 * 16384 * 2048);
 }
+
+TEST_CASE("moe_a2a_overlap: the experts' exchanges run beside the layer's kernels", "[moe][overlap]") {
+  const std::string layout = "sequence_parallel: true, expert_parallel_degree: 16, expert_tensor_parallel_degree: 1";
+  const Job plain = qwen30(layout), overlapped = qwen30(layout + ", moe_a2a_overlap: true");
+  for (const TensorCollective& c : tensor_collectives(moe_layer_plan(overlapped.model, plan_config(overlapped)),
+                                                      PlanPass::forward))
+    CHECK(c.overlapped == (c.group == PlanGroup::expert));
+  for (const TensorCollective& c : tensor_collectives(moe_layer_plan(plain.model, plan_config(plain)), PlanPass::forward))
+    CHECK_FALSE(c.overlapped);
+  try {
+    qwen30("sequence_parallel: true, moe_a2a_overlap: true");
+    FAIL("moe_a2a_overlap without expert parallelism was accepted");
+  } catch (const ScenarioError& e) {
+    CHECK(e.key() == "parallel.moe_a2a_overlap");
+  }
+}

@@ -34,8 +34,9 @@ TEST_CASE("MoE parallel folding simulates to the estimate, with and without mirr
   // Qwen3-30B-A3B on 4 p5 nodes: attention tensor 2 with sequence parallelism, experts
   // whole (expert tensor 1) in expert groups of 16 drawn from the tensor x data ranks (two
   // nodes each), then the experts split over expert tensor 2 in groups of 8, then the
-  // first layout with Megatron's allgather dispatcher.
-  const auto job = [](int etp, int ep, const char* dispatcher = "alltoall") {
+  // first layout with Megatron's allgather dispatcher, and with the exchanges overlapped
+  // (a shorter step: they run beside the kernels, each layer's step at least its kernels).
+  const auto job = [](int etp, int ep, const char* dispatcher = "alltoall", bool overlap = false) {
     return parse_job("kind: job\nname: t\nmodel: {base: qwen3-30b-a3b, seq_len: 4096}\n"
                      "cluster: {instance_type: p5.48xlarge, nodes: 4}\n"
                      "training: {global_batch: 32, precision: bf16}\n"
@@ -43,7 +44,8 @@ TEST_CASE("MoE parallel folding simulates to the estimate, with and without mirr
                      "           shard_optimizer_state: true, microbatches: 2, placement_strategy: PDT,\n"
                      "           expert_parallel_degree: " + std::to_string(ep) +
                          ", expert_tensor_parallel_degree: " + std::to_string(etp) +
-                         ", moe_token_dispatcher: " + dispatcher + "}\n",
+                         ", moe_token_dispatcher: " + dispatcher +
+                         ", moe_a2a_overlap: " + (overlap ? "true" : "false") + "}\n",
                      "folding.yaml");
   };
   for (const Job& j : {job(1, 16), job(2, 8), job(1, 16, "allgather")}) {
@@ -56,4 +58,15 @@ TEST_CASE("MoE parallel folding simulates to the estimate, with and without mirr
     CHECK(all.metrics.memory.total() == Approx(e.memory.total()).epsilon(0.05));
     CHECK(sim::simulate(j).metrics.step_time == Approx(all.metrics.step_time).epsilon(0.01));
   }
+  const Estimate serial = estimate(job(1, 16)), beside = estimate(job(1, 16, "alltoall", true));
+  CHECK(beside.step_time < serial.step_time);
+  CHECK(beside.breakdown.expert_parallel_comm < serial.breakdown.expert_parallel_comm);
+  CHECK(beside.breakdown.compute >= serial.breakdown.compute);
+  // A known gap (issue 52, open): with the exchanges overlapped the simulator exposes more
+  // of them than the estimator's per-pass rule (188.8 against 153.7 ms here, the step 10.7%
+  // longer). Bounded, not hidden: within 12%, and the simulator's the longer.
+  const double simulated = sim::simulate(job(1, 16, "alltoall", true)).metrics.step_time;
+  CHECK(simulated == Approx(beside.step_time).epsilon(0.12));
+  CHECK(simulated >= beside.step_time);
+  CHECK(simulated < sim::simulate(job(1, 16)).metrics.step_time);
 }

@@ -96,6 +96,7 @@ PlanConfig plan_config(const Job& job) {
   c.expert_degree = job.parallel.expert_parallel_degree;
   c.expert_tensor_degree = job.expert_tensor_degree();
   c.moe_dispatcher = job.parallel.moe_token_dispatcher;
+  c.moe_a2a_overlap = job.model.is_moe() && job.parallel.moe_a2a_overlap;
   c.context_degree = job.parallel.context_parallel_degree;
   c.context_comm = job.parallel.cp_comm_type;
   c.context_a2a_degree = job.parallel.context_a2a_degree;
@@ -428,7 +429,7 @@ std::vector<TensorCollective> tensor_collectives(const LayerPlan& plan, PlanPass
                                   : gather == forward     ? CollectiveKind::all_gather
                                                           : CollectiveKind::reduce_scatter;
       const PlanGroup group = block ? PlanGroup::expert_block : gather || scatter ? PlanGroup::expert_tensor : PlanGroup::expert;
-      out.push_back({kind, group, op.comm_bytes, 1, false});
+      out.push_back({kind, group, op.comm_bytes, 1, op.comm_beside_gemm});
     }
     if (op.kind == PlanOpKind::context_comm) context_collectives(op, forward, out);
   };

@@ -159,6 +159,7 @@ struct PlanBuilder {
     op.role = role;
     op.kind = PlanOpKind::expert_comm;
     op.comm_bytes = bytes;
+    op.comm_beside_gemm = c.moe_a2a_overlap;  // beside the kernels (parallel.moe_a2a_overlap)
     plan.ops.push_back(op);
   }
   // A context-parallel exchange around the attention core (the caller checks there is a

@@ -12,7 +12,7 @@ auto fields(const PlanConfig& c) {
   return std::make_tuple(c.sequences, c.tensor_degree, c.expert_degree, c.expert_tensor_degree, c.context_degree,
                          c.context_comm, c.context_a2a_degree, c.sequence_parallel, c.tp_comm_overlap, c.flash_attention,
                          c.attention_impl, c.precision, c.fp8_recipe, c.loss_precision, c.kernel_fusion, c.cuda_graphs,
-                         c.recompute_modules, c.moe_dispatcher);
+                         c.recompute_modules, c.moe_dispatcher, c.moe_a2a_overlap);
 }
 
 struct KeyLess {

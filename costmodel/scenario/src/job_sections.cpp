@@ -119,7 +119,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
                 "flash_attention", "sequence_parallel", "tp_comm_overlap", "overlap_p2p_comm", "grad_reduce_in_fp32", "sharded_collective", "data_parallel_collective",
                 "sharding_flavor", "sharding", "stage_layers",
                 "lm_head_stage", "checkpointed_layers", "recompute_modules", "pipeline_layout", "expert_parallel_degree",
-                "expert_tensor_parallel_degree", "moe_token_dispatcher",
+                "expert_tensor_parallel_degree", "moe_token_dispatcher", "moe_a2a_overlap",
                 "context_parallel_degree",
                 "cp_comm_type", "context_a2a_degree"});
   p.pipeline_parallel_degree = r.get_int("pipeline_parallel_degree", 1, limits::kMaxLayers, 1);
@@ -128,6 +128,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.expert_parallel_degree = r.get_int("expert_parallel_degree", 1, limits::kMaxRanks, 1);
   p.expert_tensor_parallel_degree = r.get_int("expert_tensor_parallel_degree", 1, limits::kMaxRanks, 0);
   p.moe_token_dispatcher = get_enum(r, "moe_token_dispatcher", MoeDispatcher::alltoall);
+  p.moe_a2a_overlap = r.get_bool("moe_a2a_overlap", false);
   p.context_parallel_degree = r.get_int("context_parallel_degree", 1, limits::kMaxRanks, 1);
   p.cp_comm_type = get_enum(r, "cp_comm_type", ContextComm::p2p);
   p.context_a2a_degree = r.get_int("context_a2a_degree", 0, limits::kMaxRanks, 0);

@@ -181,6 +181,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (pc.expert_parallel_degree > 1) p["expert_parallel_degree"] = pc.expert_parallel_degree;
   if (pc.expert_tensor_parallel_degree > 0) p["expert_tensor_parallel_degree"] = pc.expert_tensor_parallel_degree;
   if (pc.moe_token_dispatcher != MoeDispatcher::alltoall) p["moe_token_dispatcher"] = enum_name(pc.moe_token_dispatcher);
+  if (pc.moe_a2a_overlap) p["moe_a2a_overlap"] = true;
   if (pc.context_parallel_degree > 1) {
     p["context_parallel_degree"] = pc.context_parallel_degree;
     p["cp_comm_type"] = enum_name(pc.cp_comm_type);

@@ -184,10 +184,13 @@ JobViolation check_experts(const Job& job) {
     if (ep > 1) return bad("parallel.expert_parallel_degree", "the model has no experts (model.experts is 0)");
     if (pc.expert_tensor_parallel_degree > 0)
       return bad("parallel.expert_tensor_parallel_degree", "the model has no experts (model.experts is 0)");
+    if (pc.moe_a2a_overlap) return bad("parallel.moe_a2a_overlap", "the model has no experts (model.experts is 0)");
     return {};
   }
   const int etp = job.expert_tensor_degree();
   const bool folded = etp != tp;
+  if (pc.moe_a2a_overlap && ep <= 1)
+    return bad("parallel.moe_a2a_overlap", "overlaps the expert group's exchanges: set expert_parallel_degree > 1");
   if (pc.moe_token_dispatcher == MoeDispatcher::allgather && tp > 1 && !pc.sequence_parallel)
     return bad("parallel.moe_token_dispatcher",
                "allgather is Megatron-Core's dispatcher: it needs sequence_parallel: true with tensor parallelism");

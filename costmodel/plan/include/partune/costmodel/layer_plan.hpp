@@ -205,6 +205,7 @@ struct PlanOp {
   Conjugate conjugate = Conjugate::f;
   // tensor_comm, sequence-parallel: its collectives run beside the GEMM the edge feeds or
   // follows (PlanConfig::tp_comm_overlap: a dense layer's four edges and the head's entry).
+  // expert_comm: beside the layer's kernels (PlanConfig::moe_a2a_overlap).
   bool comm_beside_gemm = false;
   ContextComm context = ContextComm::p2p;
   bool context_sub_group = false;  // context_comm over the a2a sub-group (a2a+p2p)
@@ -302,6 +303,7 @@ struct PlanConfig {
   int expert_degree = 1;  // expert_parallel_degree (MoE layers)
   int expert_tensor_degree = 0;  // Job::expert_tensor_degree (MoE layers); 0: tensor_degree
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  // parallel.moe_token_dispatcher
+  bool moe_a2a_overlap = false;  // parallel.moe_a2a_overlap: the experts' exchanges beside kernels
   int context_degree = 1;  // context_parallel_degree: each rank holds s / cp tokens
   ContextComm context_comm = ContextComm::p2p;
   int context_a2a_degree = 0;  // a2a+p2p: the a2a sub-group's size

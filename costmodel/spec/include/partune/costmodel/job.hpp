@@ -173,6 +173,11 @@ struct ParallelConfig {
   int expert_tensor_parallel_degree = 0;
   // How the tokens reach the experts (MoeDispatcher above): partune's default alltoall.
   MoeDispatcher moe_token_dispatcher = MoeDispatcher::alltoall;
+  // Megatron-Core's overlap_moe_expert_parallel_comm (with delay_wgrad_compute): the
+  // experts' token exchanges of one micro-batch run beside the other micro-batch's
+  // compute (1F1B's merged forward and backward), the kernels slowed by the SMs the
+  // exchange holds. Modelled as the exchanges running beside their layer's kernels.
+  bool moe_a2a_overlap = false;
   // Context parallelism (Megatron-core): every sequence split over this many ranks, each
   // holding s / cp tokens in every layer (two chunks of s / 2cp, i and 2cp - 1 - i, so
   // that causal attention's work is even), exchanging keys and values by cp_comm_type
