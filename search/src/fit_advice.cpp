@@ -170,7 +170,7 @@ void advise(ClosestMiss& miss, double limit, double headroom) {
 }  // namespace
 
 std::vector<ClosestMiss> closest_misses(const SearchReport& report, const Job& base, std::size_t groups) {
-  using Layout = std::tuple<int, int, int, int, int>;
+  using Layout = std::tuple<int, int, int, int, int, int>;
   struct Group {
     const Pruned* best = nullptr;
     long count = 0;
@@ -178,7 +178,8 @@ std::vector<ClosestMiss> closest_misses(const SearchReport& report, const Job& b
   std::map<Layout, Group> layouts;
   for (const Pruned& p : report.pruned) {
     if (p.stage != Pruned::Stage::memory) continue;
-    Group& g = layouts[{p.point.pipeline, p.point.tensor, p.point.context, p.point.expert, p.point.sharded}];
+    Group& g = layouts[{p.point.pipeline, p.point.tensor, p.point.context, p.point.expert, p.point.expert_tensor,
+                         p.point.sharded}];
     ++g.count;
     if (!g.best || p.peak_bytes < g.best->peak_bytes) g.best = &p;
   }

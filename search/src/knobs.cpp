@@ -140,6 +140,15 @@ void add_split_knobs(std::vector<Knob>& k) {
         return ep > 1 ? fmt::format(" ep{}", ep) : std::string();
       }));
   k.push_back(make_knob(
+      "expert_tensor_parallel_degree", &S::expert_tensor_degrees, parse_positive,
+      [](J j) { return j.expert_tensor_degree(); },
+      // The tensor degree is written as 0 (unset), which a dense model's job rules require.
+      [](P p, Job& j) { j.parallel.expert_tensor_parallel_degree = p.expert_tensor == p.tensor ? 0 : p.expert_tensor; },
+      [](J j) {
+        const int etp = j.expert_tensor_degree();
+        return etp != std::max(1, j.parallel.tensor_parallel_degree) ? fmt::format(" etp{}", etp) : std::string();
+      }));
+  k.push_back(make_knob(
       "sharded_collective", &S::sharded_collectives,
       [](const std::string& key, const std::string& v) { return parse_enum<CollectiveAlgorithm>(key, v, 5); },
       [](J j) { return j.parallel.sharded_collective; },

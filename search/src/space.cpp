@@ -40,6 +40,20 @@ std::vector<int> ends_short(int layers, int chunks) {
   return out;
 }
 
+// Megatron-Core's split with the embedding and the loss counted as a layer each
+// (LayerSplit::embedding_and_loss): ceil((layers + 2) / chunks) a chunk, the first one
+// layer short, the last with what is left. Empty where the layers or layers + 2 divide
+// (even, ends_short) or too little is left for the last chunk.
+std::vector<int> embedding_and_loss(int layers, int chunks) {
+  if (chunks < 2 || layers % chunks == 0 || (layers + 2) % chunks == 0) return {};
+  const int per_chunk = (layers + 2 + chunks - 1) / chunks;
+  const int last = layers - (per_chunk - 1) - (chunks - 2) * per_chunk;
+  if (last < 0) return {};
+  std::vector<int> out(chunks, per_chunk);
+  out.front() = per_chunk - 1, out.back() = last;
+  return out;
+}
+
 // A split of `layers` over `chunks` model chunks where they do not divide evenly: Llama 3's
 // (ends_short) where it exists, else the chunks as even as they go, the first and the
 // last (beside the embedding and the head) among the shorter ones. Empty where the layers
@@ -58,6 +72,16 @@ std::vector<T> or_default(const std::vector<T>& given, std::vector<T> fallback) 
 }
 
 }  // namespace
+
+std::vector<int> split_layers(LayerSplit split, int layers, int chunks) {
+  switch (split) {
+    case LayerSplit::even: return {};
+    case LayerSplit::ends_short: return ends_short(layers, chunks);
+    case LayerSplit::embedding_and_loss: return embedding_and_loss(layers, chunks);
+    case LayerSplit::uneven: return uneven_split(layers, chunks);
+  }
+  return {};
+}
 
 void restrict_space(SearchSpace& space, const std::string& assignment) {
   const auto eq = assignment.find('=');
@@ -107,7 +131,7 @@ void apply(const Point& p, Job& job) {
   job.parallel.stage_layers.clear();
   job.parallel.lm_head_stage = LmHeadStage::last;
   job.training.gradient_accumulation = 1;
-  if (p.ends_short) job.parallel.stage_layers = uneven_split(job.model.layers, p.pipeline * p.virtual_stages);
+  job.parallel.stage_layers = split_layers(p.layer_split, job.model.layers, p.pipeline * p.virtual_stages);
 }
 
 Job make_job(const Job& base, const Point& point) {
@@ -142,14 +166,17 @@ class Enumerator {
     placements_ = or_default(space.placements, std::vector<PlacementOrder>(every.begin(), every.end()));
   }
 
+  // Legal points visited so far with evenly split layers or Llama 3's.
+  long legal_even() const { return legal_even_; }
+
   EnumerationStats run() {
     const ModelSpec& m = base_.model;
     // Tensor groups up to the NVLink level: a node, or an NVLink domain of several.
     const int world = base_.world_size(), G = base_.cluster.instance.fabric_gpus();
     std::vector<int> pp_all, tp_all;
-    // Degrees that split the layers, or split them with the ends one layer short (Llama 3).
+    // Degrees that split the layers, or split them with the ends short (Llama 3, Megatron).
     for (int d = 1; d <= std::min(world, m.layers + 2); ++d)
-      if (world % d == 0 && (m.layers % d == 0 || !layer_split(d).empty())) pp_all.push_back(d);
+      if (world % d == 0 && (m.layers % d == 0 || layer_splits(d).front() != LayerSplit::even)) pp_all.push_back(d);
     for (int t = 1; t <= G; t *= 2)
       if (m.heads % t == 0 && m.ffn_hidden % t == 0) tp_all.push_back(t);
     for (int pp : or_default(space_.pipeline_degrees, pp_all))
@@ -206,10 +233,22 @@ class Enumerator {
     return out;
   }
 
-  // The uneven split of the layers over `chunks` this walk tries: Llama 3's, or with
-  // uneven_ any (uneven_split).
-  std::vector<int> layer_split(int chunks) const {
-    return uneven_ ? uneven_split(base_.model.layers, chunks) : ends_short(base_.model.layers, chunks);
+  // The splits of the layers over `chunks` this walk tries: even where they divide (or
+  // where nothing else applies: the job rules then refuse it); else Llama 3's or
+  // Megatron's, or with uneven_ the chunks as even as they go, but for a split the first
+  // walk visited already.
+  std::vector<LayerSplit> layer_splits(int chunks) const {
+    const int L = base_.model.layers;
+    if (chunks < 2 || L % chunks == 0) return {LayerSplit::even};
+    if (uneven_) {
+      const std::vector<int> split = uneven_split(L, chunks);
+      if (split.empty()) return {LayerSplit::even};
+      if (split == split_layers(LayerSplit::embedding_and_loss, L, chunks)) return {};
+      return {LayerSplit::uneven};
+    }
+    for (LayerSplit s : {LayerSplit::ends_short, LayerSplit::embedding_and_loss})
+      if (!split_layers(s, L, chunks).empty()) return {s};
+    return {LayerSplit::even};
   }
 
   // Context parallelism's default degrees: 1, and the powers of two dividing the data
@@ -223,38 +262,55 @@ class Enumerator {
     return out;
   }
 
-  // `axis` = data x context ranks: sharded groups and expert groups are made of them,
-  // the batch splits over the axis / cp data-parallel replicas.
+  // Expert groups of `etp` x ep ranks drawn from a stage's `grid` tensor x data x context
+  // ranks (check_experts: etp x ep divides the grid), ep dividing the experts; with etp =
+  // tp they are data-parallel ranks. A dense model: none.
+  std::vector<int> expert_degrees(int grid, int etp) const {
+    const int experts = base_.model.experts;
+    std::vector<int> out;
+    for (int d = 1; d <= grid / etp; ++d)
+      if (grid % (etp * d) == 0 && (d == 1 || (experts > 0 && experts % d == 0))) out.push_back(d);
+    return out;
+  }
+
+  // The experts' tensor degrees: the tensor degree and, with experts, 1 (MoE parallel folding).
+  std::vector<int> expert_tensor_degrees(int tp) const {
+    const bool fold = base_.model.experts > 0 && tp > 1;
+    return or_default(space_.expert_tensor_degrees, fold ? std::vector<int>{tp, 1} : std::vector<int>{tp});
+  }
+
+  // `axis` = data x context ranks: sharded groups are made of them, expert groups of them
+  // and the tensor ranks, the batch splits over the axis / cp data-parallel replicas.
   void degrees(int pp, int tp, int cp, ContextComm comm, int axis) {
     const int B = base_.training.global_batch, dp = axis / cp;
-    std::vector<int> sdp_all, ep_all, b_all;
+    std::vector<int> sdp_all, b_all;
     for (int d = 1; d <= axis; ++d)
       if (axis % d == 0 && (is_power_of_two(d) || d == axis)) sdp_all.push_back(d);
-    // Expert groups: data-parallel ranks dividing the experts (a dense model: none).
-    const int experts = base_.model.experts;
-    for (int d = 1; d <= axis; ++d)
-      if (axis % d == 0 && (d == 1 || (experts > 0 && experts % d == 0))) ep_all.push_back(d);
     for (int b = 1; b <= B; b *= 2)
       if (B % (static_cast<long>(dp) * b) == 0) b_all.push_back(b);
     const std::vector<PlacementOrder> placements = distinct_placements(axis, pp, tp);
     for (int sdp : or_default(space_.sharded_degrees, sdp_all))
-      for (int ep : or_default(space_.expert_degrees, ep_all))
+      for (int etp : expert_tensor_degrees(tp))
+      for (int ep : or_default(space_.expert_degrees, expert_degrees(tp * axis, etp)))
       for (int b : or_default(space_.microbatch_sizes, b_all)) {
-        if (B % (static_cast<long>(dp) * b) != 0 || (sdp > 1 && ep > 1)) {  // (check_job's rules)
+        // (check_job's rules: a folded expert layout needs expert parallelism.)
+        if (B % (static_cast<long>(dp) * b) != 0 || (sdp > 1 && ep > 1) || (etp != tp && ep == 1)) {
           ++stats_.considered, ++stats_.invalid;
           continue;
         }
         Point p;
         p.pipeline = pp, p.tensor = tp, p.sharded = sdp, p.expert = ep, p.microbatch_size = b;
+        p.expert_tensor = etp;
         p.context = cp, p.context_comm = comm;
         p.microbatches = B / (dp * b);
-        for (const auto& [sched, v] : schedules(pp)) {
-          p.ends_short = !layer_split(pp * v).empty();
-          for (PlacementOrder placement : placements) {
-            p.schedule = sched, p.virtual_stages = v, p.placement = placement;
-            memory_knobs(p, axis);
+        for (const auto& [sched, v] : schedules(pp))
+          for (LayerSplit split : layer_splits(pp * v)) {
+            p.layer_split = split;
+            for (PlacementOrder placement : placements) {
+              p.schedule = sched, p.virtual_stages = v, p.placement = placement;
+              memory_knobs(p, axis);
+            }
           }
-        }
       }
   }
 
@@ -264,6 +320,8 @@ class Enumerator {
     // Sequence parallelism splits over the tensor-parallel group: only with one.
     const auto sps = or_default(space_.sequence_parallel,
                                 p.tensor > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false});
+    // Folded experts with tensor parallelism need sequence parallelism (Megatron-Core's layout).
+    const bool folded = p.expert_tensor != p.tensor && p.tensor > 1;
     for (Checkpointing ck : ckpts_)
       for (int ck_layers : ck == Checkpointing::none
                                ? std::vector<int>{-1}
@@ -283,6 +341,7 @@ class Enumerator {
                   for (const auto& [opt_off, param_off] : state_offloads_) {
                     if (p.sharded == 1 && algo != algos_.front()) continue;  // no sharded collectives
                     if (param_off && p.sharded == 1) continue;               // a shard to keep on the host
+                    if (folded && !sp) continue;                             // Megatron-Core's layout
                     p.checkpointing = ck, p.checkpointed_layers = ck_layers, p.offload = off;
                     p.shard_optimizer = zero1, p.flash = fa, p.sequence_parallel = sp, p.sharded_collective = algo;
                     p.offload_optimizer = opt_off, p.offload_parameters = param_off;
@@ -300,6 +359,7 @@ class Enumerator {
       return;
     }
     ++stats_.legal;
+    if (p.layer_split == LayerSplit::even || p.layer_split == LayerSplit::ends_short) ++legal_even_;
     visit_(p);
   }
 
@@ -309,6 +369,7 @@ class Enumerator {
   Job scratch_;
   bool uneven_ = false;
   EnumerationStats stats_;
+  long legal_even_ = 0;  // legal points whose layers split evenly or as Llama 3's
   std::vector<Checkpointing> ckpts_;
   std::vector<bool> offloads_, opt_shards_, grad_shards_, flashes_;
   std::vector<std::pair<bool, bool>> state_offloads_;  // (offload_optimizer, offload_parameters)
@@ -321,14 +382,17 @@ class Enumerator {
 
 EnumerationStats enumerate(const Job& base, const SearchSpace& space,
                            const std::function<void(const Point&)>& visit) {
-  const EnumerationStats even = Enumerator(base, space, visit, false).run();
-  if (even.legal > 0) return even;
-  // No even split of the layers gives a legal layout (a batch of 2^k sequences on 72 GPUs
-  // needs a pipeline degree of 9 or 18, which 48 layers do not divide): the uneven ones.
+  Enumerator first(base, space, visit, false);
+  const EnumerationStats even = first.run();
+  if (first.legal_even() > 0) return even;
+  // No even split of the layers (nor Llama 3's) gives a legal layout (a batch of 2^k
+  // sequences on 72 GPUs needs a pipeline degree of 9 or 18, which 48 layers do not
+  // divide): the uneven ones too.
   EnumerationStats uneven = Enumerator(base, space, visit, true).run();
   uneven.considered += even.considered;
   uneven.invalid += even.invalid;
   uneven.duplicates += even.duplicates;
+  uneven.legal += even.legal;
   return uneven;
 }
 
@@ -338,7 +402,10 @@ std::string describe(const Job& job) {
   // The layout the partitioner may choose (not a knob of the space).
   const ParallelConfig& pc = job.parallel;
   const int chunks = pc.pipeline_parallel_degree * pc.virtual_stages;
-  if (!pc.stage_layers.empty() && pc.stage_layers == ends_short(job.model.layers, chunks)) s += " ends-1";
+  const std::vector<int>& sl = pc.stage_layers;
+  if (!sl.empty() && sl == ends_short(job.model.layers, chunks)) s += " ends-1";
+  else if (!sl.empty() && sl == embedding_and_loss(job.model.layers, chunks))
+    s += fmt::format(" ends-1/{}", sl.front() + 1 - sl.back());
   else if (!pc.stage_layers.empty()) s += fmt::format(" stages[{}]", fmt::join(pc.stage_layers, ","));
   if (pc.lm_head_stage == LmHeadStage::first) s += " head-on-stage0";
   return s;
@@ -356,7 +423,10 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"sdpS(coll)", "sharded data parallelism (ZeRO-3/FSDP) over S of the D x C data and context ranks (so S may "
                      "exceed D: dp1 cp2 sdp2), its all-gathers and reduce-scatters by the collective coll (ring, "
                      "all_to_all, ...)"},
-      {"epE", "expert parallelism: the experts split over E of the D x C data and context ranks"},
+      {"epE", "expert parallelism: the experts split over E of the D x C data and context ranks (with etpX, E x X "
+              "of the T x D x C tensor, data and context ranks)"},
+      {"etpX", "MoE parallel folding: the experts' own tensor degree X (shown where it is not T; Megatron-Core's "
+               "expert_tensor_parallel_size)"},
       {"mbMxS", "M micro-batches of S sequences each, per data-parallel replica and step"},
       {"gpipe", "pipeline schedule: every forward pass, then every backward pass"},
       {"1f1b", "pipeline schedule: one forward, one backward (1F1B)"},
@@ -380,6 +450,8 @@ const std::vector<std::pair<const char*, const char*>>& legend() {
       {"flash", "FlashAttention"},
       {"sp", "sequence parallelism: norms, dropouts and residuals split over the tensor-parallel group"},
       {"ends-1", "Llama 3's stages: the first and the last model chunk one layer short (layers + 2 split evenly)"},
+      {"ends-1/N", "Megatron's split, the embedding and the loss counted as a layer each: ceil((layers + 2) / chunks) "
+                   "layers a chunk, the first chunk one short, the last N short (61 layers over 32 chunks: 1, 2 x 30, 0)"},
       {"stages[a,b,..]", "layers of each pipeline stage, as the automated partitioner split them (else even)"},
       {"head-on-stage0", "the LM head on the first pipeline stage (beside the tied embedding)"},
   };

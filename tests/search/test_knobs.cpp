@@ -47,7 +47,8 @@ Job unusual_job() {
 const std::vector<std::pair<std::string, std::string>> kValues = {
     {"pipeline_parallel_degree", "2"},  {"tensor_parallel_degree", "2"},   {"context_parallel_degree", "1"},
     {"cp_comm_type", "p2p"},            {"sharded_data_parallel_degree", "2"},
-    {"expert_parallel_degree", "1"},    {"sharded_collective", "all_to_all"}, {"microbatch_size", "2"},       {"pipeline", "interleaved"},
+    {"expert_parallel_degree", "1"},    {"expert_tensor_parallel_degree", "2"},  // (unset: the tensor degree)
+    {"sharded_collective", "all_to_all"}, {"microbatch_size", "2"},       {"pipeline", "interleaved"},
     {"virtual_stages", "2"},            {"placement_strategy", "PDT"},     {"activation_checkpointing", "selective"},
     {"checkpointed_layers", "2"},       {"offload_activations", "true"},   {"offload_optimizer", "true"},
     {"offload_parameters", "true"},     {"shard_optimizer_state", "false"}, {"shard_gradients", "false"},
@@ -63,6 +64,7 @@ Job changed(Job j, const std::string& key) {
   else if (key == "cp_comm_type") pc.cp_comm_type = ContextComm::a2a;
   else if (key == "sharded_data_parallel_degree") pc.sharded_data_parallel_degree = 4;
   else if (key == "expert_parallel_degree") pc.expert_parallel_degree = 2;  // (a dense model: a job rule refuses it)
+  else if (key == "expert_tensor_parallel_degree") pc.expert_tensor_parallel_degree = 1;  // (refused too)
   else if (key == "sharded_collective") pc.sharded_collective = CollectiveAlgorithm::ring;
   else if (key == "microbatch_size") pc.microbatches = 8;
   else if (key == "pipeline") pc.pipeline = PipelineSchedule::simple;
@@ -166,4 +168,16 @@ TEST_CASE("describe: a candidate's description, written out by hand", "[search][
   context.parallel.context_parallel_degree = 2;
   context.parallel.cp_comm_type = ContextComm::a2a;
   CHECK(describe(context) == "pp1 tp1 dp4 cp2(a2a) mb2x2 DPT");
+  // Folded experts show their own tensor degree, where it is not the tensor degree.
+  Job moe = p4d_job("mixtral-8x7b", 1, 16);
+  moe.parallel.tensor_parallel_degree = 2;
+  moe.parallel.sequence_parallel = true;
+  moe.parallel.expert_parallel_degree = 8;
+  moe.parallel.expert_tensor_parallel_degree = 1;
+  moe.parallel.microbatches = 4;
+  testing::require_valid(moe);
+  CHECK(describe(moe) == "pp1 tp2 dp4 ep8 etp1 mb4x1 DPT sp");
+  moe.parallel.expert_parallel_degree = 4;
+  moe.parallel.expert_tensor_parallel_degree = 2;  // the tensor degree, written out
+  CHECK(describe(moe) == "pp1 tp2 dp4 ep4 mb4x1 DPT sp");
 }

@@ -237,11 +237,11 @@ TEST_CASE("enumerate: Llama 3's stages where the layers alone do not split", "[s
     const int chunks = p.pipeline * p.virtual_stages;
     INFO(describe(job));
     if (6 % chunks == 0) {
-      CHECK_FALSE(p.ends_short);
+      CHECK(p.layer_split == LayerSplit::even);
       CHECK(job.parallel.stage_layers.empty());
       continue;
     }
-    REQUIRE(p.ends_short);
+    REQUIRE(p.layer_split == LayerSplit::ends_short);
     CHECK(job.parallel.stage_layers == (chunks == 4 ? four : eight));
     CHECK_THAT(describe(job), Catch::Contains(" ends-1"));
     short_ends.insert({p.pipeline, chunks});
@@ -489,4 +489,94 @@ TEST_CASE("a base job's lm_head_stage first does not rule out pipeline degree 1"
   std::vector<std::string> fixes = kPinned;
   fixes.push_back("pipeline_parallel_degree=1");
   CHECK(visit_all(base, restricted(fixes)).size() == 8 + 18 + 16);  // the pp 1 rows of the hand count
+}
+
+TEST_CASE("enumerate: the experts' tensor degree is 1 or the tensor degree with experts, the tensor degree without",
+          "[search][space][moe]") {
+  // Mixtral 8x7B (8 experts) on one 8-GPU p4d node, global batch 16, pp 1, tp 2: dp 4.
+  // Unfolded (etp = tp 2) an expert group is made of data-parallel ranks: ep in {1, 2, 4}.
+  // Folded (etp 1, Megatron-Core's parallel folding) it is drawn from the 2 x 4 tensor x
+  // data ranks: etp x ep divides 8, so ep in {2, 4, 8} (not 1: folding needs expert
+  // parallelism), ep 8 above the data degree; and it needs sequence parallelism.
+  std::vector<std::string> fixes = {"activation_checkpointing=none", "offload_activations=false",
+                                    "shard_optimizer_state=false", "flash_attention=false",
+                                    "pipeline_parallel_degree=1", "tensor_parallel_degree=2"};
+  const Job moe = p4d_job("mixtral-8x7b", 1, 16);
+  std::set<std::pair<int, int>> layouts;  // (etp, ep)
+  for (const Point& p : visit_all(moe, restricted(fixes))) {
+    const Job job = make_job(moe, p);
+    INFO(describe(job));
+    const int etp = job.expert_tensor_degree(), ep = job.parallel.expert_parallel_degree;
+    layouts.insert({etp, ep});
+    if (etp == 2) {
+      CHECK(job.parallel.expert_tensor_parallel_degree == 0);  // unset: the tensor degree
+      CHECK_THAT(describe(job), !Catch::Contains("etp"));
+      continue;
+    }
+    CHECK(job.parallel.sequence_parallel);
+    CHECK_THAT(describe(job), Catch::Contains(" ep" + std::to_string(ep) + " etp1 "));
+  }
+  CHECK(layouts == std::set<std::pair<int, int>>{{2, 1}, {2, 2}, {2, 4}, {1, 2}, {1, 4}, {1, 8}});
+  // --fix expert_tensor_parallel_degree=1 keeps the folded ones only.
+  fixes.push_back("expert_tensor_parallel_degree=1");
+  std::set<int> fixed;
+  for (const Point& p : visit_all(moe, restricted(fixes))) fixed.insert(make_job(moe, p).expert_tensor_degree());
+  CHECK(fixed == std::set<int>{1});
+  // A dense model: the tensor degree only, never written into the job.
+  fixes.pop_back();
+  const Job dense = p4d_job("gpt2-small", 1, 16);
+  const std::vector<Point> points = visit_all(dense, restricted(fixes));
+  REQUIRE_FALSE(points.empty());
+  for (const Point& p : points) {
+    const Job job = make_job(dense, p);
+    CHECK(job.parallel.expert_tensor_parallel_degree == 0);
+    CHECK(job.parallel.expert_parallel_degree == 1);
+  }
+}
+
+TEST_CASE("enumerate: Megatron's split of DeepSeek-V3's 61 layers, embedding and loss counted as layers",
+          "[search][space][moe]") {
+  // 61 layers + the embedding + the loss = 63 slots; over c chunks, ceil(63 / c) a chunk,
+  // the first one layer short (the embedding), the last holding what is left beside the
+  // loss. Over 8 stages x 4 chunks (Megatron's "Et|(tt|)*30L"): 2 a chunk, the first 1,
+  // 30 chunks of 2, the last none (1 + 60 + 0 = 61).
+  std::vector<int> thirty_two(32, 2);
+  thirty_two.front() = 1, thirty_two.back() = 0;
+  CHECK(split_layers(LayerSplit::embedding_and_loss, 61, 32) == thirty_two);
+  // 8 chunks: 8 a chunk: 7, six of 8, then 61 - 7 - 48 = 6. 16 chunks: 4: 3, 14 x 4, 2.
+  CHECK(split_layers(LayerSplit::embedding_and_loss, 61, 8) == std::vector<int>{7, 8, 8, 8, 8, 8, 8, 6});
+  std::vector<int> sixteen(16, 4);
+  sixteen.front() = 3, sixteen.back() = 2;
+  CHECK(split_layers(LayerSplit::embedding_and_loss, 61, 16) == sixteen);
+  // Where layers + 2 divide it is Llama 3's, listed as such; where the layers divide, none.
+  CHECK(split_layers(LayerSplit::embedding_and_loss, 61, 7).empty());
+  CHECK(split_layers(LayerSplit::ends_short, 61, 7) == std::vector<int>{8, 9, 9, 9, 9, 9, 8});
+  CHECK(split_layers(LayerSplit::embedding_and_loss, 60, 4).empty());
+  // 64 chunks: 1 a chunk, the first none, 62 of 1 are more than 61: no split.
+  CHECK(split_layers(LayerSplit::embedding_and_loss, 61, 64).empty());
+
+  // The search tries it: DeepSeek-V3 (61 layers, a prime) on 16 p4d nodes (128 GPUs),
+  // tp 1 and ep 8, where only pp 1 splits the layers evenly, visits the pipeline degrees
+  // that leave 8 data-parallel ranks for the expert groups too: 2, 4, 8 and 16 (16 x 1
+  // chunk: 3, 14 x 4, 2). Not 32: 4 data-parallel ranks.
+  const Job base = p4d_job("deepseek-v3", 16, 1024);
+  std::vector<std::string> fixes = {"activation_checkpointing=none", "offload_activations=false",
+                                    "shard_optimizer_state=true", "flash_attention=true",
+                                    "tensor_parallel_degree=1", "expert_parallel_degree=8", "microbatch_size=1",
+                                    "placement_strategy=DPT"};
+  std::set<int> pipelines;
+  bool megatron_layout = false;
+  for (const Point& p : visit_all(base, restricted(fixes))) {
+    const Job job = make_job(base, p);
+    INFO(describe(job));
+    pipelines.insert(p.pipeline);
+    if (p.pipeline == 8 && p.virtual_stages == 4) {
+      CHECK(p.layer_split == LayerSplit::embedding_and_loss);
+      CHECK(job.parallel.stage_layers == thirty_two);
+      CHECK_THAT(describe(job), Catch::Contains(" ends-1/2"));
+      megatron_layout = true;
+    }
+  }
+  CHECK(pipelines == std::set<int>{1, 2, 4, 8, 16});
+  CHECK(megatron_layout);
 }

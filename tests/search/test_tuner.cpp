@@ -14,6 +14,7 @@
 
 #include "job_fixtures.hpp"
 #include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/expert_grid.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/search/space.hpp"
 #include "partune/search/tuner.hpp"
@@ -354,4 +355,46 @@ TEST_CASE("Latent Space: gpt3-2.7b on 16 p4d prefers pipeline across nodes, tens
   CHECK(pp_step < tp_step);
   // The overall best is at least as fast as either representative.
   CHECK(r.ranked.front().estimate.step_time <= pp_step * (1 + 1e-12));
+}
+
+TEST_CASE("MoE parallel folding: whole experts keep their all-to-alls in a node and win", "[search][tuner][moe]") {
+  // Mixtral 8x7B cut to 4 layers (8 experts of 14336, two a token) on two 8-GPU p4d nodes,
+  // pp 1 and tp 8 with the tensor ranks fastest (DPT): a tensor group is a node, dp 2.
+  // With the experts split like the attention (etp 8) an expert group is made of
+  // data-parallel ranks: ep <= 2, and rank r's group is {r, r + 8}, one rank in each node,
+  // so every dispatch and combine crosses EFA. Folded (etp 1) the 16 tensor x data ranks
+  // regroup, expert ranks consecutive: ep 2, 4 or 8 (8 > dp) inside one node, on NVSwitch.
+  Job base = p4d_job("mixtral-8x7b", 2, 32);
+  base.model.layers = 4;
+  const SearchSpace space = restricted({"pipeline_parallel_degree=1", "tensor_parallel_degree=8",
+                                        "placement_strategy=DPT", "activation_checkpointing=none",
+                                        "offload_activations=false", "shard_optimizer_state=true",
+                                        "flash_attention=true", "microbatch_size=1"});
+  SearchOptions options;
+  options.simulate = false;
+  options.workers = 2;
+  const SearchReport report = run_search(base, space, options);
+  REQUIRE_FALSE(report.ranked.empty());
+  const Candidate& winner = report.ranked.front();
+  INFO("winner " << winner.configuration << ": " << winner.estimate.step_time << " s, expert all-to-alls "
+                 << winner.estimate.breakdown.expert_parallel_comm << " s");
+  CHECK(winner.job.expert_tensor_degree() == 1);
+  CHECK_THAT(winner.configuration, Catch::Contains(" etp1"));
+  const int ep = winner.job.parallel.expert_parallel_degree;
+  const Placement pl(winner.job.parallel.placement_strategy, 2, 1, 8);
+  const std::vector<int> folded_group = expert_grid_group(winner.job, pl, 0, ExpertAxis::expert);
+  REQUIRE(static_cast<int>(folded_group.size()) == ep);
+  CHECK(folded_group.back() == ep - 1);  // ranks 0 .. ep - 1: rank 0's node
+  // The winner unfolded: etp 8, so ep 2 at most, its expert groups across the nodes.
+  Job unfolded = winner.job;
+  unfolded.parallel.expert_tensor_parallel_degree = 0;
+  unfolded.parallel.expert_parallel_degree = 2;
+  testing::require_valid(unfolded);
+  CHECK(expert_grid_group(unfolded, pl, 0, ExpertAxis::expert) == std::vector<int>{0, 8});
+  const Estimate across = estimate(unfolded);
+  INFO("unfolded " << describe(unfolded) << ": " << across.step_time << " s, expert all-to-alls "
+                   << across.breakdown.expert_parallel_comm << " s");
+  // Over NVSwitch (600 GB/s a GPU) rather than EFA (400 Gb/s a node, its 8 GPUs sharing it).
+  CHECK(winner.estimate.breakdown.expert_parallel_comm < across.breakdown.expert_parallel_comm / 4);
+  CHECK(winner.estimate.step_time < across.step_time);
 }

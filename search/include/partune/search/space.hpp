@@ -18,6 +18,10 @@ struct SearchSpace {
   std::vector<int> tensor_degrees;
   std::vector<int> sharded_degrees;       // sharded_data_parallel_degree
   std::vector<int> expert_degrees;        // expert_parallel_degree (mixtures of experts)
+  // expert_tensor_parallel_degree (MoE parallel folding): default the tensor degree and,
+  // for a model with experts and a tensor degree above 1, 1 (Megatron-Core's folding:
+  // the experts whole on each rank, their groups drawn from the tensor x data ranks).
+  std::vector<int> expert_tensor_degrees;
   // context_parallel_degree: default 1 and, for long sequences, the powers of two that
   // leave each context rank at least kMinContextTokens tokens; cp_comm_type: p2p and a2a.
   std::vector<int> context_degrees;
@@ -64,10 +68,33 @@ void pin_from_job(SearchSpace& space, const Job& base, const std::vector<std::st
 // search: section or --fix. requested_space applies it; so does a sweep's search.
 void opt_in_from_job(SearchSpace& space, const Job& base);
 
+// How a point's layers split over its pipeline x virtual_stages model chunks.
+enum class LayerSplit : unsigned char {
+  even,        // alike: the layers divide over the chunks
+  // Llama 3's stages where layers + 2 divide (Dubey et al. 2024, sec. 3.3.2): the first
+  // and the last chunk one layer short, the embedding and the head in their place.
+  ends_short,
+  // Megatron-Core's, the embedding and the loss counted as a layer each where neither
+  // the layers nor layers + 2 divide (account_for_embedding_in_pipeline_split and
+  // account_for_loss_in_pipeline_split; DeepSeek-V3's layout "Et|(tt|)*30L"):
+  // ceil((layers + 2) / chunks) a chunk, the first one layer short, the last holding what
+  // is left beside the loss. 61 layers over 32 chunks: [1, 2 x 30, 0].
+  embedding_and_loss,
+  // As even as they go, the ends among the shorter (uneven_split): tried only where no
+  // even split and no Llama 3 split gives a legal layout.
+  uneven,
+};
+
+// The stage_layers of `split` for `layers` over `chunks` model chunks: empty for even and
+// where the split does not apply (the layers divide, or the rule gives no layout).
+std::vector<int> split_layers(LayerSplit split, int layers, int chunks);
+
 // One point of the space: the knobs that vary, applied to a base job (model, cluster,
 // batch, precision and optimizer stay the base's). Plain data, so millions fit in memory.
 struct Point {
   int pipeline = 1, tensor = 1, sharded = 1, expert = 1, context = 1;
+  // The experts' tensor degree; 0 or the tensor degree are written to the job as 0 (unset).
+  int expert_tensor = 0;
   ContextComm context_comm = ContextComm::p2p;
   int microbatch_size = 1, microbatches = 1, virtual_stages = 1;
   PipelineSchedule schedule = PipelineSchedule::interleaved;
@@ -77,11 +104,8 @@ struct Point {
   bool offload_optimizer = false, offload_parameters = false;
   CollectiveAlgorithm sharded_collective = CollectiveAlgorithm::ring;
   int checkpointed_layers = -1;
-  // Where the layers do not split over pipeline x virtual_stages chunks but layers + 2 do:
-  // Llama 3's stages, the first and the last chunk one layer short (stage_layers). Where
-  // no even split gives a legal layout at all, also the pipeline degrees that split the
-  // layers only unevenly: the chunks as even as they go, the ends among the shorter.
-  bool ends_short = false;
+  // How the layers split over the pipeline x virtual_stages chunks (stage_layers).
+  LayerSplit layer_split = LayerSplit::even;
 };
 
 // Writes the point's knobs into `job` (a copy of the base).
@@ -94,9 +118,10 @@ struct EnumerationStats {
   long duplicates = 0;   // placements giving the same communication groups as another
   long legal = 0;
 };
-// Calls `visit` for every legal, distinct point, in a deterministic order. Where no point
-// with evenly split layers (or Llama 3's ends one layer short) is legal, the pipeline
-// degrees that split the layers unevenly are tried too.
+// Calls `visit` for every legal, distinct point, in a deterministic order: evenly split
+// layers, Llama 3's ends one layer short and Megatron's embedding-and-loss split (LayerSplit).
+// Where no point with evenly split layers or Llama 3's is legal, the pipeline degrees that
+// split the layers unevenly (as even as they go) are tried too.
 EnumerationStats enumerate(const Job& base, const SearchSpace& space,
                            const std::function<void(const Point&)>& visit);
 
