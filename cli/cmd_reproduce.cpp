@@ -67,7 +67,7 @@ void register_reproduce(CLI::App& app) {
       if (opt->json) std::cout << report::published_comparison_json(rows).dump(2) << "\n";
       else std::cout << report::published_comparison_text(rows);
       for (const auto& r : rows)
-        if (!r.found_at_least_as_fast()) throw Exit{1};  // a result the user asked about
+        if (r.comparable() && !r.found_at_least_as_fast()) throw Exit{1};  // a result the user asked about
       return;
     }
     JobEvaluator evaluate = [](const Job& j) { return sim::simulate(j).metrics; };

@@ -277,19 +277,26 @@ nlohmann::json simulation_json(const Job& job, const sim::SimResult& r, const Es
 
 std::string published_comparison_text(const std::vector<search::PublishedComparison>& rows) {
   std::string s = "published configuration vs the one the search finds (samples/s, predicted the same way)\n\n";
-  int ok = 0;
+  int ok = 0, comparable = 0;
   for (const auto& r : rows) {
     s += fmt::format("{} / {}\n", r.table, r.row);
     s += fmt::format("  published  {:>9.2f}  {}{}\n", r.published_samples_per_s, r.published_configuration,
                      r.published_fits ? "" : "  (predicted not to fit)");
     s += fmt::format("  found      {:>9.2f}  {}   {} ({:+.1f}%)\n", r.found_samples_per_s, r.found_configuration,
-                     r.found_at_least_as_fast() ? "at least as fast" : "SLOWER",
+                     !r.comparable()                ? "not compared: the published one does not fit"
+                     : r.found_at_least_as_fast() ? "at least as fast"
+                                                  : "SLOWER",
                      100 * (r.found_samples_per_s / r.published_samples_per_s - 1));
-    ok += r.found_at_least_as_fast() ? 1 : 0;
+    ok += r.comparable() && r.found_at_least_as_fast() ? 1 : 0;
+    comparable += r.comparable() ? 1 : 0;
   }
-  s += fmt::format("\n{} of {} rows: the configuration found is predicted at least as fast as the published one "
-                   "({})\n",
-                   ok, rows.size(), !rows.empty() && rows.front().simulated ? "simulator" : "estimator");
+  s += fmt::format("\n{} of {} rows whose published configuration fits: the configuration found is predicted at "
+                   "least as fast as the published one ({}){}\n",
+                   ok, comparable, !rows.empty() && rows.front().simulated ? "simulator" : "estimator",
+                   comparable < static_cast<int>(rows.size())
+                       ? fmt::format("; {} more rows' published configuration is predicted not to fit",
+                                     static_cast<int>(rows.size()) - comparable)
+                       : std::string());
   return s;
 }
 
@@ -299,7 +306,7 @@ nlohmann::json published_comparison_json(const std::vector<search::PublishedComp
     out.push_back({{"table", r.table}, {"row", r.row}, {"published_configuration", r.published_configuration},
                    {"published_samples_per_s", r.published_samples_per_s}, {"published_fits", r.published_fits},
                    {"found_configuration", r.found_configuration}, {"found_samples_per_s", r.found_samples_per_s},
-                   {"simulated", r.simulated}, {"found_at_least_as_fast", r.found_at_least_as_fast()}});
+                   {"simulated", r.simulated}, {"found_at_least_as_fast", r.found_at_least_as_fast()}, {"comparable", r.comparable()}});
   return {{"rows", out}};
 }
 
