@@ -129,6 +129,7 @@ void apply(const Point& p, Job& job) {
   // Layout settings of the base job belong to its own degrees; a point starts uniform
   // (the partitioner may set stages later).
   job.parallel.stage_layers.clear();
+  job.parallel.pipeline_layout.clear();  // (a layout string gave the base job's stage_layers)
   job.parallel.lm_head_stage = LmHeadStage::last;
   job.training.gradient_accumulation = 1;
   job.parallel.stage_layers = split_layers(p.layer_split, job.model.layers, p.pipeline * p.virtual_stages);

@@ -85,3 +85,9 @@ TEST_CASE("cluster.domain_nodes: runs of this many trays share an NVLink domain"
     CHECK(e.key() == "cluster.domain_nodes");
   }
 }
+
+TEST_CASE("a layout whose chunks hold the wrong layer count is refused at pipeline_layout", "[pipeline][layout]") {
+  // 1 + 30 x 2 + 1 = 62 layers for DeepSeek-V3's 61: the job rules name the layout, not stage_layers.
+  CHECK_THAT(refusal("pipeline_layout: \"Et|(tt|)*30tL\""),
+             Catch::StartsWith("parallel.pipeline_layout") && Catch::Contains("62 layers"));
+}

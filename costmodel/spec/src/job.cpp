@@ -339,11 +339,13 @@ JobViolation check_batch(const Job& job) {
 JobViolation check_stage_layers(const Job& job) {
   const auto& pc = job.parallel;
   const auto& sl = pc.stage_layers;
+  // The chunks' layers came from Megatron's layout string where the job gave one.
+  const char* key = pc.pipeline_layout.empty() ? "parallel.stage_layers" : "parallel.pipeline_layout";
   const int pp = pc.pipeline_parallel_degree, v = pc.virtual_stages, n = static_cast<int>(sl.size());
   if (v == 1 && n != pp)
-    return bad("parallel.stage_layers", fmt::format("has {} entries; pipeline_parallel_degree is {}", n, pp));
+    return bad(key, fmt::format("has {} entries; pipeline_parallel_degree is {}", n, pp));
   if (v > 1 && n != pp * v)
-    return bad("parallel.stage_layers",
+    return bad(key,
                fmt::format("has {} entries; with virtual stages it lists every model chunk: "
                            "pipeline_parallel_degree x virtual_stages = {}",
                            n, pp * v));
@@ -351,18 +353,18 @@ JobViolation check_stage_layers(const Job& job) {
   for (int i = 0; i < n; ++i) {
     const bool end = v > 1 && (i == 0 || i == n - 1);
     if (sl[i] < (end ? 0 : 1))
-      return bad("parallel.stage_layers",
+      return bad(key,
                  fmt::format("{} {} has {} layers; {}", v > 1 ? "chunk" : "stage", i, sl[i],
                              v > 1 ? "only the first and last chunk may hold none" : "every stage needs >= 1"));
     sum += sl[i];
   }
   if (sum != job.model.layers)
-    return bad("parallel.stage_layers", fmt::format("they hold {} layers; the model has {}", sum, job.model.layers));
+    return bad(key, fmt::format("they hold {} layers; the model has {}", sum, job.model.layers));
   const bool empty_end = v > 1 && (sl.front() == 0 || sl.back() == 0);
   if (empty_end && pc.sharded_data_parallel_degree > 1)
-    return bad("parallel.stage_layers", "a chunk without layers needs sharded_data_parallel_degree 1");
+    return bad(key, "a chunk without layers needs sharded_data_parallel_degree 1");
   if (empty_end && (pc.offload_activations || pc.offload_parameters))
-    return bad("parallel.stage_layers", "a chunk without layers cannot offload");
+    return bad(key, "a chunk without layers cannot offload");
   return {};
 }
 
