@@ -28,9 +28,16 @@ double busbw(const PointComparison& p, double seconds) {
 }
 
 std::string errors_text(const CollectiveErrors& e) {
-  if (e.points == 0) return fmt::format("{:>6} {:>12} {:>9} {:>9} {:>9}  {}", 0, "-", "-", "-", "-", e.outliers);
-  return fmt::format("{:>6} {:>11.1f}% {:>+8.1f}% {:>4}/{:<4} {:>4}/{:<4}  {}", e.points, e.median_abs_pct, e.worst_pct,
-                     e.within15, e.points, e.within50, e.points, e.outliers);
+  if (e.points == 0)
+    return fmt::format("{:>6} {:>12} {:>9} {:>9} {:>9}  {:>8} {:>8}", 0, "-", "-", "-", "-", e.outliers, e.harness_apart);
+  return fmt::format("{:>6} {:>11.1f}% {:>+8.1f}% {:>4}/{:<4} {:>4}/{:<4}  {:>8} {:>8}", e.points, e.median_abs_pct,
+                     e.worst_pct, e.within15, e.points, e.within50, e.points, e.outliers, e.harness_apart);
+}
+
+std::string series_label(const PointComparison& p) {
+  if (p.outlier) return "[outlier] ";
+  if (p.harness != MeasurementHarness::nccl_tests) return fmt::format("[harness {}] ", to_string(p.harness));
+  return "";
 }
 
 void file_text(const FileComparison& f, std::string& out) {
@@ -40,7 +47,7 @@ void file_text(const FileComparison& f, std::string& out) {
   for (const PointComparison& p : f.points) {
     if (p.series != series) {
       series = p.series;
-      out += fmt::format("  {}{}: {}, NCCL {}, priced as {}\n", p.outlier ? "[outlier] " : "", series,
+      out += fmt::format("  {}{}: {}, NCCL {}, priced as {}\n", series_label(p), series,
                          to_string(p.kind), to_string(p.measured_algorithm), to_string(p.algorithm));
       out += fmt::format("    {:>9} {:>7} {:>14} {:>13} {:>14} {:>13} {:>8}\n", "size", "nodes", "measured",
                          "busbw GB/s", "predicted", "busbw GB/s", "error");
@@ -51,13 +58,19 @@ void file_text(const FileComparison& f, std::string& out) {
   }
   const CollectiveErrors& e = f.errors;
   out += fmt::format("  errors: {} points, median |error| {:.1f}%, worst {:+.1f}%, {} within 15%, {} within 50%, {} outlier "
-                     "points apart\n",
+                     "points apart",
                      e.points, e.median_abs_pct, e.worst_pct, e.within15, e.within50, e.outliers);
+  if (e.harness_apart > 0)
+    out += fmt::format(", {} points of another harness apart (median |error| {:.1f}%, worst {:+.1f}%)", e.harness_apart,
+                       e.harness_median_abs_pct, e.harness_worst_pct);
+  out += "\n";
 }
 
 nlohmann::json errors_json(const CollectiveErrors& e) {
   return {{"points", e.points},       {"median_abs_error_pct", e.median_abs_pct}, {"worst_error_pct", e.worst_pct},
-          {"within_15pct", e.within15}, {"within_50pct", e.within50},            {"outliers", e.outliers}};
+          {"within_15pct", e.within15}, {"within_50pct", e.within50},            {"outliers", e.outliers},
+          {"harness_apart", e.harness_apart}, {"harness_median_abs_error_pct", e.harness_median_abs_pct},
+          {"harness_worst_error_pct", e.harness_worst_pct}};
 }
 
 }  // namespace
@@ -68,10 +81,17 @@ std::string collective_comparison_text(const CollectiveComparison& c) {
       "faster; * a time derived from the printed bandwidth or range (README.md)\n",
       c.files.size());
   for (const FileComparison& f : c.files) file_text(f, out);
-  out += fmt::format("\nper fabric (outlier series left out):\n  {:<46} {:>6} {:>12} {:>9} {:>9} {:>9}  {}\n", "fabric",
-                     "points", "median |err|", "worst", "<=15%", "<=50%", "outliers");
+  out += fmt::format(
+      "\nper fabric (outlier series and series timed by another harness left out):\n  {:<46} {:>6} {:>12} {:>9} {:>9} "
+      "{:>9}  {:>8} {:>8}\n",
+      "fabric", "points", "median |err|", "worst", "<=15%", "<=50%", "outliers", "harness");
   for (const FabricComparison& f : c.fabrics) out += fmt::format("  {:<46} {}\n", f.fabric, errors_text(f.errors));
   out += fmt::format("  {:<46} {}\n", "all", errors_text(c.all));
+  if (c.all.harness_apart > 0)
+    out += fmt::format(
+        "  points timed by another harness (measurements/collectives/README.md): {}, median |error| {:.1f}%, worst "
+        "{:+.1f}%\n",
+        c.all.harness_apart, c.all.harness_median_abs_pct, c.all.harness_worst_pct);
   return out;
 }
 
@@ -93,7 +113,8 @@ nlohmann::json collective_comparison_json(const CollectiveComparison& c) {
                         {"derived", p.derived},
                         {"predicted_us", p.predicted_s * 1e6},
                         {"error_pct", p.error_pct},
-                        {"outlier", p.outlier}});
+                        {"outlier", p.outlier},
+                        {"harness", to_string(p.harness)}});
     files.push_back({{"path", f.path},
                      {"source", f.source},
                      {"fabric", f.fabric},

@@ -136,6 +136,11 @@ TEST_CASE("a bad measurement file names the file and the key", "[collective_meas
   SECTION("a row without a time or a bandwidth") {
     CHECK(refusal(with("[1024, 10.0, ~]", "[1024, ~, ~]")).key() == "series[0].points[0]");
   }
+  SECTION("an unknown harness") {
+    const ScenarioError e = refusal(with("    collective: all_gather\n", "    collective: all_gather\n    harness: mpi\n"));
+    CHECK(e.key() == "series[0].harness");
+    CHECK(std::string(e.what()).find("torch-blocking") != std::string::npos);
+  }
   SECTION("an unknown instance type, column, collective or key") {
     CHECK(refusal(with("p4d.24xlarge", "p9.48xlarge")).key() == "instance_type");
     CHECK(refusal(with("busbw_GBps]", "busbw]")).key() == "series[0].columns");
@@ -184,12 +189,21 @@ series:
     columns: [bytes, time_us]
     points:
       - [800000000, 1]
+  - name: "a blocking torch call"
+    collective: all_gather
+    algorithm: ring
+    nodes: 1
+    gpus_per_node: 8
+    harness: torch-blocking
+    columns: [bytes, time_us]
+    points:
+      - [800000000, 14092.4]    # twice p[0]'s predicted 7046.2 us: -50%
 )",
                                                "tiny.yaml");
   const CollectiveComparison c = compare_collectives({f});
   REQUIRE(c.files.size() == 1);
   const std::vector<PointComparison>& p = c.files[0].points;
-  REQUIRE(p.size() == 4);
+  REQUIRE(p.size() == 5);
   for (const PointComparison& q : p)  // the error is the model's own time against the measured one
     CHECK(q.error_pct == Approx(100 * (q.predicted_s - q.measured_s) / q.measured_s));
   CHECK(p[0].measured_s * 1e6 == Approx(8750));
@@ -209,6 +223,12 @@ series:
   CHECK(e.worst_pct == Approx(100.0).margin(0.01));
   CHECK(e.within15 == 1);
   CHECK(e.within50 == 2);
+  // The harness's point is kept out of the fabric's figures and summarised on its own.
+  CHECK(p[4].harness == MeasurementHarness::torch_blocking);
+  CHECK(p[4].apart());
+  CHECK(e.harness_apart == 1);
+  CHECK(e.harness_median_abs_pct == Approx(50.0).margin(0.01));
+  CHECK(e.harness_worst_pct == Approx(-50.0).margin(0.01));
   REQUIRE(c.fabrics.size() == 1);
   CHECK(c.fabrics[0].fabric == "by hand");
 }

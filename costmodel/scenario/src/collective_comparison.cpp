@@ -51,25 +51,31 @@ PointComparison compare_point(const MeasuredSeries& s, const MeasuredPoint& p, c
                       .total();
   c.error_pct = 100.0 * (c.predicted_s - c.measured_s) / c.measured_s;
   c.outlier = s.outlier;
+  c.harness = s.harness;
   return c;
 }
 
 CollectiveErrors summarize_collective_errors(const std::vector<PointComparison>& points) {
   CollectiveErrors e;
-  std::vector<double> abs_errors;
+  std::vector<double> abs_errors, harness_abs;
   for (const PointComparison& p : points) {
+    const double a = std::fabs(p.error_pct);
     if (p.outlier) {
       ++e.outliers;
-      continue;
+    } else if (p.apart()) {
+      harness_abs.push_back(a);
+      if (a > std::fabs(e.harness_worst_pct)) e.harness_worst_pct = p.error_pct;
+    } else {
+      abs_errors.push_back(a);
+      if (a > std::fabs(e.worst_pct)) e.worst_pct = p.error_pct;
+      e.within15 += a <= 15.0;
+      e.within50 += a <= 50.0;
     }
-    const double a = std::fabs(p.error_pct);
-    abs_errors.push_back(a);
-    if (a > std::fabs(e.worst_pct)) e.worst_pct = p.error_pct;
-    e.within15 += a <= 15.0;
-    e.within50 += a <= 50.0;
   }
   e.points = static_cast<int>(abs_errors.size());
   e.median_abs_pct = abs_errors.empty() ? 0.0 : quantile(abs_errors, 0.5);
+  e.harness_apart = static_cast<int>(harness_abs.size());
+  e.harness_median_abs_pct = harness_abs.empty() ? 0.0 : quantile(harness_abs, 0.5);
   return e;
 }
 

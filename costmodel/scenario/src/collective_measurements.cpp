@@ -24,6 +24,15 @@ const char* to_string(MeasuredAlgorithm a) {
   return "?";
 }
 
+const char* to_string(MeasurementHarness h) {
+  switch (h) {
+    case MeasurementHarness::nccl_tests: return "nccl-tests";
+    case MeasurementHarness::nccl_tests_single_process: return "nccl-tests-single-process";
+    case MeasurementHarness::torch_blocking: return "torch-blocking";
+  }
+  return "?";
+}
+
 double busbw_factor(CollectiveKind kind, int ranks) {
   const double n = ranks;
   return (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n;
@@ -42,6 +51,11 @@ const char* const kColumns[] = {"bytes",      "nodes",      "gpus_per_node", "ti
                                 "time_us_low", "time_us_high", "algbw_GBps",   "busbw_GBps"};
 
 // The columns of a series, each one of kColumns, once; `bytes` among them.
+MeasurementHarness read_harness(const Reader& r, MeasurementHarness fallback) {
+  return static_cast<MeasurementHarness>(
+      r.get_choice("harness", {"nccl-tests", "nccl-tests-single-process", "torch-blocking"}, static_cast<int>(fallback)));
+}
+
 std::vector<std::string> read_columns(const Reader& s) {
   if (!s.has("columns") || !s.node()["columns"].IsSequence()) s.fail("columns", "missing or not a list of column names");
   std::vector<std::string> cols;
@@ -104,7 +118,7 @@ MeasuredPoint read_point(const Reader& s, const YAML::Node& row, const std::stri
 
 MeasuredSeries read_series(const Reader& s, const MeasurementFile& f) {
   s.allow_only({"name", "fabric", "collective", "algorithm", "nodes", "gpus_per_node", "columns", "points",
-                "outlier", "caveat"});
+                "outlier", "caveat", "harness"});
   MeasuredSeries out;
   out.name = s.get_string("name");
   out.fabric = s.get_string("fabric", f.fabric);
@@ -115,6 +129,7 @@ MeasuredSeries read_series(const Reader& s, const MeasurementFile& f) {
   if (!s.has("algorithm")) s.fail("algorithm", "missing (ring, tree, nvls or unknown)");
   out.algorithm = static_cast<MeasuredAlgorithm>(s.get_choice("algorithm", {"ring", "tree", "nvls", "unknown"}, 3));
   out.outlier = s.get_bool("outlier", false);
+  out.harness = read_harness(s, f.harness);
   out.caveat = s.get_string("caveat", "");
   const std::vector<std::string> cols = read_columns(s);
   const auto in_cols = [&](const char* c) { return std::find(cols.begin(), cols.end(), c) != cols.end(); };
@@ -133,13 +148,14 @@ MeasuredSeries read_series(const Reader& s, const MeasurementFile& f) {
 
 MeasurementFile parse_root(const YAML::Node& root, const std::string& origin) {
   const Reader r(root, origin, "");
-  r.allow_only({"kind", "source", "instance_type", "fabric", "series"});
+  r.allow_only({"kind", "source", "instance_type", "fabric", "harness", "series"});
   if (r.get_string("kind") != "collective_measurements")
     r.fail("kind", "expected 'collective_measurements', got '" + r.get_string("kind") + "'");
   MeasurementFile f;
   f.path = origin;
   f.source = r.get_string("source");
   f.fabric = r.get_string("fabric");
+  f.harness = read_harness(r, MeasurementHarness::nccl_tests);
   // A preset name (scenarios/clusters/), a path, or an inline mapping (with `base:`).
   if (!r.has("instance_type")) r.fail("instance_type", "missing");
   const detail::Resolved ref = detail::resolve_reference(r.node()["instance_type"], origin, "instance_type", "clusters");

@@ -37,15 +37,22 @@ struct PointComparison {
   double predicted_s = 0;
   double error_pct = 0;  // 100 (predicted - measured) / measured: < 0 predicts too fast
   bool outlier = false;
+  MeasurementHarness harness = MeasurementHarness::nccl_tests;
+  // Kept out of the summaries: an outlier, or timed by a harness that measures more than
+  // the collective (MeasurementHarness).
+  bool apart() const { return outlier || harness != MeasurementHarness::nccl_tests; }
 };
 
-// |error| statistics over a set of points (outliers left out).
+// |error| statistics over a set of points (outliers and other harnesses' points left out,
+// each counted, with their own |error| statistics for the record).
 struct CollectiveErrors {
   int points = 0;
   double median_abs_pct = 0;
   double worst_pct = 0;  // the signed error of largest magnitude
   int within15 = 0, within50 = 0;  // points with |error| <= 15%, <= 50%
   int outliers = 0;                // points of outlier series, not counted above
+  int harness_apart = 0;           // points of other harnesses (not outliers), not counted above
+  double harness_median_abs_pct = 0, harness_worst_pct = 0;  // over those points
 };
 CollectiveErrors summarize_collective_errors(const std::vector<PointComparison>& points);
 

@@ -16,6 +16,20 @@ namespace partune {
 enum class MeasuredAlgorithm { ring, tree, nvls, unknown };
 const char* to_string(MeasuredAlgorithm a);
 
+// How the source timed its calls, read from the benchmark's own code. A training step's
+// collectives run as nccl-tests times them: one process per GPU, calls enqueued back to
+// back, the mean over many. The other two time more than the collective:
+// - nccl_tests_single_process: nccl-tests with `-g N`, one thread enqueueing every GPU's
+//   launch of each call (Azure's AI-benchmarking-guide runs `all_reduce_perf -g 8`), so a
+//   call cannot be shorter than N host launches;
+// - torch_blocking: one torch.distributed call at a time after a barrier, each rank timing
+//   from its own start event (stas00's all_reduce_bench.py), so the ranks' arrival skew
+//   after the barrier and the host's call are in every time.
+// partune models neither host cost: such points are shown with their errors and summarised
+// apart from the fabric's (collective_comparison.hpp).
+enum class MeasurementHarness { nccl_tests, nccl_tests_single_process, torch_blocking };
+const char* to_string(MeasurementHarness h);
+
 // One row of a published table. A value the source does not print is < 0.
 struct MeasuredPoint {
   int nodes = 1;            // nodes of the run
@@ -36,6 +50,7 @@ struct MeasuredSeries {
   CollectiveKind kind = CollectiveKind::all_reduce;
   MeasuredAlgorithm algorithm = MeasuredAlgorithm::unknown;
   bool outlier = false;  // a reported anomaly: shown, kept out of the summaries
+  MeasurementHarness harness = MeasurementHarness::nccl_tests;  // the file's unless the series names its own
   std::string caveat;
   std::vector<MeasuredPoint> points;
 };
@@ -44,6 +59,7 @@ struct MeasurementFile {
   std::string path;
   std::string source;        // the reference file, its section and the original source
   std::string fabric;
+  MeasurementHarness harness = MeasurementHarness::nccl_tests;
   InstanceType instance;     // loaded from the file's instance_type
   std::vector<MeasuredSeries> series;
 };
