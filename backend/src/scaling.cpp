@@ -171,9 +171,13 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   apply_config(c, m);
   // The backend shards every parameter tensor and gathers each layer (no tensor stays
   // whole: backend/src/executor_collectives.cpp), so the program it runs has SMP's and
-  // ZeRO-3's persistence threshold at 0.
-  if (j.parallel.sharded_data_parallel_degree > 1 && j.parallel.sharding_flavor != ShardingFlavor::fsdp)
-    j.parallel.sharding.param_persistence_threshold = 0;
+  // ZeRO-3's persistence threshold at 0; and it copies each gathered layer out of the
+  // all-gather's rows and its gradients into the reduce's (parameter_shards.cpp's
+  // unpack_parameters, pack_gradients) as FSDP2 does, whatever the flavour.
+  if (j.parallel.sharded_data_parallel_degree > 1) {
+    if (!layer_unit(j.parallel.sharding_flavor)) j.parallel.sharding.param_persistence_threshold = 0;
+    j.parallel.sharding.gather_copies = 1;
+  }
   return j;
 }
 

@@ -22,6 +22,7 @@
 #include <set>
 
 #include "job_fixtures.hpp"
+#include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/program_builder.hpp"
@@ -202,4 +203,45 @@ TEST_CASE("a sharding knob the flavour does not have is refused, naming it", "[s
   zero3.parallel.sharding.backward_prefetch = BackwardPrefetch::pre;
   zero3.parallel.sharding.reduce_bucket_size = 1e6;
   CHECK_FALSE(check_job(zero3));
+}
+
+// FSDP2's copies on the compute stream, written out for GPT-2 small's layer (7,087,872
+// parameters, fp16: 2 bytes a parameter and a gradient) on the p4d A100 profile: after a
+// gather, split_with_sizes_copy reads and writes the layer (4 x 7,087,872 bytes); before
+// the reduce-scatter, chunk_cat reads the gradients and writes them in the reduce format
+// (2 + 2 bytes an element here; 2 + 4 with grad_reduce_in_fp32). One kernel each, at the
+// profile's copy rate.
+TEST_CASE("fsdp2 adds its copies to each layer's kernels, by hand", "[sharding][program]") {
+  const Job flat = sharded_job(ShardingFlavor::fsdp);
+  Job fsdp2 = sharded_job(ShardingFlavor::fsdp2);
+  require_valid(fsdp2);
+  const GpuProfile& gpu = fsdp2.cluster.instance.gpu;
+  const double rate = gpu.hbm_bw * (gpu.copy_efficiency > 0 ? gpu.copy_efficiency : gpu.hbm_efficiency);
+  const double copy_out = 4 * kLayer / rate + gpu.kernel_overhead;
+  const double copy_in = (2 + 2) * kLayer / rate + gpu.kernel_overhead;
+  auto seconds = [](const RankProgram& p, OpKind kind, int mb, int layer) {
+    for (const Instruction& in : p.ops)
+      if (in.kind == kind && in.microbatch == mb && in.layer == layer) return in.seconds;
+    FAIL("no such instruction");
+    return 0.0;
+  };
+  const RankProgram a = build_program(flat, 0), b = build_program(fsdp2, 0);
+  // Layer 5: no embedding or head beside it.
+  CHECK(seconds(b, OpKind::forward, 0, 5) - seconds(a, OpKind::forward, 0, 5) == Approx(copy_out).epsilon(1e-9));
+  CHECK(seconds(b, OpKind::backward, 1, 5) - seconds(a, OpKind::backward, 1, 5) ==
+        Approx(copy_out + copy_in).epsilon(1e-9));
+  // Gathers and reduce-scatters themselves are FSDP's.
+  CHECK(count(a).gathered == count(b).gathered);
+  CHECK(count(a).reduced == count(b).reduced);
+  // The estimator adds at least the copies of every layer, micro-batch by micro-batch.
+  const double layers = 12, microbatches = 2;
+  const double grown = estimate(fsdp2).step_time - estimate(flat).step_time;
+  CHECK(grown >= layers * microbatches * (2 * copy_out + copy_in) * (1 - 1e-9));
+  // Off by the knob; on for the other flavours by it.
+  fsdp2.parallel.sharding.gather_copies = 0;
+  CHECK(estimate(fsdp2).step_time == Approx(estimate(flat).step_time).epsilon(1e-12));
+  Job zero3 = sharded_job(ShardingFlavor::zero3);
+  const double before = estimate(zero3).step_time;
+  zero3.parallel.sharding.gather_copies = 1;
+  CHECK(estimate(zero3).step_time > before);
 }

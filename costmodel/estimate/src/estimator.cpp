@@ -143,15 +143,27 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   const double ag_ov = c.overlap(CommGroup::sharded, OpKind::all_gather);
   const double rs_ov = c.overlap(CommGroup::sharded, OpKind::reduce_scatter);
   out.total = layers * (2 * ag + rs);
+  // FSDP2's copies run on the compute stream, in the kernels the collectives hide under
+  // (the programs add them to the layer's compute instruction): after each gather, and
+  // before the reduce-scatter.
+  const GpuProfile& gpu = c.inst.gpu;
+  const bool copies = plan.settings.gather_copies;
+  const double reduced = plan.reduce_calls * plan.reduce_elements;
+  const double copy_fwd = copies ? kernel_work_time(gpu, gather_copy_work(plan.gathered, c.eb)) : 0.0;
+  const double copy_bwd = copies ? copy_fwd + kernel_work_time(gpu, reduce_copy_work(reduced, c.eb, c.gb)) : 0.0;
   // Backward: the gather hides under the gradient kernels only when it is issued before
   // them; else it waits alone and the reduce-scatter hides by itself.
   auto backward = [&](double kernels) {
-    if (!plan.backward_prefetch_before_compute) return ag + exposed(rs, rs_ov, kernels);
-    return exposed(ag + rs, (ag * ag_ov + rs * rs_ov) / (ag + rs), kernels);
+    kernels += copy_bwd;
+    const double comm = !plan.backward_prefetch_before_compute
+                            ? ag + exposed(rs, rs_ov, kernels)
+                            : exposed(ag + rs, (ag * ag_ov + rs * rs_ov) / (ag + rs), kernels);
+    return comm + copy_bwd;
   };
   // The first layer's gather has nothing to hide under.
-  out.exposed = layers * exposed(ag, ag_ov, lt.forward()) + checkpointed * backward(lt.backward() + recompute) +
-                (layers - checkpointed) * backward(lt.backward()) + ag;
+  out.exposed = layers * (exposed(ag, ag_ov, lt.forward() + copy_fwd) + copy_fwd) +
+                checkpointed * backward(lt.backward() + recompute) + (layers - checkpointed) * backward(lt.backward()) +
+                ag;
   // Embedding and head weights are gathered and reduced the same way, one call more with
   // the layer beside them (program.cpp's extra unit): the embedding with the first layer,
   // the head with the last, or both with the first when the head is on stage 0, which
@@ -168,6 +180,11 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
   const HeadTime& ht = c.stages.head_time();
   out.total += head_comm;
   out.exposed += exposed(head_comm, ag_ov, ht.logits_fwd + ht.logits_bwd);
+  if (copies) {  // the embedding and head units' copies, with the layers beside them: twice gathered, once reduced
+    const double extras = embedding + head;
+    out.exposed += kernel_work_time(gpu, gather_copy_work(extras, c.eb)) * 2 +
+                   kernel_work_time(gpu, reduce_copy_work(extras, c.eb, c.gb));
+  }
   return out;
 }
 

@@ -23,21 +23,35 @@ ShardingSettings sharding_settings(const ParallelConfig& pc) {
       s.param_persistence_threshold = 1e5;
       break;
     case ShardingFlavor::fsdp: break;  // one flat parameter per layer, nothing persists
+    case ShardingFlavor::fsdp2: s.gather_copies = true; break;  // per-parameter DTensors, one unit per layer
   }
-  const bool deepspeed = s.flavor != ShardingFlavor::fsdp;
+  const bool deepspeed = !layer_unit(s.flavor);
   if (deepspeed && c.prefetch_bucket_size >= 0) s.prefetch_bucket_size = c.prefetch_bucket_size;
   if (deepspeed && c.reduce_bucket_size >= 0) s.reduce_bucket_size = c.reduce_bucket_size;
   if (deepspeed && c.param_persistence_threshold >= 0) s.param_persistence_threshold = c.param_persistence_threshold;
   if (c.hierarchical_allgather >= 0) s.hierarchical_allgather = c.hierarchical_allgather == 1;
   s.backward_prefetch = c.backward_prefetch;
+  if (c.gather_copies >= 0) s.gather_copies = c.gather_copies == 1;
   return s;
+}
+
+KernelWork gather_copy_work(double elements, double param_bytes) {
+  KernelWork w;
+  w.add(KernelClass::copy, 2 * elements * param_bytes, 1);
+  return w;
+}
+
+KernelWork reduce_copy_work(double elements, double param_bytes, double reduce_bytes) {
+  KernelWork w;
+  w.add(KernelClass::copy, elements * (param_bytes + reduce_bytes), 1);
+  return w;
 }
 
 ShardingPlan sharding_plan(const Job& job, const LayerPlan& layer) {
   ShardingPlan plan;
   plan.settings = sharding_settings(job.parallel);
   const double params = layer.params();
-  if (plan.settings.flavor == ShardingFlavor::fsdp) {
+  if (layer_unit(plan.settings.flavor)) {
     plan.units = {params};
     plan.gathered = params;
     plan.reduce_calls = 1;

@@ -193,7 +193,8 @@ void ProgramBuilder::forward(int mb, int chunk) {
       const int first = l == 0 ? embedding : 0, last = l == n - 1 ? head : 0;
       const bool e = moe(chunk, l);
       compute_with_collectives(compute(OpKind::forward, mb, chunk, l, 1,
-                                       layer_[e].forward() + first * head_.embedding_fwd + last * head_.logits_fwd),
+                                       layer_[e].forward() + first * head_.embedding_fwd + last * head_.logits_fwd +
+                                           gather_copy_seconds(chunk, l)),
                                {{&embedding_comm_.forward, first}, {&layer_comm_[e].forward, 1},
                                 {&head_comm_.forward, last}});
       if (offloading() && l < ckpt) start_after_previous(copy(OpKind::offload, mb, chunk, l));

@@ -74,7 +74,8 @@ void ProgramBuilder::backward_layer(int mb, int chunk, int l, bool buckets) {
   const std::initializer_list<Part> parts = {
       {&head_comm_.backward, last}, {&layer_comm_[e].backward, 1}, {&embedding_comm_.backward, first}};
   compute_with_collectives(compute(OpKind::backward, mb, chunk, l, 1,
-                                   backward_seconds(e) + last * head_backward_seconds() + first * head_.embedding_bwd),
+                                   backward_seconds(e) + last * head_backward_seconds() + first * head_.embedding_bwd +
+                                       gather_copy_seconds(chunk, l) + reduce_copy_seconds(chunk, l)),
                            parts);
   if (sharded_) {
     start_async(sharded_reduce(mb, chunk, l));

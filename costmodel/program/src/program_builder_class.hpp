@@ -120,6 +120,11 @@ class ProgramBuilder {
   // The layer's gradients (all of its parameters, persistent ones too) in the flavour's
   // reduce-scatter calls, the embedding's or head's in one more.
   Instruction sharded_reduce(int mb, int chunk, int layer) const;
+  // FSDP2's copies on the compute stream (sharding.hpp's gather_copies), in the seconds of
+  // the layer's compute instruction after its gather (forward, backward) and before its
+  // reduce-scatter (backward); 0 without them.
+  double gather_copy_seconds(int chunk, int layer) const;
+  double reduce_copy_seconds(int chunk, int layer) const;
 
   void forward(int mb, int chunk);
 

@@ -91,6 +91,18 @@ Instruction ProgramBuilder::sharded_gather(int mb, int chunk, int layer) const {
                     layer);
 }
 
+double ProgramBuilder::gather_copy_seconds(int chunk, int layer) const {
+  if (!sharded_ || !sharding_.settings.gather_copies) return 0.0;
+  const double elements = sharding_.gathered + extra_params(chunk, layer);
+  return kernel_work_time(job_.cluster.instance.gpu, gather_copy_work(elements, eb_));
+}
+
+double ProgramBuilder::reduce_copy_seconds(int chunk, int layer) const {
+  if (!sharded_ || !sharding_.settings.gather_copies) return 0.0;
+  const double elements = sharding_.reduce_calls * sharding_.reduce_elements + extra_gradient_bytes(chunk, layer) / gb_;
+  return kernel_work_time(job_.cluster.instance.gpu, reduce_copy_work(elements, eb_, gb_));
+}
+
 Instruction ProgramBuilder::sharded_reduce(int mb, int chunk, int layer) const {
   const double extra = extra_gradient_bytes(chunk, layer);
   const int calls = sharding_.reduce_calls + (extra > 0 ? 1 : 0);

@@ -23,7 +23,7 @@ CollectiveAlgorithm parse_algorithm(const Reader& r, const char* key, Collective
 void parse_sharding(const Reader& r, ShardingConfig& s) {
   r.require_map();
   r.allow_only({"prefetch_bucket_size", "reduce_bucket_size", "param_persistence_threshold",
-                "hierarchical_allgather", "backward_prefetch"});
+                "hierarchical_allgather", "backward_prefetch", "gather_copies"});
   constexpr double kMaxElements = 1e15;
   if (r.has("prefetch_bucket_size")) s.prefetch_bucket_size = r.get_in_range("prefetch_bucket_size", 0, kMaxElements);
   if (r.has("reduce_bucket_size")) s.reduce_bucket_size = r.get_in_range("reduce_bucket_size", 1, kMaxElements);
@@ -31,6 +31,7 @@ void parse_sharding(const Reader& r, ShardingConfig& s) {
     s.param_persistence_threshold = r.get_in_range("param_persistence_threshold", 0, kMaxElements);
   if (r.has("hierarchical_allgather")) s.hierarchical_allgather = r.get_bool("hierarchical_allgather", false) ? 1 : 0;
   s.backward_prefetch = get_enum(r, "backward_prefetch", BackwardPrefetch::pre);
+  if (r.has("gather_copies")) s.gather_copies = r.get_bool("gather_copies", false) ? 1 : 0;
 }
 
 // parallel.recompute_modules: a list of Megatron's module names (or one string of them

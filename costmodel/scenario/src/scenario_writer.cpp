@@ -232,6 +232,7 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (sc.hierarchical_allgather >= 0) sharding["hierarchical_allgather"] = sc.hierarchical_allgather == 1;
   if (sc.backward_prefetch != BackwardPrefetch::pre) sharding["backward_prefetch"] = enum_name(sc.backward_prefetch);
   if (sharding.size() > 0) p["sharding"] = sharding;
+  if (sc.gather_copies >= 0) sharding["gather_copies"] = sc.gather_copies == 1;
   return p;
 }
 

@@ -110,7 +110,7 @@ const std::vector<EnumName<LmHeadStage>>& enum_names<LmHeadStage>() {
 template <>
 const std::vector<EnumName<ShardingFlavor>>& enum_names<ShardingFlavor>() {
   static const std::vector<EnumName<ShardingFlavor>> table = {
-      {ShardingFlavor::smp, "smp"}, {ShardingFlavor::zero3, "zero3"}, {ShardingFlavor::fsdp, "fsdp"}};
+      {ShardingFlavor::smp, "smp"}, {ShardingFlavor::zero3, "zero3"}, {ShardingFlavor::fsdp, "fsdp"}, {ShardingFlavor::fsdp2, "fsdp2"}};
   return table;
 }
 

@@ -527,16 +527,17 @@ JobViolation check_gradient_sharding(const Job& job) {
 JobViolation check_sharding_knobs(const Job& job) {
   const ParallelConfig& pc = job.parallel;
   const ShardingConfig& s = pc.sharding;
-  const bool fsdp = pc.sharding_flavor == ShardingFlavor::fsdp;
+  const bool fsdp = layer_unit(pc.sharding_flavor);
   const char* flavor = to_string(pc.sharding_flavor);
   if (fsdp) {
-    const char* why = "not a knob of sharding_flavor fsdp (its unit is the whole layer); it applies to smp and zero3";
+    const std::string why = fmt::format(
+        "not a knob of sharding_flavor {} (its unit is the whole layer); it applies to smp and zero3", flavor);
     if (s.prefetch_bucket_size >= 0) return bad("parallel.sharding.prefetch_bucket_size", why);
     if (s.reduce_bucket_size >= 0) return bad("parallel.sharding.reduce_bucket_size", why);
     if (s.param_persistence_threshold >= 0) return bad("parallel.sharding.param_persistence_threshold", why);
   } else if (s.backward_prefetch != BackwardPrefetch::pre) {
     return bad("parallel.sharding.backward_prefetch",
-               fmt::format("not a knob of sharding_flavor {}; it applies to fsdp", flavor));
+               fmt::format("not a knob of sharding_flavor {}; it applies to fsdp and fsdp2", flavor));
   }
   return {};
 }

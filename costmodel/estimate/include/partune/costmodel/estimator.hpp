@@ -28,7 +28,8 @@ struct StepBreakdown {
   double data_parallel_comm = 0;      // gradient all-reduce (or RS+AG) of one rank, total
   double data_parallel_exposed = 0;   // of it, on the critical stage; <= data_parallel_comm
   double sharded_comm = 0;            // sharded DP all-gathers + reduce-scatters, total
-  double sharded_exposed = 0;
+  double sharded_exposed = 0;         // what they leave exposed, with FSDP2's copies on the
+                                      // compute stream (sharding.hpp's gather_copies)
   double offload_traffic = 0;         // activation offload + reload over PCIe, total
   double offload_exposed = 0;
   double optimizer = 0;

@@ -18,6 +18,17 @@
 //          (transformer_auto_wrap_policy): each layer's parameters are one flat
 //          parameter, gathered in one call and reduce-scattered in one call;
 //          backward_prefetch BACKWARD_PRE (its default).
+//   fsdp2  PyTorch's fully_shard (FSDP2, torchtitan), the same units and calls, and its
+//          copies on the compute stream (gather_copies; torch/distributed/fsdp/_fully_shard/
+//          _fsdp_collectives.py): after each all-gather, foreach_all_gather_copy_out's
+//          split_with_sizes_copy moves the unit out of the all-gather buffer into its
+//          parameters (the unit's elements read and written in the parameters' format);
+//          before each reduce-scatter, foreach_reduce's chunk_cat copies the gradients into
+//          the reduce-scatter's input (read in the parameters' format, written in the
+//          reduce format: fp32 with grad_reduce_in_fp32). Its copy-in before the all-gather
+//          (a rank's shard, 1/n of the unit) runs on its own stream and is not priced. The
+//          LibTorch backend copies the same way for every flavour (parameter_shards.cpp's
+//          unpack_parameters, pack_gradients).
 // The DeepSpeed family gathers per module: each op of the layer plan that holds at least
 // param_persistence_threshold parameters is a unit; smaller ones (norms, biases) stay
 // whole on every rank and their gradients travel in the reduce-scatter buckets.
@@ -36,8 +47,16 @@ struct ShardingSettings {
   double param_persistence_threshold = 0;  // elements (smp, zero3)
   bool hierarchical_allgather = false;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  bool gather_copies = false;  // fsdp2's copies on the compute stream
 };
 ShardingSettings sharding_settings(const ParallelConfig& pc);
+
+// The copies gather_copies adds on the compute stream, one kernel each: after a gather of
+// `elements` parameters, their copy out of the buffer (read and write at `param_bytes`);
+// before a reduce-scatter of `elements` gradients, their copy into its input (read at
+// `param_bytes`, written at `reduce_bytes`). Class KernelClass::copy.
+KernelWork gather_copy_work(double elements, double param_bytes);
+KernelWork reduce_copy_work(double elements, double param_bytes, double reduce_bytes);
 
 // One transformer layer's sharded collectives on one rank, per pass.
 struct ShardingPlan {

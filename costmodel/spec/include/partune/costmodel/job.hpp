@@ -58,7 +58,7 @@ enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all, nccl, nvl
 enum class LmHeadStage { last, first };
 // Sharded data parallelism as a given system runs it (sharding.hpp): SageMaker model
 // parallel's (MiCS, built on DeepSpeed's ZeRO-3), DeepSpeed ZeRO-3, PyTorch FSDP.
-enum class ShardingFlavor { smp, zero3, fsdp };
+enum class ShardingFlavor { smp, zero3, fsdp, fsdp2 };
 // FSDP's backward_prefetch: the next unit's all-gather issued before the current unit's
 // gradient computation (pre), after it (post), or when the unit is reached (none).
 enum class BackwardPrefetch { pre, post, none };
@@ -118,6 +118,8 @@ const char* to_string(Checkpointing c);
 const char* to_string(CollectiveAlgorithm a);
 const char* to_string(LmHeadStage h);
 const char* to_string(ShardingFlavor f);
+// FSDP's flavours: the whole layer is one gather unit (no bucket or persistence knobs).
+inline bool layer_unit(ShardingFlavor f) { return f == ShardingFlavor::fsdp || f == ShardingFlavor::fsdp2; }
 const char* to_string(BackwardPrefetch b);
 const char* to_string(LossPrecision p);
 const char* to_string(ContextComm c);
@@ -129,7 +131,11 @@ struct ShardingConfig {
   double reduce_bucket_size = -1;           // elements per gradient reduce-scatter (smp, zero3)
   double param_persistence_threshold = -1;  // tensors below it stay whole on every rank (smp, zero3)
   int hierarchical_allgather = -1;          // 0 / 1; -1: yes for smp, no otherwise
-  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;  // fsdp
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;  // fsdp, fsdp2
+  // 0 / 1; -1: yes for fsdp2, no otherwise. Each gathered unit is copied out of the
+  // all-gather buffer into its parameters, and its gradients into the reduce-scatter's
+  // input, on the compute stream (sharding.hpp).
+  int gather_copies = -1;
 };
 
 struct TrainingConfig {
