@@ -266,11 +266,13 @@ Communicators::Communicators(const Job& job, int rank, c10::intrusive_ptr<c10d::
   world_ = connect(store, "world", all, rank, timeout);
   transfers_ = backend_ == CommBackendKind::nccl ? connect(store, "transfers", all, rank, timeout, backend_) : world_;
   for (CommGroup kind : {CommGroup::tensor, CommGroup::data, CommGroup::sharded, CommGroup::replica,
-                         CommGroup::embedding, CommGroup::expert, CommGroup::expert_data, CommGroup::context,
-                         CommGroup::context_a2a}) {
-    if ((kind == CommGroup::expert || kind == CommGroup::expert_data) &&
-        (!job.model.is_moe() || job.parallel.expert_parallel_degree <= 1))
+                         CommGroup::embedding, CommGroup::expert, CommGroup::expert_data, CommGroup::expert_tensor,
+                         CommGroup::context, CommGroup::context_a2a}) {
+    const bool experts = job.model.is_moe() && job.parallel.expert_parallel_degree > 1;
+    if ((kind == CommGroup::expert || kind == CommGroup::expert_data || kind == CommGroup::expert_tensor) && !experts)
       continue;  // (comm_group_members divides by the expert degree)
+    if (kind == CommGroup::expert_tensor && job.expert_tensor_degree() == job.parallel.tensor_parallel_degree)
+      continue;  // the tensor group (MoE parallel folding gives the experts one of their own)
     if ((kind == CommGroup::context || kind == CommGroup::context_a2a) && job.parallel.context_parallel_degree <= 1)
       continue;
     // Tensor groups come ordered by tensor coordinate (Placement::group), which is also

@@ -163,6 +163,16 @@ void Impl::build_optimizer(const OptimizerSettings& settings) {
 }
 
 void Impl::optimizer_step() {
+  // Experts whose expert-data group is this rank alone (expert x expert-tensor degrees
+  // cover the stage's tensor x data ranks): no bucket instruction averaged their
+  // gradients, which hold every data-parallel replica's tokens (the exchanges brought
+  // them). Averaged here, as bucket_all_reduce averages the others: no communication.
+  if (dp > 1 && job.expert_data_parallel_degree() == 1) {
+    torch::NoGradGuard no_grad;
+    for (auto& [key, params] : expert_bucket_params)
+      for (torch::Tensor& prm : params)
+        if (prm.grad().defined()) prm.mutable_grad().div_(dp);
+  }
   // Masters on the device: no program instruction moves their gradients (offload's do).
   if (masters_on_device) offload_gradients();
   if (!shards.empty()) {

@@ -89,8 +89,8 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
       return;
     }
     case CommGroup::expert:
-    case CommGroup::expert_tensor:  // (folding and the allgather dispatcher: refused by the trainer)
-    case CommGroup::expert_block:
+    case CommGroup::expert_tensor:  // the experts' gathers and reduce-scatters (expert_parallel.hpp)
+    case CommGroup::expert_block:   // (the allgather dispatcher's: refused by the trainer)
     case CommGroup::context:
     case CommGroup::context_a2a: return;  // the layers' exchanges: booked by TensorCallBook
     case CommGroup::expert_data:

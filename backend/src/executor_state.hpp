@@ -64,8 +64,8 @@ void free_tensors(Part& part);
 // optimizer, is the executor's own.
 inline bool run_by_layers(const Instruction& ins) {
   return is_collective(ins.kind) &&
-         (ins.group == CommGroup::tensor || ins.group == CommGroup::expert || ins.group == CommGroup::context ||
-          ins.group == CommGroup::context_a2a) &&
+         (ins.group == CommGroup::tensor || ins.group == CommGroup::expert || ins.group == CommGroup::expert_tensor ||
+          ins.group == CommGroup::context || ins.group == CommGroup::context_a2a) &&
          ins.microbatch >= 0;
 }
 

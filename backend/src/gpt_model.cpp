@@ -271,10 +271,12 @@ void initialise(GPTModelImpl& model, std::uint64_t seed) {
   const BackendModelConfig& c = model.config;
   const ModelShard& shard = model.shard;
   const int t = degree_of(shard.tensor), r = rank_of(shard.tensor);
+  // The experts' tensor group: the tensor group, or with MoE parallel folding their own.
+  const TensorParallel& et = shard.expert && shard.expert->folded_tensor() ? shard.expert->folded_tensor() : shard.tensor;
   const Parts parts{tensor_slice(c.heads, t, r, "heads"), tensor_slice(c.key_value_heads(), t, r, "kv_heads"),
                     tensor_slice(c.query_width(), t, r, "query width"), tensor_slice(c.ffn_hidden, t, r, "ffn_hidden"),
                     tensor_slice(c.vocab, t, r, "vocab"),
-                    c.experts > 0 ? tensor_slice(c.expert_ffn_hidden, t, r, "expert_ffn_hidden") : Slice{0, 0},
+                    c.experts > 0 ? tensor_slice(c.expert_ffn_hidden, degree_of(et), rank_of(et), "expert_ffn_hidden") : Slice{0, 0},
                     c.shared_expert_ffn_hidden > 0 ? tensor_slice(c.shared_expert_ffn_hidden, t, r, "shared_expert_ffn_hidden")
                                                    : Slice{0, 0},
                     shard.expert.get()};
@@ -482,6 +484,8 @@ std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
     for (const torch::Tensor& t : {L.ln1->weight, L.ln1->bias, L.attention ? L.attention->proj->bias : torch::Tensor(), L.ln2->weight, L.ln2->bias,
                                    L.mlp ? L.mlp->fc2->bias : torch::Tensor()})
       add(t);
+    // The router, when each rank routes its sequence shard (Megatron's dispatcher path).
+    if (L.experts && shard.conjugates.experts_route_shard) add(L.experts->router);
   }
   if (shard.head) {
     add(ln_f->weight);

@@ -20,17 +20,28 @@ Conjugate edge(const LayerPlan& plan, PlanOpRole role) {
 // Whether the plan runs the edge `role`'s collectives beside its GEMM.
 bool beside_gemm(const LayerPlan& plan, PlanOpRole role) { return plan.op(role).comm_beside_gemm; }
 
+// Whether a layer with experts' plan routes before any region entry (the tokens the rank
+// holds, moe_plan.cpp's Megatron path).
+bool routes_before_entry(const LayerPlan& moe) {
+  for (const PlanOp& op : moe.ops) {
+    if (op.role == PlanOpRole::router) return true;
+    if (op.role == PlanOpRole::mlp_in) return false;
+  }
+  throw std::logic_error("layer plan: a layer with experts without a router");
+}
+
 }  // namespace
 
 LayerConjugates layer_conjugates(const Job& job) {
   const PlanConfig config = plan_config(job);
+  LayerConjugates c;
+  if (job.model.is_moe()) c.experts_route_shard = routes_before_entry(moe_layer_plan(job.model, config));
   // Tensor degree 1: no tensor group, no region edges in the plans; f and g are the
   // identity there (the LayerConjugates defaults name them).
-  if (config.tensor_degree == 1) return LayerConjugates{};
+  if (config.tensor_degree == 1) return c;
   const LayerPlan layer = transformer_layer_plan(job.model, config);
   const LayerPlan embedding = embedding_plan(job.model, config);
   const LayerPlan head = head_plan(job.model, config);
-  LayerConjugates c;
   c.attention_in = edge(layer, PlanOpRole::attention_in);
   c.attention_out = edge(layer, PlanOpRole::attention_out);
   c.mlp_in = edge(layer, PlanOpRole::mlp_in);

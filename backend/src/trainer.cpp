@@ -131,8 +131,9 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
   if (job.parallel.tp_comm_overlap && t > 1 && job.training.precision == Precision::fp8)
     return "tp_comm_overlap with precision fp8 is not run by the LibTorch backend: its GEMMs beside the chunked "
            "collectives are not fp8 GEMMs (set tp_comm_overlap: false, or precision bf16)";
-  if (job.model.is_moe() && job.parallel.sequence_parallel)
-    return "sequence parallelism around a mixture of experts is not run by the LibTorch backend";
+  if (job.model.is_moe() && job.parallel.sequence_parallel && t > 1 && job.parallel.expert_parallel_degree <= 1)
+    return "sequence parallelism around a mixture of experts without expert parallelism is not run by the LibTorch "
+           "backend (its program names no expert-tensor group to gather the routed rows over)";
   if (job.parallel.activation_checkpointing == Checkpointing::selective &&
       job.parallel.recompute_modules != kDefaultRecomputeModules)
     return "recompute_modules other than core_attn (Megatron's selective recomputation by module) are not run by "
@@ -141,9 +142,6 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
     return "moe_a2a_overlap (Megatron's overlapped expert exchanges) is not run by the LibTorch backend";
   if (job.model.is_moe() && job.parallel.moe_token_dispatcher != MoeDispatcher::alltoall)
     return "moe_token_dispatcher allgather (Megatron-Core's) is not run by the LibTorch backend";
-  if (job.model.is_moe() && job.expert_tensor_degree() != t)
-    return "expert_tensor_parallel_degree other than the tensor degree (MoE parallel folding) is not run by the "
-           "LibTorch backend";
   if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)
     return "optimizer-state sharding with expert parallelism is not run by the LibTorch backend";
   const int m = job.parallel.microbatches * job.training.gradient_accumulation;
@@ -296,7 +294,13 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   }
   if (s.job.model.is_moe() && pc.expert_parallel_degree > 1) {
     const Communicator& expert = s.comms->group(CommGroup::expert);
-    shard.expert = std::make_shared<ExpertParallelGroup>(expert.group, expert.size(), expert.index);
+    TensorParallel folded;  // MoE parallel folding: the experts' own tensor group
+    if (s.job.expert_tensor_degree() != pc.tensor_parallel_degree) {
+      const Communicator& et = s.comms->group(CommGroup::expert_tensor);
+      folded = et.size() > 1 ? std::make_shared<TensorParallelGroup>(et.group, et.size(), et.index)
+                             : std::make_shared<TensorParallelGroup>();
+    }
+    shard.expert = std::make_shared<ExpertParallelGroup>(expert.group, expert.size(), expert.index, folded);
   }
   if (pc.context_parallel_degree > 1) {
     const Communicator& context = s.comms->group(CommGroup::context);

@@ -79,6 +79,9 @@ LayerPlan megatron_moe_plan(const ModelSpec& m, const PlanConfig& c) {
   ops.erase(std::remove_if(ops.begin(), ops.end(), [](const PlanOp& op) { return op.role == PlanOpRole::mlp_in; }),
             ops.end());
   p.gemm_rows(PlanOpRole::router, h, s.E, 0.0, X);
+  // Each rank's router gradient covers its own tokens (its sequence shard): summed over
+  // the tensor group with the norms' (Megatron sets the router's sequence_parallel).
+  p.shard_gradient(h * s.E);
   const double shared_add = s.fs > 0 ? 2.0 * X * h : 0.0;  // the shared experts' output added
   // A fused stack applies the routing probabilities inside the experts' activation
   // (Megatron's weighted_bias_swiglu_impl): the unpermutation keeps nothing. An eager one

@@ -35,6 +35,11 @@ struct LayerConjugates {
     bool attention_in = false, attention_out = false, mlp_in = false, mlp_out = false, head_in = false;
   };
   BesideGemm beside_gemm;
+  // A layer with experts routes the tokens its rank holds (Megatron's dispatcher path of
+  // moe_layer_plan: no region entry before the router, the experts' tensor group gathering
+  // the dispatched rows); else every tensor rank routes the whole micro-batch after mlp_in
+  // (expert_parallel.hpp).
+  bool experts_route_shard = false;
 
   // Megatron's sequence parallelism: every entry sp_gather, every exit sp_scatter.
   static LayerConjugates sequence_parallel();

@@ -17,11 +17,22 @@
 // their weights. Two all-to-alls forward and two backward (the gradients go back the way
 // the tokens came), as the program's expert instructions say.
 //
-// Tensor parallelism: the experts are split like the dense MLP (fc1's columns, fc2's
-// rows, a SwiGLU fc1 as [gate slice | up slice]); the router is whole on every tensor
-// rank; the region edges are the plan's mlp_in (f) and mlp_out (g) conjugates, around
-// the whole block. fc2's bias is added on tensor rank 0 only (the g after it sums the
-// ranks' partial results).
+// Tensor parallelism, as the layer plan's moe_layer_plan says (moe_plan.cpp), one of two
+// ways (LayerConjugates::experts_route_shard):
+//  - partune's own (no sequence parallelism, the experts' tensor group the tensor group):
+//    every tensor rank routes the whole micro-batch after the plan's mlp_in (f); the
+//    experts are split like the dense MLP (fc1's columns, fc2's rows, a SwiGLU fc1 as
+//    [gate slice | up slice]) and mlp_out (g) sums the ranks' partial results;
+//  - Megatron-Core's (sequence parallelism, or MoE parallel folding): each rank routes the
+//    tokens it holds (its sequence shard), the dispatched rows are all-gathered over the
+//    experts' own tensor group (expert_tensor, of expert_tensor_parallel_degree ranks:
+//    the tensor group, or with folding the expert grid's, expert_grid.hpp), each expert
+//    runs on its slice of the width, and the partial results are reduce-scattered back
+//    before the combine; no region edge around the routed experts (shared experts keep
+//    theirs: the plan's mlp_in / mlp_out around them alone).
+// The router is whole on every rank (with Megatron's way each computes its gradient from
+// its own tokens: a sequence-parallel parameter, summed over the tensor group). fc2's bias
+// is added on the experts' tensor rank 0 only (the sum after it adds the partial results).
 #include <cstdint>
 #include <memory>
 
@@ -37,19 +48,25 @@ class ExpertParallelGroup {
  public:
   ExpertParallelGroup() = default;  // degree 1: the exchange is the identity
   // `group` holds the `degree` ranks of this rank's expert group in data-coordinate order
-  // (`rank`: this rank's place in it, which picks its experts).
-  ExpertParallelGroup(CommBackendPtr group, int degree, int rank);
+  // (`rank`: this rank's place in it, which picks its experts). `folded_tensor`: under MoE
+  // parallel folding (expert_tensor_parallel_degree other than the tensor degree), the
+  // experts' own tensor group (the program's expert_tensor communicator; degree 1 when
+  // each expert is whole on its rank); null when it is the tensor group.
+  ExpertParallelGroup(CommBackendPtr group, int degree, int rank, TensorParallel folded_tensor = nullptr);
   int degree() const { return degree_; }
   int rank() const { return rank_; }
+  const TensorParallel& folded_tensor() const { return folded_tensor_; }
   // All-to-all of equal blocks along dimension 0 (its size divisible by the degree):
   // block i goes to rank i, and block j of the result came from rank j. Blocking, timed,
   // counted (CollectiveKind::all_to_all in the tally).
   torch::Tensor exchange(const torch::Tensor& t);
+  // The exchanges' tally, and the folded tensor group's gathers and reduce-scatters.
   TensorCalls take_tally();
 
  private:
   CommBackendPtr group_;
   int degree_ = 1, rank_ = 0;
+  TensorParallel folded_tensor_;
   TensorCalls tally_;
 };
 using ExpertParallel = std::shared_ptr<ExpertParallelGroup>;  // null = degree 1
@@ -69,7 +86,7 @@ struct ExpertShape {
 class ExpertMLPImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the expert degree does not divide the experts or
-  // the tensor degree the expert width.
+  // the experts' tensor degree the expert width.
   ExpertMLPImpl(const ExpertShape& shape, TensorParallel tp = nullptr, ExpertParallel ep = nullptr,
                 const LayerConjugates& conjugates = {});
   // [batch, seq, hidden] -> [batch, seq, hidden]
@@ -80,7 +97,7 @@ class ExpertMLPImpl : public torch::nn::Module {
   ExpertShape shape;
   std::int64_t local_experts = 0;  // experts / expert degree: this rank's
   torch::Tensor router;            // [experts, hidden], whole on every rank
-  torch::Tensor fc1, fc2;          // [local, f1 / t, hidden], [local, hidden, f / t]
+  torch::Tensor fc1, fc2;          // [local, f1 / et, hidden], [local, hidden, f / et] (et: the experts' tensor degree)
   torch::Tensor fc1_bias, fc2_bias;  // [local, f1 / t], [local, hidden] (bias only)
   // Shared experts (shape.shared_ffn_hidden > 0): a dense MLP on every token, split over
   // the tensor group as the dense MLP is, inside the same region (its partial sums added
@@ -91,8 +108,14 @@ class ExpertMLPImpl : public torch::nn::Module {
 
  private:
   torch::Tensor experts_forward(const torch::Tensor& rows);  // [local, R, hidden]
-  torch::Tensor shared_forward(const torch::Tensor& tokens);  // [N, hidden] -> partial [N, hidden]
+  // Routing, dispatch, the rank's experts and the combine: [N, hidden] -> [N, hidden]
+  // (with partune's own way, this tensor rank's partial sums).
+  torch::Tensor routed_forward(const torch::Tensor& tokens);
+  // The shared experts from fc1's output [..., fs1 / t]: partial sums [..., hidden].
+  torch::Tensor shared_forward(const torch::Tensor& up);
   TensorParallel tp_;
+  TensorParallel experts_tp_;  // the experts' tensor group: tp_, or ep_'s folded one
+  bool own_tokens_ = false;    // Megatron's way: routes the tokens this rank holds
   ExpertParallel ep_;
   LayerConjugates conjugates_;
 };
