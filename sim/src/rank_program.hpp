@@ -1,6 +1,6 @@
 #pragma once
 // Private to sim/: the program actor of one simulated rank: walks its instructions, one
-// handler per instruction kind (architecture.md §5.5).
+// handler per instruction kind (simulator.md §5.5).
 #include <memory>
 #include <vector>
 

@@ -1,6 +1,6 @@
 #pragma once
 // Private to sim/: the compute slow-down from async collectives that run beside a rank's
-// kernels (architecture.md §5.6).
+// kernels (simulator.md §5.6).
 #include <functional>
 #include <map>
 #include <vector>

@@ -1,4 +1,4 @@
-// Which ranks one simulated rank may stand for (architecture.md §5.8): blocks of
+// Which ranks one simulated rank may stand for (simulator.md §5.8): blocks of
 // data-parallel replicas that own their nodes, and one rank per tensor-parallel group.
 #include "partune/sim/simulator.hpp"
 

@@ -15,7 +15,7 @@ namespace detail {
 // stage (the head first on a tie). H(k) always comes after F(k) (it needs the last
 // stage's F(k), which needs stage 0's) and before B(k) (which needs H(k)'s gradient),
 // in micro-batch order, so every order this gives is deadlock-free; the times only
-// decide where between the two it sits. See docs/architecture.md, section 4.7.
+// decide where between the two it sits. See docs/programs.md §4.7.
 std::vector<Step> place_head_steps(const ParallelConfig& pc, const StageTimes& times) {
   const int p = pc.pipeline_parallel_degree, m = pc.microbatches;
   constexpr double never = std::numeric_limits<double>::infinity();

@@ -25,7 +25,7 @@ struct StageTimes {
 };
 
 // lm_head_stage: first. Stage 0's steps with the head steps H(k) placed among them (see
-// head_placement.cpp and docs/architecture.md, section 4.7).
+// head_placement.cpp and docs/programs.md §4.7).
 std::vector<Step> place_head_steps(const ParallelConfig& pc, const StageTimes& times);
 
 }  // namespace detail

@@ -11,7 +11,7 @@
 //
 // The collectives run inside the layers (where Megatron runs them). The group times and
 // counts each one, so the executor can show their time and number as the program's
-// tensor instructions that follow each compute instruction (docs/architecture.md, section 8).
+// tensor instructions that follow each compute instruction (docs/backend.md §8.4).
 #include <array>
 #include <memory>
 

@@ -54,7 +54,7 @@ enum class CollectiveAlgorithm { ring, tree, hierarchical, all_to_all, nccl, nvl
 // Which pipeline stage runs the LM head (logits and loss). `first` is SMP's rule for tied
 // embeddings: modules that share a parameter sit on the same device, so the head reuses
 // stage 0's embedding weight; the last stage sends its output to stage 0 and gets the
-// gradient back (docs/architecture.md, section 4.7).
+// gradient back (docs/programs.md §4.7).
 enum class LmHeadStage { last, first };
 // Sharded data parallelism as a given system runs it (sharding.hpp): SageMaker model
 // parallel's (MiCS, built on DeepSpeed's ZeRO-3), DeepSpeed ZeRO-3, PyTorch FSDP.
