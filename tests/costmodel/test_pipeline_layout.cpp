@@ -65,7 +65,8 @@ TEST_CASE("parallel.pipeline_layout sets the chunks' layers and the virtual stag
   const Job again = parse_job(job_yaml(j, "test"), "again.yaml");
   CHECK(again.parallel.stage_layers == j.parallel.stage_layers);
   CHECK(again.parallel.pipeline_layout == "Et|(tt|)*30L");
-  CHECK_THAT(refusal("pipeline_layout: \"Et|(tt|)*30mL\""), Catch::Contains("multi-token prediction"));
+  // The recipe's 'm' needs the model's MTP layer (model.mtp_layers; the preset has none).
+  CHECK_THAT(refusal("pipeline_layout: \"Et|(tt|)*30mL\""), Catch::Contains("the model has none (model.mtp_layers)"));
   CHECK_THAT(refusal("pipeline_layout: \"Et|(tt|)*29L\""), Catch::Contains("31 model chunks"));
   CHECK_THAT(refusal("pipeline_layout: \"Et|(tt|)*30L\", virtual_stages: 2"), Catch::Contains("not virtual_stages 2"));
   CHECK_THAT(refusal("pipeline_layout: \"Et|(tt|)*30L\", stage_layers: [61]"), Catch::Contains("keep one"));

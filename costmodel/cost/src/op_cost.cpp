@@ -248,7 +248,8 @@ LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, dou
 
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c) {
   const LayerTime embedding = remembered_plan_time(gpu, m, c, PlanKind::embedding, embedding_plan(m, c), false);
-  const LayerTime head = remembered_plan_time(gpu, m, c, PlanKind::head, head_plan(m, c), false);
+  // (The head plan's attention cores are its multi-token-prediction layers'.)
+  const LayerTime head = remembered_plan_time(gpu, m, c, PlanKind::head, head_plan(m, c), c.flash_attention);
   HeadTime ht;
   ht.embedding_fwd = embedding.forward();
   ht.embedding_bwd = embedding.backward();

@@ -71,7 +71,8 @@ StepFlops step_flops(const ModelSpec& m, double global_batch, Checkpointing ckpt
   }
   StepFlops out;
   // Backward costs twice the forward (gradients w.r.t. inputs and weights).
-  out.model = 3.0 * (forward + head_plan(m, whole).gemm_flops());
+  // The head plan holds the multi-token-prediction layers (their attention cores too).
+  out.model = 3.0 * (forward + head_plan(k.routed, whole).forward_flops());
   out.hardware = out.model + checkpointed_fraction * recompute;
   return out;
 }

@@ -21,6 +21,8 @@ const char* to_string(Conjugate c) {
     case Conjugate::g: return "g";
     case Conjugate::sp_gather: return "sp_gather";
     case Conjugate::sp_scatter: return "sp_scatter";
+    case Conjugate::gather: return "gather";
+    case Conjugate::split: return "split";
     case Conjugate::loss_reduce: return "loss_reduce";
   }
   return "?";
@@ -85,6 +87,13 @@ const char* to_string(PlanOpRole r) {
     case PlanOpRole::logits: return "logits";
     case PlanOpRole::loss: return "loss";
     case PlanOpRole::loss_reduce: return "loss_reduce";
+    case PlanOpRole::mtp_embedding: return "mtp_embedding";
+    case PlanOpRole::mtp_embedding_out: return "mtp_embedding_out";
+    case PlanOpRole::mtp_norms: return "mtp_norms";
+    case PlanOpRole::mtp_projection_in: return "mtp_projection_in";
+    case PlanOpRole::mtp_projection: return "mtp_projection";
+    case PlanOpRole::mtp_gather: return "mtp_gather";
+    case PlanOpRole::mtp_split: return "mtp_split";
   }
   return "?";
 }
@@ -190,22 +199,27 @@ static LayerPlan build_embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   return std::move(p.plan);
 }
 
-static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
-  PlanBuilder p(m, c, PlanPart::head);
+namespace detail {
+
+// The head's ops: the entry edge, the logits GEMM over the rank's vocabulary slice (its
+// weight the head's own, or the embedding's table when `shared_projection`; the final norm
+// before it travels with it), the cross-entropy and its reductions.
+void head_ops(PlanBuilder& p, bool shared_projection) {
+  const ModelSpec& m = p.m;
   const double T = p.tokens, h = m.hidden, v = static_cast<double>(m.vocab) / p.t;
-  const double eb = bytes_per_element(c.precision);
+  const double eb = p.element_bytes();
   p.comm(PlanOpRole::head_in, p.entry(), p.activation_bytes());
   // Its input is the last layer's output, kept there. A tied projection is the
   // embedding's table (held there); the final norm before it travels with it.
   p.gemm(PlanOpRole::logits, h, v, 0.0, 0.0);
-  p.plan.ops.back().params = (m.tied_embeddings ? 0.0 : h * v) + norm_params(m);
-  p.plan.ops.back().parameter_tensors = (m.tied_embeddings ? 0 : 1) + (m.norm == NormKind::layernorm ? 2 : 1);
+  p.plan.ops.back().params = (shared_projection ? 0.0 : h * v) + norm_params(m);
+  p.plan.ops.back().parameter_tensors = (shared_projection ? 0 : 1) + (m.norm == NormKind::layernorm ? 2 : 1);
   p.shard_gradient(norm_params(m));  // the final norm before it, on the sequence shard
   // Cross-entropy over the local vocabulary slice: reads the logits and writes the
   // probabilities forward, reads them and writes the gradient backward. In fp32 it
   // works on an fp32 copy and keeps it beside the 16-bit logits (6 bytes a logit); in
   // the training precision it works in place over the logits (eb bytes a logit).
-  const bool in_place = c.loss_precision == LossPrecision::training;
+  const bool in_place = p.c.loss_precision == LossPrecision::training;
   const double work = in_place ? eb : 4.0;
   PlanOp loss;
   loss.role = PlanOpRole::loss;
@@ -218,8 +232,16 @@ static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
   p.plan.ops.push_back(loss);
   // The maximum, the sum of exponentials and the target logit, each b*s fp32 values.
   p.comm(PlanOpRole::loss_reduce, Conjugate::loss_reduce, 4.0 * T, 3);
+}
+
+}  // namespace detail
+
+static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
+  PlanBuilder p(m, c, PlanPart::head);
+  detail::head_ops(p, m.tied_embeddings);
   apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
   apply_module_checkpointing(p.plan, c.recompute_modules);
+  for (int depth = 0; depth < m.mtp_layers; ++depth) detail::append_mtp_depth(p.plan, m, c);
   return std::move(p.plan);
 }
 
@@ -384,6 +406,12 @@ void conjugate_collectives(const PlanOp& op, bool forward, std::vector<TensorCol
       }
       break;
     case Conjugate::sp_scatter: add(forward ? CollectiveKind::reduce_scatter : CollectiveKind::all_gather); break;
+    case Conjugate::gather:
+      if (forward) add(CollectiveKind::all_gather);
+      break;
+    case Conjugate::split:
+      if (!forward) add(CollectiveKind::all_gather);
+      break;
     case Conjugate::loss_reduce:
       if (forward) add(CollectiveKind::all_reduce);
       break;

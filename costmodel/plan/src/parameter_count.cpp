@@ -33,7 +33,11 @@ double active_parameters(const ModelSpec& m) {
     const double experts = moe.expert_params(), one_expert = experts / m.experts;
     layers += mix.moe * (moe.params() - experts + m.experts_per_token * one_expert);
   }
-  return layers + embedding_parameters(m) + head_parameters(m);
+  // The MTP layers' experts (in the head plan) likewise.
+  const LayerPlan head = head_plan(m, kWholeModel);
+  const double head_experts = head.expert_params();
+  const double head_active = head_experts > 0 ? head_experts / m.experts * m.experts_per_token : 0.0;
+  return layers + embedding_parameters(m) + head.params() - head_experts + head_active;
 }
 
 double active_compute_parameters(const ModelSpec& m) {
@@ -51,6 +55,7 @@ RankParameters rank_parameters(const LayerPlan& dense, const LayerPlan& moe, con
   r.moe_layer_experts = moe.expert_params();
   r.embedding = embedding.params();
   r.head = head.params();
+  r.head_experts = head.expert_params();
   const PlanOp& logits = head.op(PlanOpRole::logits);
   r.head_projection = logits.k * logits.n;
   r.dense_layer_tensors = dense.parameter_tensors();
@@ -99,11 +104,11 @@ double stage_parameter_count(const Job& job, int stage) {
 }
 
 double stage_expert_parameter_count(const Job& job, const RankParameters& rank, int stage) {
-  return job.stage_mix(stage).moe * rank.moe_layer_experts;
+  return job.stage_mix(stage).moe * rank.moe_layer_experts + (stage == job.lm_head_stage() ? rank.head_experts : 0.0);
 }
 
 double stage_expert_parameter_count(const Job& job, int stage) {
-  if (!job.model.is_moe()) return 0.0;
+  if (!job.model.is_moe()) return 0.0;  // (the MTP layer has experts only in such a model)
   return stage_expert_parameter_count(job, rank_parameters(job), stage);
 }
 

@@ -199,6 +199,12 @@ void mlp_exit(PlanBuilder& p);
 // A layer with experts (moe_plan.cpp).
 LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c);
 
+// The head's ops (layer_plan.cpp): entry edge, logits (over the embedding's table when
+// `shared_projection`), cross-entropy and its reductions.
+void head_ops(PlanBuilder& p, bool shared_projection);
+// One multi-token-prediction depth's ops, appended to the head plan (mtp_plan.cpp).
+void append_mtp_depth(LayerPlan& head, const ModelSpec& m, const PlanConfig& c);
+
 // The attention half of a layer: its norm, the attention region (standard or latent), the
 // projection and the residual, the MLP's norm and the edge entering the MLP region.
 void attention_half(PlanBuilder& p);

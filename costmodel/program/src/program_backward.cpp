@@ -55,7 +55,7 @@ void ProgramBuilder::backward(int mb, int chunk, bool sync_gradients, int backwa
   } else {
     backward_chunk(mb, chunk);
     // A chunk without layers (the embedding or the head alone): its parameters' bucket.
-    if (buckets && n == 0) start_async(gradient_bucket(CommGroup::data, extra_gradient_bytes(chunk, 0), chunk, 0));
+    if (buckets && n == 0) extra_buckets(chunk);
   }
   if (!first_model_stage(chunk) && !local(chunk, -1))
     start_after_previous(p2p(OpKind::send_gradient, neighbour(chunk, -1), mb, chunk));
@@ -89,7 +89,7 @@ void ProgramBuilder::layer_buckets(int chunk, int l) {
   // One gradient bucket per layer, reduced while the layers below run backward. A layer
   // with experts reduces its experts' gradients over the expert-data group.
   const bool e = moe(chunk, l);
-  const double experts = ep_ > 1 ? expert_param_bytes_[e] : 0.0;
+  const double experts = (ep_ > 1 ? expert_param_bytes_[e] : 0.0) + extra_expert_bytes(chunk, l);
   const double bucket = layer_param_bytes_[e] - experts + extra_gradient_bytes(chunk, l);
   start_async(gradient_bucket(CommGroup::data, bucket, chunk, l));
   if (experts > 0 && edp_ > 1) start_async(gradient_bucket(CommGroup::expert_data, experts, chunk, l));
@@ -111,7 +111,7 @@ void ProgramBuilder::backward_weight(int mb, int chunk, bool sync_gradients) {
   push(compute(OpKind::backward_weight, mb, chunk, -1, n,
                mix.dense * layer_[0].backward_weight() + mix.moe * layer_[1].backward_weight() +
                    last * head_.logits_weight_bwd));
-  if (buckets && n == 0) start_async(gradient_bucket(CommGroup::data, extra_gradient_bytes(chunk, 0), chunk, 0));
+  if (buckets && n == 0) extra_buckets(chunk);
 }
 
 void ProgramBuilder::backward_chunk(int mb, int chunk) {

@@ -179,6 +179,11 @@ class ProgramBuilder {
   // how many, and their gradient's bytes.
   double extra_params(int chunk, int layer) const;
   double extra_gradient_bytes(int chunk, int layer) const { return extra_params(chunk, layer) * gb_; }
+  // Of those, the MTP layers' experts (reduced over the expert-data group with expert
+  // parallelism, as a layer's experts are).
+  double extra_expert_bytes(int chunk, int layer) const;
+  // A chunk without layers: its embedding's or head's gradient buckets.
+  void extra_buckets(int chunk);
 
   // This rank holds one of the two copies of a tied embedding: pipeline > 1 with the head
   // on the last stage, and this is the first or the last stage.

@@ -16,6 +16,17 @@ double ProgramBuilder::extra_params(int chunk, int layer) const {
   return (extras.embedding ? embedding_params(chunk) : 0.0) + (extras.head ? head_params(chunk) : 0.0);
 }
 
+double ProgramBuilder::extra_expert_bytes(int chunk, int layer) const {
+  if (ep_ <= 1 || rank_.head_experts <= 0 || !holds_head(chunk)) return 0.0;
+  return bucket_extras(job_, stage_, chunk, layer).head ? rank_.head_experts * gb_ : 0.0;
+}
+
+void ProgramBuilder::extra_buckets(int chunk) {
+  const double experts = extra_expert_bytes(chunk, 0);
+  start_async(gradient_bucket(CommGroup::data, extra_gradient_bytes(chunk, 0) - experts, chunk, 0));
+  if (experts > 0 && edp_ > 1) start_async(gradient_bucket(CommGroup::expert_data, experts, chunk, 0));
+}
+
 bool ProgramBuilder::tied_copies() const {
   return job_.tied_embedding_copies() && (stage_ == 0 || stage_ == p_ - 1);
 }
@@ -33,7 +44,7 @@ void ProgramBuilder::finish_step() {
     const LayerMix mix = job_.chunk_mix(stage_, c, 0, layers(c));
     params += (mix.dense * layer_param_bytes_[0] + mix.moe * layer_param_bytes_[1]) / gb_ + embedding_params(c) +
               head_params(c);
-    experts += mix.moe * expert_param_bytes_[1] / gb_;
+    experts += mix.moe * expert_param_bytes_[1] / gb_ + (holds_head(c) ? rank_.head_experts : 0.0);
   }
   // (= stage_parameter_count(job, stage): the memory model's count.)
   if (sharded_ && dp_ > sdp_) {

@@ -107,7 +107,8 @@ void read_qwen3_moe(const Reader& r, ModelSpec& m) {
 // SwiGLU experts of moe_intermediate_size (num_experts_per_tok a token) beside
 // n_shared_experts shared ones of the same width. The routing's groups, scoring and
 // correction bias change no GEMM and are not read. Multi-token prediction modules
-// (num_nextn_predict_layers) are refused unless the model file says to leave them out.
+// (num_nextn_predict_layers) are the model's mtp_layers unless the model file leaves them
+// out (multi_token_prediction: false).
 void read_deepseek(const Reader& r, ModelSpec& m, const HfOptions& options) {
   read_llama(r, m);
   if (r.get_bool("attention_bias", false)) r.fail("attention_bias", "true: attention biases are not modelled");
@@ -126,10 +127,7 @@ void read_deepseek(const Reader& r, ModelSpec& m, const HfOptions& options) {
   m.first_dense_layers = r.get_int("first_k_dense_replace", 0, limits::kMaxLayers, 0);
   m.moe_every = r.get_int("moe_layer_freq", 1, limits::kMaxLayers, 1);
   const int mtp = r.get_int("num_nextn_predict_layers", 0, limits::kMaxLayers, 0);
-  if (mtp > 0 && !options.without_mtp)
-    r.fail("num_nextn_predict_layers", std::to_string(mtp) +
-                                           ": multi-token prediction is not modelled; set multi_token_prediction: "
-                                           "false beside from_hf to read the model without its MTP modules");
+  m.mtp_layers = options.without_mtp ? 0 : mtp;
 }
 
 // gpt-oss: LLaMA's block with head_dim, biases on every matrix (attention_bias: QKV, the

@@ -12,9 +12,9 @@
 
 namespace partune::detail {
 
-// What the model file says beside from_hf about parts of a config that are not modelled:
+// What the model file says beside from_hf about parts of a config to leave out:
 // without_mtp reads a config with multi-token prediction modules (DeepSeek-V3's
-// num_nextn_predict_layers) as the model without them (otherwise refused by name).
+// num_nextn_predict_layers) as the model without them (otherwise they are its mtp_layers).
 struct HfOptions {
   bool without_mtp = false;
 };

@@ -80,9 +80,8 @@ void parse_pipeline_layout_key(const Reader& r, ParallelConfig& p) {
   } catch (const std::invalid_argument& e) {
     r.fail(key, e.what());
   }
-  if (layout.mtp_layers > 0)
-    r.fail(key, "multi-token prediction ('m') is not modelled: leave it out of the layout (the step then lacks the "
-                "MTP layers)");
+  // Its 'm's (the MTP layers, with the loss in the last chunk) are checked against the
+  // model's mtp_layers by check_job.
   const int chunks = static_cast<int>(layout.chunk_layers.size()), pp = p.pipeline_parallel_degree;
   if (chunks % pp != 0)
     r.fail(key, fmt::format("{} model chunks do not split over pipeline_parallel_degree {}", chunks, pp));

@@ -134,15 +134,19 @@ namespace {
 ModelSpec parse_hf_model(const Reader& r) {
   r.allow_only(
       {"kind", "name", "description", "source", "from_hf", "seq_len", "dropout", "multi_token_prediction",
-       "expert_load_skew"});
+       "mtp_layers", "expert_load_skew"});
   const std::string path = resolve_path(r.file(), r.get_string("from_hf"));
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) r.fail("from_hf", "'" + path + "' is not a readable file");
-  if (r.has("multi_token_prediction") && r.get_bool("multi_token_prediction", false))
-    r.fail("multi_token_prediction", "true: multi-token prediction is not modelled; only false (the model without it)");
+  if (r.has("multi_token_prediction") && r.has("mtp_layers"))
+    r.fail("mtp_layers", "says what multi_token_prediction says: keep one of them");
+  const bool mtp = r.get_bool("multi_token_prediction", true);
   detail::HfOptions options;
-  options.without_mtp = r.has("multi_token_prediction");
+  options.without_mtp = !mtp;
   ModelSpec m = model_from_hf_config(path, options);
+  if (mtp && r.has("multi_token_prediction") && !m.has_mtp())
+    r.fail("multi_token_prediction", "true: the config has no multi-token prediction modules (num_nextn_predict_layers)");
+  m.mtp_layers = r.get_int("mtp_layers", 0, limits::kMaxLayers, m.mtp_layers);
   m.name = r.get_string("name", m.name);
   m.seq_len = r.get_int("seq_len", 1, limits::kMaxSeqLen, m.seq_len);
   m.dropout = r.get_in_range("dropout", 0, 0.99, m.dropout);
@@ -202,7 +206,7 @@ ModelSpec parse_model(const Reader& r) {
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
                 "shared_expert_ffn_hidden", "first_dense_layers",
-                "capacity_factor", "expert_load_skew"});
+                "capacity_factor", "expert_load_skew", "mtp_layers"});
   ModelSpec m;
   m.name = r.get_string("name", "model");
   m.layers = r.get_int("layers", 1, limits::kMaxLayers);
@@ -225,6 +229,7 @@ ModelSpec parse_model(const Reader& r) {
     r.fail("full_attention_every", "applies to sliding-window attention: set model.sliding_window");
   m.attention_sinks = r.get_bool("attention_sinks", false);
   parse_experts(r, m);
+  m.mtp_layers = r.get_int("mtp_layers", 0, limits::kMaxLayers, 0);
   // A head's width: hidden / heads unless `head_dim` sets it apart (then heads need not
   // divide hidden: Qwen3-0.6B has 16 heads of 128 over a hidden size of 1024).
   m.attention_head_dim = r.get_int("head_dim", 1, limits::kMaxHidden, 0);

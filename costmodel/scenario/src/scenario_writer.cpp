@@ -170,6 +170,7 @@ YAML::Node model_node(const ModelSpec& m) {
     if (m.first_dense_layers > 0) model["first_dense_layers"] = m.first_dense_layers;
     if (m.expert_load_skew > 0) model["expert_load_skew"] = m.expert_load_skew;
   }
+  if (m.mtp_layers > 0) model["mtp_layers"] = m.mtp_layers;
   return model;
 }
 

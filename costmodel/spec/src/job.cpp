@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/job_rules.hpp"
+#include "partune/costmodel/pipeline_layout.hpp"
 
 namespace partune {
 
@@ -368,6 +370,29 @@ JobViolation check_stage_layers(const Job& job) {
   return {};
 }
 
+// Megatron's layout names each multi-token-prediction layer ('m', in the last chunk with
+// the loss): as many as the model's mtp_layers, which sit with the head.
+JobViolation check_layout_mtp(const Job& job) {
+  const std::string& text = job.parallel.pipeline_layout;
+  if (text.empty()) return {};
+  int in_layout = 0;
+  try {
+    in_layout = parse_pipeline_layout(text).mtp_layers;
+  } catch (const std::invalid_argument& e) {
+    return bad("parallel.pipeline_layout", e.what());
+  }
+  const int mtp = job.model.mtp_layers;
+  if (in_layout == mtp) return {};
+  if (mtp == 0)
+    return bad("parallel.pipeline_layout",
+               fmt::format("has {} multi-token-prediction layer{} ('m'); the model has none (model.mtp_layers)",
+                           in_layout, in_layout == 1 ? "" : "s"));
+  return bad("parallel.pipeline_layout",
+             fmt::format("has {} multi-token-prediction layer{} ('m'); the model has mtp_layers {}: give each "
+                         "an 'm' in the last chunk, before the 'L'",
+                         in_layout, in_layout == 1 ? "" : "s", mtp));
+}
+
 // A zero-bubble schedule defers each micro-batch's weight gradients (W) past its input
 // gradients (B): what still keys on one whole backward is refused by name. The V-shaped
 // ones need two stages or more and 2 p micro-batches (their warm-up's).
@@ -419,6 +444,7 @@ JobViolation check_pipeline(const Job& job) {
                            m.layers, pp, pc.virtual_stages));
   }
   if (JobViolation v = check_zero_bubble(job)) return v;
+  if (JobViolation v = check_layout_mtp(job)) return v;
   if (pc.lm_head_stage == LmHeadStage::first) {
     if (pp < 2)
       return bad("parallel.lm_head_stage", "first needs pipeline_parallel_degree > 1");

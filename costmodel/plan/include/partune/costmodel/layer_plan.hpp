@@ -31,6 +31,11 @@ enum class Conjugate : std::uint8_t {
                 // the GEMM after it keeps the sequence shard and all-gathers it again in
                 // backward for its weight gradient (overlapped with the input gradient)
   sp_scatter,   // sequence parallelism's g-bar: reduce-scatter forward, all-gather backward
+  gather,       // all-gather forward over the last dimension, split backward (no
+                // collective): Megatron-core's gather_from_tensor_model_parallel_region,
+                // after the multi-token-prediction projection
+  split,        // split forward (no collective), all-gather backward: Megatron-core's
+                // scatter_to_sequence_parallel_region (sequence parallelism's shard taken)
   loss_reduce,  // vocabulary-parallel cross-entropy: three all-reduces forward (the
                 // maximum, the sum of exponentials, the target logit), none backward
 };
@@ -105,6 +110,16 @@ enum class PlanOpRole : std::uint8_t {
   logits,
   loss,
   loss_reduce,  // tensor_comm: vocabulary-parallel cross-entropy's reductions
+  // A multi-token-prediction depth, in the head plan after the head (ModelSpec::mtp_layers):
+  mtp_embedding,      // the shifted tokens' lookup in the shared table (no parameters of its own)
+  mtp_embedding_out,  // tensor_comm: the vocabulary-parallel lookup's sum
+  mtp_norms,          // the RMSNorms of the embedding and of the hidden state, side by side
+  mtp_projection_in,  // tensor_comm: entering the projection's region (its 2h-wide input)
+  mtp_projection,     // 2h -> h, column-parallel
+  mtp_gather,         // tensor_comm (gather): the projection's output columns gathered
+  mtp_split,          // tensor_comm (split), sequence parallelism: the sequence shard taken
+  // ... then the ops of one transformer layer, and the head's four again (head_in, logits
+  // holding the depth's final norm, loss, loss_reduce) over the shared output projection.
 };
 const char* to_string(PlanOpRole r);
 
@@ -329,6 +344,9 @@ LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c);
 LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c);
 LayerPlan layer_plan(const ModelSpec& m, const PlanConfig& c, bool moe);
 LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c);
+// The LM head; with multi-token prediction (ModelSpec::mtp_layers) followed by each
+// depth's ops (PlanOpRole's mtp_*, a layer's, the head's again): the MTP layers sit with
+// the loss, so whatever reads the head plan counts them.
 LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c);
 
 // --- Collectives of a plan, in the order they run: the tensor group's and, in a layer

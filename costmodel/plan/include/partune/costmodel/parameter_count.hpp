@@ -37,9 +37,11 @@ struct RankParameters {
   double moe_layer = 0;
   double moe_layer_experts = 0;  // of moe_layer, the experts' (reduced over the expert-data group)
   double embedding = 0;          // the token table's vocabulary shard, the positions whole
-  double head = 0;               // the final norm whole, an untied projection's shard
+  double head = 0;               // the final norm whole, an untied projection's shard; the MTP layers'
+  double head_experts = 0;       // of head, the MTP layers' experts (reduced over the expert-data group)
   // The LM head projection's weight on a rank (the logits GEMM's k x n), which a tied
-  // model holds in the embedding: the copy a last stage keeps of a tied embedding.
+  // model holds in the embedding: the copy a last stage keeps of a tied embedding (or of
+  // the embedding multi-token prediction shares there, Job::tied_embedding_copies).
   double head_projection = 0;
   // The tensors those parameters come in (LayerPlan::parameter_tensors).
   int dense_layer_tensors = 0, moe_layer_tensors = 0, embedding_tensors = 0, head_tensors = 0;
@@ -61,7 +63,8 @@ double stage_parameter_count(const Job& job, int stage);
 double stage_optimizer_parameters(const Job& job, const RankParameters& rank, int stage);
 // The parameter tensors those come in (a tied copy of the table: one more).
 int stage_parameter_tensors(const Job& job, const RankParameters& rank, int stage);
-// Of those, the experts' (the stage's layers with experts x moe_layer_experts).
+// Of those, the experts' (the stage's layers with experts x moe_layer_experts, and the MTP
+// layers' on the head's stage).
 double stage_expert_parameter_count(const Job& job, const RankParameters& rank, int stage);
 double stage_expert_parameter_count(const Job& job, int stage);
 

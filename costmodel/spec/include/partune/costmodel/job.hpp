@@ -360,8 +360,13 @@ struct Job {
     return lm_head_on_first_stage() || v_shaped(parallel.pipeline) ? 0 : parallel.pipeline_parallel_degree - 1;
   }
   // A tied embedding has two copies (the first stage's and the head stage's), whose
-  // gradients the embedding group sums: when the head's stage is not the first.
-  bool tied_embedding_copies() const { return model.tied_embeddings && lm_head_stage() != 0; }
+  // gradients the embedding group sums: when the head's stage is not the first. Multi-
+  // token prediction shares the embedding with the MTP layers on the head's stage, which
+  // keeps a copy likewise (Megatron-core: the embedding on the last stage and its gradient
+  // all-reduced with the first's), tied or not.
+  bool tied_embedding_copies() const {
+    return (model.tied_embeddings || model.has_mtp()) && lm_head_stage() != 0;
+  }
 };
 
 // Checks every cross-field rule (degrees multiply to the GPU count, TP fits in a node,

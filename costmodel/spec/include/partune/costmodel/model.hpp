@@ -119,6 +119,18 @@ struct ModelSpec {
   // Qwen3's QK-norm: an RMSNorm over head_dim applied to every query and key head after
   // QKV (before rotary positions), its two scales (head_dim each) shared by the heads.
   bool qk_norm = false;
+  // Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's --mtp-num-layers, Hugging
+  // Face's num_nextn_predict_layers): `mtp_layers` sequential depths after the last layer,
+  // each predicting one token further. A depth runs the shifted tokens through the shared
+  // embedding, RMSNorms of that embedding and of the hidden state, a projection of the two
+  // side by side (2h -> h), one transformer layer of the last layer's kind, its own final
+  // norm, the shared output head and its own cross-entropy. It sits with the loss on the
+  // head's stage (layer_plan.hpp: in the head plan). 0: none.
+  int mtp_layers = 0;
+  bool has_mtp() const { return mtp_layers > 0; }
+  // Whether the MTP layer has experts: it is built from the last layer's specification
+  // (Megatron-Core's get_gpt_mtp_block_spec), so it has them when the last layer does.
+  bool mtp_layer_has_experts() const { return is_moe_layer(layers - 1); }
   // Parameter counts: parameter_count.hpp (read from the layer plans).
 };
 
