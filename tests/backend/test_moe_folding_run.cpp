@@ -196,3 +196,15 @@ TEST_CASE("moe folding: expert tensor 2 over data 4 without tensor parallelism, 
   check_layout(layout, "", 4, 1, 2, 2);
   check_layout(layout, kSgd, 4, 1, 2, 2);
 }
+
+// Folding beside pipeline parallelism (1F1B, the expert grid drawn per stage) and with full
+// recomputation (the recomputed forward exchanges again): the losses, with SGD.
+TEST_CASE("moe folding: expert tensor 1 under tensor 2 with pipeline 2, and with full recomputation",
+          "[backend][multirank][moe]") {
+  const std::string folded = kFourRanks + "--set tensor_parallel_degree=2 --set sequence_parallel=true "
+                                          "--set expert_tensor_parallel_degree=1 ";
+  partune::test::check_equivalent(kJob, folded + "--set pipeline_parallel_degree=2 --set expert_parallel_degree=2", 4,
+                                  kSgd, kSteps);
+  partune::test::check_equivalent(kJob, folded + "--set expert_parallel_degree=4 --set activation_checkpointing=full", 4,
+                                  kSgd, kSteps);
+}
