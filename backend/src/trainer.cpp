@@ -100,6 +100,9 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
   const Job job = scaled_job(original, config);
   if (const JobViolation v = check_job(job)) return fmt::format("{}: {}", v.key, v.reason);
   if (std::string why = why_not_on_device(options.device, job.training.precision); !why.empty()) return why;
+  if (original.model.has_mtp())
+    return "multi-token prediction (model.mtp_layers) is priced by the cost model and the simulator but not run by "
+           "the LibTorch backend: set mtp_layers: 0 (and leave the 'm' out of parallel.pipeline_layout)";
   const int t = job.parallel.tensor_parallel_degree;
   for (const auto& [name, n] : {std::pair<const char*, int>{"heads", config.heads}, {"hidden", config.hidden},
                                 {"ffn_hidden", config.ffn_hidden}, {"vocab", config.vocab}})

@@ -205,6 +205,13 @@ TEST_CASE("backend: a world larger than the process is refused with what to do",
   CHECK_THAT(why_not_runnable(tp3, scale), Catch::Contains("tensor_parallel_degree: 2 does not divide the model's 1 attention heads"));
 }
 
+TEST_CASE("backend: multi-token prediction is refused by name before anything runs", "[backend][mtp]") {
+  Job mtp = tiny_job(4, "adam", "none", 8, /*gpus=*/1);
+  mtp.model.mtp_layers = 1;
+  CHECK_THAT(why_not_runnable(mtp, RunOptions{}), Catch::Contains("multi-token prediction (model.mtp_layers)"));
+  REQUIRE_THROWS_WITH(Trainer(mtp, RunOptions{}), Catch::Contains("mtp_layers"));
+}
+
 TEST_CASE("backend: the model-size scaling rule", "[backend]") {
   const ModelSpec gpt2 = load_model("gpt2-small");
   const BackendModelConfig d = scaled_model(gpt2, {});
