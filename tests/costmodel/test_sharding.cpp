@@ -26,6 +26,8 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/program_builder.hpp"
+#include "partune/costmodel/scenario.hpp"
+#include "partune/costmodel/scenario_writer.hpp"
 #include "partune/costmodel/sharding.hpp"
 
 using namespace partune;
@@ -244,4 +246,15 @@ TEST_CASE("fsdp2 adds its copies to each layer's kernels, by hand", "[sharding][
   const double before = estimate(zero3).step_time;
   zero3.parallel.sharding.gather_copies = 1;
   CHECK(estimate(zero3).step_time > before);
+}
+
+TEST_CASE("a written job keeps its sharding flavour and gather_copies", "[sharding][job]") {
+  for (int copies : {-1, 0, 1}) {
+    Job j = sharded_job(ShardingFlavor::fsdp2);
+    j.parallel.sharding.gather_copies = copies;
+    const Job back = parse_job(job_yaml(j, "a test"), "written.yaml");
+    INFO("gather_copies " << copies);
+    CHECK(back.parallel.sharding_flavor == ShardingFlavor::fsdp2);
+    CHECK(back.parallel.sharding.gather_copies == copies);
+  }
 }

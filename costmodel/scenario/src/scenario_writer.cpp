@@ -232,8 +232,8 @@ YAML::Node parallel_node(const ParallelConfig& pc) {
   if (sc.param_persistence_threshold >= 0) sharding["param_persistence_threshold"] = sc.param_persistence_threshold;
   if (sc.hierarchical_allgather >= 0) sharding["hierarchical_allgather"] = sc.hierarchical_allgather == 1;
   if (sc.backward_prefetch != BackwardPrefetch::pre) sharding["backward_prefetch"] = enum_name(sc.backward_prefetch);
-  if (sharding.size() > 0) p["sharding"] = sharding;
   if (sc.gather_copies >= 0) sharding["gather_copies"] = sc.gather_copies == 1;
+  if (sharding.size() > 0) p["sharding"] = sharding;
   return p;
 }
 
