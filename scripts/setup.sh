@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  ccache                  # compiler cache, used when present (PARTUNE_CCACHE; docs/building.md)
   libsimgrid-dev          # sim/: discrete-event engine (S4U)
   libjemalloc-dev         # the partune binary's allocator: the simulator allocates per activity (docs/performance.md)
   libeigen3-dev           # least-squares fits (calibrate)
