@@ -24,11 +24,18 @@ void MemoryTrack::change(double delta) {
 
 // What a compute instruction's layers keep for backward: each chunk's first
 // checkpointed_layers_in_chunk layers are checkpointed, the others keep everything.
+// Each layer at its kind's bytes (a dense layer of a mixture of experts keeps less or more
+// than one with experts).
 double MemoryTrack::stored_bytes(const Instruction& in) const {
   const int ckpt = job_.checkpointed_layers_in_chunk(stage_, in.chunk);
-  if (in.layer >= 0) return in.layer < ckpt ? sizes_.stored_checkpointed : sizes_.stored_full;
+  if (in.layer >= 0) {
+    const LayerMix one = job_.chunk_mix(stage_, in.chunk, in.layer, 1);
+    return (in.layer < ckpt ? sizes_.stored_checkpointed : sizes_.stored_full).of(one);
+  }
   if (in.layers == 0) return 0.0;  // the head alone
-  return ckpt * sizes_.stored_checkpointed + (job_.layers_in_chunk(stage_, in.chunk) - ckpt) * sizes_.stored_full;
+  const int n = job_.layers_in_chunk(stage_, in.chunk);
+  return sizes_.stored_checkpointed.of(job_.chunk_mix(stage_, in.chunk, 0, ckpt)) +
+         sizes_.stored_full.of(job_.chunk_mix(stage_, in.chunk, ckpt, n - ckpt));
 }
 
 // The LM head's logits live on the last model chunk only (its last layer), or with a
@@ -40,8 +47,10 @@ bool MemoryTrack::holds_logits(const Instruction& in) const {
   return in.chunk == chunks_ - 1 && (in.layer < 0 || in.layer == job_.layers_in_chunk(stage_, in.chunk) - 1);
 }
 
-double MemoryTrack::layers_of(const Instruction& in) const {
-  return in.layer >= 0 ? 1.0 : job_.layers_in_chunk(stage_, in.chunk);
+double MemoryTrack::weight_held_of(const Instruction& in) const {
+  const LayerMix mix = in.layer >= 0 ? job_.chunk_mix(stage_, in.chunk, in.layer, 1)
+                                     : job_.chunk_mix(stage_, in.chunk, 0, job_.layers_in_chunk(stage_, in.chunk));
+  return sizes_.weight_held.of(mix);
 }
 
 void MemoryTrack::compute_done(const Instruction& in) {
@@ -53,9 +62,9 @@ void MemoryTrack::compute_done(const Instruction& in) {
     const double bytes = stored_bytes(in) + (logits ? sizes_.logits : 0);
     change(in.kind == OpKind::forward ? bytes : -bytes);
     // A split backward keeps what its W needs until that W runs.
-    if (in.kind == OpKind::backward && split_) change(layers_of(in) * sizes_.weight_held);
+    if (in.kind == OpKind::backward && split_) change(weight_held_of(in));
   }
-  if (in.kind == OpKind::backward_weight) change(-layers_of(in) * sizes_.weight_held);
+  if (in.kind == OpKind::backward_weight) change(-weight_held_of(in));
   if (in.kind == OpKind::recompute && holds_logits(in) && sizes_.logits > 0 && logits_released_.insert(mb).second)
     change(-sizes_.logits);
   // Recomputing a checkpointed layer materialises what it did not keep.

@@ -8,18 +8,20 @@
 #include <tuple>
 #include <vector>
 
+#include "partune/costmodel/activation_memory.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
 
 namespace partune::sim {
 
 // What one rank's activations weigh, from the cost model (bytes).
+// Per micro-batch, by the layer's kind (dense, with experts: activation_memory.hpp).
 struct ActivationSizes {
-  double stored_checkpointed = 0;  // a checkpointed layer keeps this per micro-batch
-  double stored_full = 0;          // a layer that is not checkpointed
-  double logits = 0;               // the logits of one micro-batch
-  double working = 0;              // what recomputing a checkpointed layer materialises
-  double weight_held = 0;          // a split backward: what a layer keeps from its B to its W
+  LayerKindBytes stored_checkpointed;  // a checkpointed layer keeps this
+  LayerKindBytes stored_full;          // a layer that is not checkpointed
+  double logits = 0;                   // the logits of one micro-batch
+  double working = 0;                  // what recomputing a checkpointed layer materialises
+  LayerKindBytes weight_held;          // a split backward: what a layer keeps from its B to its W
 };
 
 class MemoryTrack {
@@ -60,7 +62,7 @@ class MemoryTrack {
   double stored_bytes(const Instruction& in) const;
   bool holds_logits(const Instruction& in) const;
   // Transformer layers an instruction covers (one, or its chunk's).
-  double layers_of(const Instruction& in) const;
+  double weight_held_of(const Instruction& in) const;  // what its layers keep from B to W
   void release_completed_offloads();
   void release_completed_buckets();
 

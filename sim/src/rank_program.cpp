@@ -61,7 +61,7 @@ MemoryTrack make_memory_track(const World& world, const RankState& rs) {
   sizes.stored_full = world.stored_full();
   sizes.logits = world.logits();
   sizes.working = stage_memory(world.job(), rs.coords.pipeline).activation_working;
-  sizes.weight_held = weight_gradient_layer_bytes(world.job(), world.job().microbatch_size());
+  sizes.weight_held = weight_gradient_bytes_by_kind(world.job(), world.job().microbatch_size());
   return MemoryTrack(world.job(), rs.coords.pipeline, rs.memory_static, sizes);
 }
 

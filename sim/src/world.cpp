@@ -56,8 +56,8 @@ World::World(const Job& job, const SimOptions& options)
   for (int r : simulated_) programs_.push_back(build_program(job, r, po));
 
   const double b = job.microbatch_size();
-  stored_checkpointed_ = stored_layer_bytes(job, b);
-  stored_full_ = full_layer_bytes(job, b);
+  stored_checkpointed_ = stored_layer_bytes_by_kind(job, b);
+  stored_full_ = full_layer_bytes_by_kind(job, b);
 }
 
 void World::compute(const RankState& rs, double seconds) {

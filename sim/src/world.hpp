@@ -181,8 +181,8 @@ class World {
   const Job& job() const { return job_; }
   // Memory per layer and micro-batch, from the cost model: what a checkpointed layer
   // and a layer that is not checkpointed keep for backward; the logits of a micro-batch.
-  double stored_checkpointed() const { return stored_checkpointed_; }
-  double stored_full() const { return stored_full_; }
+  const LayerKindBytes& stored_checkpointed() const { return stored_checkpointed_; }
+  const LayerKindBytes& stored_full() const { return stored_full_; }
   double logits() const { return logits_; }
 
  private:
@@ -212,7 +212,8 @@ class World {
   std::map<std::pair<int, int>, std::unique_ptr<Meetings>> meetings_;
   std::vector<TraceEvent> events_;
   long activities_ = 0;
-  double stored_checkpointed_ = 0, stored_full_ = 0, logits_ = 0;
+  LayerKindBytes stored_checkpointed_, stored_full_;  // per micro-batch, by the layer's kind
+  double logits_ = 0;
 };
 
 }  // namespace partune::sim

@@ -38,6 +38,32 @@ double per_layer(const Job& job, double sequences, Figure figure, bool largest =
 }
 }  // namespace
 
+namespace {
+template <class Figure>
+LayerKindBytes by_kind(const Job& job, double sequences, Figure figure) {
+  PlanConfig c = plan_config(job);
+  c.sequences = sequences;
+  LayerKindBytes out;
+  out.dense = figure(transformer_layer_plan(job.model, c));
+  out.moe = job.model.is_moe() ? figure(moe_layer_plan(job.model, c)) : out.dense;
+  return out;
+}
+}  // namespace
+
+LayerKindBytes stored_layer_bytes_by_kind(const Job& job, double sequences) {
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  return by_kind(job, sequences, [&](const LayerPlan& p) { return p.stored_bytes(policy); });
+}
+
+LayerKindBytes full_layer_bytes_by_kind(const Job& job, double sequences) {
+  return by_kind(job, sequences, [](const LayerPlan& p) { return p.stored_bytes(Checkpointing::none); });
+}
+
+LayerKindBytes weight_gradient_bytes_by_kind(const Job& job, double sequences) {
+  const double element = bytes_per_element(job.training.precision);
+  return by_kind(job, sequences, [&](const LayerPlan& p) { return p.weight_gradient_bytes(element); });
+}
+
 double stored_layer_bytes(const Job& job, double sequences) {
   const Checkpointing policy = job.parallel.activation_checkpointing;
   return per_layer(job, sequences, [&](const LayerPlan& p) { return p.stored_bytes(policy); });

@@ -48,7 +48,7 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};
   shard_gradient_ = {layer.shard_gradient_params(), costs_.layer(true).shard_gradient_params(),
                      embedding.shard_gradient_params(), head.shard_gradient_params()};
-  stored_layer_bytes_ = stored_layer_bytes(job, b_);  // of a checkpointed layer
+  stored_layer_bytes_ = stored_layer_bytes_by_kind(job, b_);  // of a checkpointed layer
   sharded_ = sdp_ > 1;
   if (sharded_) sharding_ = sharding_plan(job, layer);
   per_layer_ = sharded_ || options.granularity == Granularity::layer;

@@ -12,7 +12,7 @@ Instruction ProgramBuilder::copy(OpKind kind, int mb, int chunk, int layer) cons
   const int layers = layer < 0 ? checkpointed(chunk) : 1;
   Instruction in;
   in.kind = kind;
-  in.bytes = stored_layer_bytes_ * layers;
+  in.bytes = stored_layer_bytes_.of(job_.chunk_mix(stage_, chunk, layer < 0 ? 0 : layer, layers));
   in.microbatch = mb;
   in.chunk = static_cast<std::int16_t>(chunk);
   in.layer = static_cast<std::int16_t>(layer);

@@ -203,7 +203,8 @@ class ProgramBuilder {
   ProgramOptions options_;
   RankProgram program_;
   // eb_: an element of the training precision; gb_: of a gradient (grad_reduce_in_fp32).
-  double b_ = 0, eb_ = 0, gb_ = 0, stored_layer_bytes_ = 0;
+  double b_ = 0, eb_ = 0, gb_ = 0;
+  LayerKindBytes stored_layer_bytes_;  // of a checkpointed layer, by its kind
   // Per kind of layer (dense, with experts): its gradient bucket, of which experts'.
   double layer_param_bytes_[2] = {0, 0}, expert_param_bytes_[2] = {0, 0};
   RankParameters rank_;  // one rank's parameters (parameter_count.hpp)

@@ -38,6 +38,18 @@ double full_layer_bytes(const Job& job, double sequences);
 // layers for a mixture of experts).
 double weight_gradient_layer_bytes(const Job& job, double sequences);
 
+// The three figures above for each kind of layer, dense and with experts (both the dense
+// layer's for a model without experts): what one given layer keeps, where the means above
+// stand for a layer of the model. The simulator's memory over the timeline and the
+// programs' offload copies weigh a chunk's layers by their kinds (Job::chunk_mix).
+struct LayerKindBytes {
+  double dense = 0, moe = 0;
+  double of(const LayerMix& mix) const { return dense * mix.dense + moe * mix.moe; }
+};
+LayerKindBytes stored_layer_bytes_by_kind(const Job& job, double sequences);
+LayerKindBytes full_layer_bytes_by_kind(const Job& job, double sequences);
+LayerKindBytes weight_gradient_bytes_by_kind(const Job& job, double sequences);
+
 // Bytes recomputing one checkpointed layer materialises beside what it kept, per
 // micro-batch (the stage's activation_working): the layer plan's recomputed_bytes under
 // the job's policy, i.e. the whole layer's activations under full, the attention scores
