@@ -94,21 +94,23 @@ bool World::last_to_arrive(Meetings* m, CollectiveRequest& req) {
 // when they end), sleeps to its end for all and lets them go (one timer, and one simcall
 // a member).
 void World::run_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req) {
-  const GroupView& gv = rs.groups[group_index(group)];
+  GroupView& gv = rs.groups[group_index(group)];
   Meetings* m = gv.meetings;
   const double now = s4u::Engine::get_clock();
   if (req.ready < now) req.ready = now;
   if (!last_to_arrive(m, req)) {
     m->gate->wait();
   } else {
-    double start = req.ready;
+    double& free_at = m ? m->free_at : gv.own_links_free_at;
+    double start = std::max(req.ready, free_at);
     if (m) {
       for (const CollectiveRequest* r : m->waiting) start = std::max(start, r->ready);
       for (CollectiveRequest* r : m->waiting) r->mark_started(start);
       m->waiting.clear();
     }
     req.mark_started(start);
-    const double until_end = (start - now) + own_links_seconds(gv, *req.instruction);
+    free_at = start + own_links_seconds(gv, *req.instruction);
+    const double until_end = free_at - now;
     if (until_end > 0) s4u::this_actor::sleep_for(until_end);
     if (m) m->gate->wait();  // the others have waited there since they called it
   }
@@ -123,18 +125,22 @@ void World::run_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& 
 // Every member calls a given collective async or every member blocking (the programs of a
 // communicator's members issue the same collectives), so the gate's count holds.
 void World::arrive_on_own_links(RankState& rs, CommGroup group, CollectiveRequest& req) {
-  const GroupView& gv = rs.groups[group_index(group)];
+  GroupView& gv = rs.groups[group_index(group)];
   req.on_own_links = true;
   req.owner = &rs;
   req.seconds = own_links_seconds(gv, *req.instruction);
   Meetings* m = gv.meetings;
   const double now = s4u::Engine::get_clock();
   if (!last_to_arrive(m, req)) return;
+  // After the communicator's collective before it (its stream's order).
+  double& free_at = m ? m->free_at : gv.own_links_free_at;
+  const double start = std::max(now, free_at);
+  free_at = start + req.seconds;
   if (m) {
-    for (CollectiveRequest* r : m->waiting) start_on_own_links(*r, now);
+    for (CollectiveRequest* r : m->waiting) start_on_own_links(*r, start);
     m->waiting.clear();
   }
-  start_on_own_links(req, now);
+  start_on_own_links(req, start);
 }
 
 void World::start_on_own_links(CollectiveRequest& req, double start) {

@@ -61,6 +61,8 @@ struct GroupView {
   // Inside one NVLink level, and no other traffic crosses its members' NVSwitch ports:
   // its collectives are timed in closed form instead of run as flows (World::mark_own_links).
   bool on_own_links = false;
+  // Closed form, a group with no other simulated member: when its last collective ends.
+  double own_links_free_at = 0;
 };
 
 struct CollectiveRequest;
@@ -80,6 +82,10 @@ struct Meetings {
   Rendezvous end;
   int arrived = 0;                             // closed form: members that have called it
   std::vector<CollectiveRequest*> waiting;     // closed form: their requests
+  // Closed form: when the communicator's last collective ends. NCCL runs one
+  // communicator's collectives one after another on its stream, so the next starts then
+  // at the earliest (two async ones issued together share no time).
+  double free_at = 0;
 };
 
 class Platform;
