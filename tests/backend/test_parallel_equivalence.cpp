@@ -186,7 +186,7 @@ TEST_CASE("multi-rank: interleaved pipeline 2 x data 2 with offload", "[backend]
 }
 
 TEST_CASE("multi-rank: resuming after step 3 gives steps 4 and 5 of the uninterrupted run", "[backend][multirank]") {
-  for (const std::string layout : {kFour + "--set pipeline_parallel_degree=2 --set shard_optimizer_state=true",
+  for (const std::string& layout : {kFour + "--set pipeline_parallel_degree=2 --set shard_optimizer_state=true",
                                    kFour + "--set sharded_data_parallel_degree=2 --set microbatches=1"}) {
     INFO(layout);
     const std::filesystem::path dir =
