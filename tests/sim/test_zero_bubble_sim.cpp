@@ -75,10 +75,10 @@ TEST_CASE("ZB-H1's memory: stage 0 as 1F1B, the last stage p - 1 deferred W's mo
   REQUIRE(rz.ranks.size() == static_cast<std::size_t>(p));
   // What a stage's W needs of one micro-batch after its B: its layers' GEMM inputs and
   // output gradients (4 layers of the 512-wide, 2048-FFN block at b = 1, s = 128, fp16).
-  const double held = (kLayers / p) * weight_gradient_layer_bytes(zb, 1.0);
+  const double held = (kLayers / p) * weight_gradient_bytes_by_kind(zb, 1.0).dense;
   // By hand: QKV 128 x (512 + 1536), projection 128 x (512 + 512), fc1 128 x (512 + 2048),
   // fc2 128 x (2048 + 512) elements, 2 bytes each.
-  CHECK(weight_gradient_layer_bytes(zb, 1.0) == Approx(2.0 * 128 * (2048 + 1024 + 2560 + 2560)));
+  CHECK(weight_gradient_bytes_by_kind(zb, 1.0).dense == Approx(2.0 * 128 * (2048 + 1024 + 2560 + 2560)));
   CHECK(rz.ranks[0].peak_memory == Approx(r1.ranks[0].peak_memory).epsilon(1e-9));
   CHECK(rz.ranks[p - 1].peak_memory - r1.ranks[p - 1].peak_memory == Approx((p - 1) * held).epsilon(1e-6));
   // The estimator's stage memory walks the same schedule.

@@ -23,22 +23,8 @@ double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_d
 }
 
 namespace {
-// `figure` of a layer at `sequences`: a dense layer's, or for a mixture of experts the
-// mean over the model's layers (or the larger of the two kinds, `largest`).
-template <class Figure>
-double per_layer(const Job& job, double sequences, Figure figure, bool largest = false) {
-  PlanConfig c = plan_config(job);
-  c.sequences = sequences;
-  const double dense = figure(transformer_layer_plan(job.model, c));
-  if (!job.model.is_moe()) return dense;
-  const double moe = figure(moe_layer_plan(job.model, c));
-  if (largest) return std::max(dense, moe);
-  const LayerMix mix = layer_mix(job.model, 0, job.model.layers);
-  return (mix.dense * dense + mix.moe * moe) / mix.total();
-}
-}  // namespace
-
-namespace {
+// `figure` of each kind of layer at `sequences` (a model without experts: the dense one's
+// for both).
 template <class Figure>
 LayerKindBytes by_kind(const Job& job, double sequences, Figure figure) {
   PlanConfig c = plan_config(job);
@@ -47,6 +33,13 @@ LayerKindBytes by_kind(const Job& job, double sequences, Figure figure) {
   out.dense = figure(transformer_layer_plan(job.model, c));
   out.moe = job.model.is_moe() ? figure(moe_layer_plan(job.model, c)) : out.dense;
   return out;
+}
+
+// The mean over the model's layers.
+double model_mean(const Job& job, const LayerKindBytes& kinds) {
+  if (!job.model.is_moe()) return kinds.dense;  // exactly, not n x dense / n
+  const LayerMix mix = layer_mix(job.model, 0, job.model.layers);
+  return mix.total() > 0 ? kinds.of(mix) / mix.total() : kinds.dense;
 }
 }  // namespace
 
@@ -65,22 +58,17 @@ LayerKindBytes weight_gradient_bytes_by_kind(const Job& job, double sequences) {
 }
 
 double stored_layer_bytes(const Job& job, double sequences) {
-  const Checkpointing policy = job.parallel.activation_checkpointing;
-  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.stored_bytes(policy); });
+  return model_mean(job, stored_layer_bytes_by_kind(job, sequences));
 }
 
 double full_layer_bytes(const Job& job, double sequences) {
-  return per_layer(job, sequences, [](const LayerPlan& p) { return p.stored_bytes(Checkpointing::none); });
+  return model_mean(job, full_layer_bytes_by_kind(job, sequences));
 }
 
-double weight_gradient_layer_bytes(const Job& job, double sequences) {
-  const double element = bytes_per_element(job.training.precision);
-  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.weight_gradient_bytes(element); });
-}
-
-double recomputed_layer_bytes(const Job& job, double sequences) {
+double recomputed_layer_bytes(const Job& job, double sequences) {  // the larger kind's
   const Checkpointing policy = job.parallel.activation_checkpointing;
-  return per_layer(job, sequences, [&](const LayerPlan& p) { return p.recomputed_bytes(policy); }, true);
+  const LayerKindBytes k = by_kind(job, sequences, [&](const LayerPlan& p) { return p.recomputed_bytes(policy); });
+  return std::max(k.dense, k.moe);
 }
 
 double stored_stage_bytes(const Job& job, double sequences, int stage) {

@@ -25,8 +25,9 @@ double layer_activation_bytes(const ModelSpec& m, double sequences, int tensor_d
 // checkpointing policy (what offloading moves to the host): everything without
 // checkpointing, all but the attention core with selective, the layer's input with full.
 // Layers left out by parallel.checkpointed_layers keep full_layer_bytes instead.
-// (For a mixture of experts with dense layers: the mean over the model's layers; these
-// per-layer figures then stand for every layer, as the offload copies use them.)
+// (For a mixture of experts with dense layers: the mean over the model's layers, what the
+// partitioner and the estimator's offload rule take for a layer; *_by_kind below gives each
+// kind's.)
 double stored_layer_bytes(const Job& job, double sequences);
 
 // Bytes a layer that is not checkpointed keeps for backward per micro-batch (Korthikanti,
@@ -34,13 +35,9 @@ double stored_layer_bytes(const Job& job, double sequences);
 double full_layer_bytes(const Job& job, double sequences);
 
 // Bytes a split backward's W step still needs of one layer after its B, per micro-batch
-// (LayerPlan::weight_gradient_bytes at the training precision; the mean over the model's
-// layers for a mixture of experts).
-double weight_gradient_layer_bytes(const Job& job, double sequences);
-
-// The three figures above for each kind of layer, dense and with experts (both the dense
-// layer's for a model without experts): what one given layer keeps, where the means above
-// stand for a layer of the model. The simulator's memory over the timeline and the
+// (LayerPlan::weight_gradient_bytes at the training precision), and the two figures above,
+// for each kind of layer, dense and with experts (both the dense layer's for a model
+// without experts): what one given layer keeps, where the means above stand for any layer. The simulator's memory over the timeline and the
 // programs' offload copies weigh a chunk's layers by their kinds (Job::chunk_mix).
 struct LayerKindBytes {
   double dense = 0, moe = 0;
