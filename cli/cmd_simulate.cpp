@@ -8,7 +8,6 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "slow_option.hpp"
-#include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/units.hpp"
 #include "partune/sim/simulator.hpp"
@@ -54,10 +53,10 @@ void register_simulate(CLI::App& app) {
       launch::write_chrome_trace(*trace, r.events, job.cluster.instance.gpus_per_node);
       std::cerr << "wrote trace " << opt->trace << "\n";
     }
-    const Estimate analytic = estimate(job);
-    if (opt->json) std::cout << report::simulation_json(job, r, analytic).dump(2) << "\n";
-    else std::cout << report::simulation_text(job, r, analytic);
-    write_report(page, [&] { return report::simulation_html(job, r, analytic); });
+    // The estimator's figures came back with the simulation (from the costs it built).
+    if (opt->json) std::cout << report::simulation_json(job, r, r.estimated).dump(2) << "\n";
+    else std::cout << report::simulation_text(job, r, r.estimated);
+    write_report(page, [&] { return report::simulation_html(job, r, r.estimated); });
   });
 }
 

@@ -4,8 +4,8 @@
 #include <atomic>
 #include <thread>
 
-#include "partune/costmodel/cost_memo.hpp"
 #include "partune/costmodel/estimator.hpp"
+#include "partune/costmodel/job_costs.hpp"
 
 namespace partune::search {
 
@@ -15,13 +15,15 @@ namespace {
 // enough that the threads finish together (zero-bubble points take six times longer).
 constexpr std::size_t kChunk = 2048;
 
-PointVerdict judge(const Point& p, Job& scratch, double memory_limit) {
+// One point: its costs built once, its memory first, its step only when it fits.
+PointVerdict judge(const Point& p, Job& scratch, ModelCosts& model, double memory_limit) {
   apply(p, scratch);
+  const JobCosts costs(scratch, model);
   PointVerdict v;
-  const MemoryFit m = estimate_memory(scratch);
+  const MemoryFit m = estimate_memory(costs);
   v.peak_bytes = m.memory.total();
   v.fits = m.fits && v.peak_bytes <= memory_limit;
-  if (v.fits) v.step_time = estimate(scratch).step_time;
+  if (v.fits) v.step_time = estimate(costs, m).step_time;
   return v;
 }
 
@@ -35,13 +37,13 @@ std::vector<PointVerdict> judge_points(const Job& base, const std::vector<Point>
   auto work = [&](bool report) {
     Job scratch = base;
     // Points differ in parallel and training knobs only: the scratch job's model and GPU stay
-    // put, so this thread's plans and op times are built once per configuration.
-    const CostMemo memo(scratch.model, scratch.cluster.instance.gpu);
+    // put, so this thread builds their plans and op times once per configuration.
+    ModelCosts model(scratch.model, scratch.cluster.instance.gpu);
     for (;;) {
       const std::size_t from = next.fetch_add(kChunk);
       if (from >= points.size()) return;
       const std::size_t to = std::min(points.size(), from + kChunk);
-      for (std::size_t i = from; i < to; ++i) verdicts[i] = judge(points[i], scratch, memory_limit);
+      for (std::size_t i = from; i < to; ++i) verdicts[i] = judge(points[i], scratch, model, memory_limit);
       const long total = done.fetch_add(static_cast<long>(to - from)) + static_cast<long>(to - from);
       if (report && progress) progress(total);
     }

@@ -1,6 +1,6 @@
 #include "partune/search/partition.hpp"
 
-#include "partune/costmodel/stage_cost.hpp"
+#include "partune/costmodel/job_costs.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -150,17 +150,15 @@ Partition partition_brute_force(const std::vector<PartitionItem>& items, int sta
 std::vector<PartitionItem> model_items(const Job& job) {
   const ModelSpec& m = job.model;
   const ParallelConfig& pc = job.parallel;
-  const double b = job.microbatch_size();
-  const StageCostModel costs(job);  // the layer plan's times (sequence parallelism included)
+  const JobCosts costs(job);  // the layer plan's times (sequence parallelism included)
   const HeadTime& ht = costs.head_time();
-  const RankParameters rank =
-      rank_parameters(costs.layer(false), costs.layer(true), costs.embedding(), costs.head());
+  const RankParameters& rank = costs.rank();
   // Weights with their gradients and optimizer state (parameter_bytes: 16 bytes a
   // parameter with mixed-precision Adam), sharded as the job shards them, plus stored
   // activations.
   const double state_bytes =
       parameter_bytes(job).total() / pc.sharded_data_parallel_degree;
-  const double activations = stored_layer_bytes(job, b);
+  const double activations = stored_layer_bytes(job, costs.layer(false), costs.layer(true));
   std::vector<PartitionItem> items;
   items.push_back({"embedding", ht.embedding_fwd + ht.embedding_bwd, rank.embedding * state_bytes, false, -1});
   for (int l = 0; l < m.layers; ++l) {
@@ -172,7 +170,7 @@ std::vector<PartitionItem> model_items(const Job& job) {
   }
   // The head's final norm, and its projection when it is not the embedding's (tied: the
   // head item ties to the embedding's stage).
-  items.push_back({"head", ht.logits_fwd + ht.logits_bwd, rank.head * state_bytes + logits_bytes_per_microbatch(job),
+  items.push_back({"head", ht.logits_fwd + ht.logits_bwd, rank.head * state_bytes + logits_bytes(costs.head()),
                    false, m.tied_embeddings ? 0 : -1});
   return items;
 }

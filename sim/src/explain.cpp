@@ -10,7 +10,7 @@ namespace {
 
 using Parts = std::array<double, 6>;
 
-Parts parts_of(const Estimate& e) {
+Parts parts_of(const StepMetrics& e) {
   const StepBreakdown& b = e.breakdown;
   return {b.compute + b.optimizer, b.layer_comm(), b.pipeline_bubble + b.pipeline_drain_waits + b.pipeline_p2p,
           b.data_parallel_exposed, b.sharded_exposed, b.offload_exposed};

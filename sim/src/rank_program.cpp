@@ -60,8 +60,8 @@ MemoryTrack make_memory_track(const World& world, const RankState& rs) {
   sizes.stored_checkpointed = world.stored_checkpointed();
   sizes.stored_full = world.stored_full();
   sizes.logits = world.logits();
-  sizes.working = stage_memory(world.job(), rs.coords.pipeline).activation_working;
-  sizes.weight_held = weight_gradient_bytes_by_kind(world.job(), world.job().microbatch_size());
+  sizes.working = world.stage_memory(rs.coords.pipeline).activation_working;
+  sizes.weight_held = world.weight_held();
   return MemoryTrack(world.job(), rs.coords.pipeline, rs.memory_static, sizes);
 }
 

@@ -75,11 +75,23 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-void encode(Writer& w, const SimResult& r) {
-  const Estimate& e = r.metrics;
+// The step's figures: the headline numbers, the breakdown and memory (plain values, each
+// in one piece), the verdict and its reason.
+void encode(Writer& w, const StepMetrics& e) {
   w.put(e.step_time), w.put(e.samples_per_s), w.put(e.tokens_per_s), w.put(e.model_flops);
   w.put(e.hardware_flops), w.put(e.tflops_per_gpu), w.put(e.hw_tflops_per_gpu), w.put(e.mfu);
   w.put(e.breakdown), w.put(e.memory), w.put(e.memory_capacity), w.put(e.fits), w.put(e.not_fit_reason);
+}
+
+void decode(Reader& rd, StepMetrics& e) {
+  rd.get(e.step_time), rd.get(e.samples_per_s), rd.get(e.tokens_per_s), rd.get(e.model_flops);
+  rd.get(e.hardware_flops), rd.get(e.tflops_per_gpu), rd.get(e.hw_tflops_per_gpu), rd.get(e.mfu);
+  rd.get(e.breakdown), rd.get(e.memory), rd.get(e.memory_capacity), rd.get(e.fits), rd.get(e.not_fit_reason);
+}
+
+void encode(Writer& w, const SimResult& r) {
+  encode(w, r.metrics);
+  encode(w, r.estimated);
   w.put_vector(r.stage_utilisation);
   w.put(r.bubble_fraction), w.put(r.exposed);
   w.put_vector(r.ranks);
@@ -88,10 +100,8 @@ void encode(Writer& w, const SimResult& r) {
 }
 
 void decode(Reader& rd, SimResult& r) {
-  Estimate& e = r.metrics;
-  rd.get(e.step_time), rd.get(e.samples_per_s), rd.get(e.tokens_per_s), rd.get(e.model_flops);
-  rd.get(e.hardware_flops), rd.get(e.tflops_per_gpu), rd.get(e.hw_tflops_per_gpu), rd.get(e.mfu);
-  rd.get(e.breakdown), rd.get(e.memory), rd.get(e.memory_capacity), rd.get(e.fits), rd.get(e.not_fit_reason);
+  decode(rd, r.metrics);
+  decode(rd, r.estimated);
   rd.get_vector(r.stage_utilisation);
   rd.get(r.bubble_fraction), rd.get(r.exposed);
   rd.get_vector(r.ranks);

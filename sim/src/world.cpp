@@ -39,7 +39,8 @@ World::World(const Job& job, const SimOptions& options)
     : job_(job),
       options_(options),
       placement_(job.parallel.placement_strategy, job.data_context_degree(),
-                 job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree) {
+                 job.parallel.pipeline_parallel_degree, job.parallel.tensor_parallel_degree),
+      costs_(job) {
   const Folding folding = simulation_folding(job, options);
   const int block = folding.replica_block;
   tensor_symmetric_ = folding.tensor;
@@ -53,11 +54,14 @@ World::World(const Job& job, const SimOptions& options)
   ProgramOptions po;
   po.granularity = options.granularity;
   programs_.reserve(simulated_.size());
-  for (int r : simulated_) programs_.push_back(build_program(job, r, po));
+  for (int r : simulated_) programs_.push_back(build_program(costs_, r, po));
 
-  const double b = job.microbatch_size();
-  stored_checkpointed_ = stored_layer_bytes_by_kind(job, b);
-  stored_full_ = full_layer_bytes_by_kind(job, b);
+  const LayerPlan &dense = costs_.layer(false), &moe = costs_.layer(true);
+  stored_checkpointed_ = stored_layer_bytes_by_kind(job, dense, moe);
+  stored_full_ = full_layer_bytes_by_kind(job, dense, moe);
+  weight_held_ = weight_gradient_bytes_by_kind(job, dense, moe);
+  logits_ = logits_bytes(costs_.head());
+  for (int s = 0; s < job.parallel.pipeline_parallel_degree; ++s) stage_memory_.push_back(partune::stage_memory(costs_, s));
 }
 
 void World::compute(const RankState& rs, double seconds) {
@@ -150,7 +154,6 @@ SimResult World::run() {
   s4u::Engine engine(&argc, argv);
   configure_engine(simulated_.size());
 
-  logits_ = logits_bytes_per_microbatch(job_);
   Platform platform(job_, simulated_, symmetric_);
   make_ranks(platform);
   // Pipeline neighbours.
@@ -174,9 +177,8 @@ World::~World() = default;
 
 void World::make_ranks(Platform& platform) {
   // Static memory per stage (weights, gradients, optimizer state, buffers) and the
-  // transient parts, from the cost model; activations are tracked as they come and go.
-  std::vector<MemoryBreakdown> stage_mem;
-  for (int s = 0; s < job_.parallel.pipeline_parallel_degree; ++s) stage_mem.push_back(stage_memory(job_, s));
+  // transient parts, from the cost model (stage_memory_); activations are tracked as they
+  // come and go.
   const std::vector<double> slow = slowdown_factors(job_, options_.slowdowns);
   ranks_.reserve(simulated_.size());
   for (std::size_t i = 0; i < simulated_.size(); ++i) {
@@ -202,7 +204,7 @@ void World::make_ranks(Platform& platform) {
       }
     }
     rs->program = &programs_[i];
-    const MemoryBreakdown& m = stage_mem[rs->coords.pipeline];
+    const MemoryBreakdown& m = stage_memory_[rs->coords.pipeline];
     // communication_buffers (the gradient buckets) are tracked as the buckets come and go.
     rs->memory_static = m.parameters + m.gradients + m.optimizer_states + m.gathered_parameters + m.reserved;
     rs->memory_peak = rs->memory_static;
@@ -308,9 +310,11 @@ SimResult World::collect_results() {
   out.exposed = critical->exposed;
 
   // Headline numbers with the estimator's definitions, on the simulated step time.
-  Estimate& e = out.metrics;
-  e = headline_metrics(job_, step);
-  e.memory = peak_memory(job_);
+  const MemoryFit memory = estimate_memory(costs_);
+  out.estimated = estimate(costs_, memory);
+  StepMetrics& e = out.metrics;
+  e = headline_metrics(costs_, step);
+  e.memory = memory.memory;
   e.memory_capacity = job_.cluster.instance.gpu.hbm_bytes;
   e.fits = peak <= e.memory_capacity;
   if (!e.fits)

@@ -10,6 +10,8 @@
 
 #include "partune/costmodel/collective.hpp"
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/job_costs.hpp"
+#include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/sim/simulator.hpp"
@@ -186,10 +188,13 @@ class World {
   int node_of(int rank) const { return rank / job_.cluster.instance.gpus_per_node; }
   const Job& job() const { return job_; }
   // Memory per layer and micro-batch, from the cost model: what a checkpointed layer
-  // and a layer that is not checkpointed keep for backward; the logits of a micro-batch.
+  // and a layer that is not checkpointed keep for backward, what a split backward's W
+  // still needs; the logits of a micro-batch; each stage's memory.
   const LayerKindBytes& stored_checkpointed() const { return stored_checkpointed_; }
   const LayerKindBytes& stored_full() const { return stored_full_; }
+  const LayerKindBytes& weight_held() const { return weight_held_; }
   double logits() const { return logits_; }
+  const MemoryBreakdown& stage_memory(int stage) const { return stage_memory_[stage]; }
 
  private:
   void make_ranks(Platform& platform);
@@ -205,6 +210,7 @@ class World {
   const Job& job_;
   SimOptions options_;
   Placement placement_;
+  JobCosts costs_;  // the job's costs, built once: the programs, the memory and the estimate read them
   bool symmetric_ = false;
   bool tensor_symmetric_ = false;
   std::vector<int> simulated_;           // ranks with actors
@@ -218,8 +224,9 @@ class World {
   std::map<std::pair<int, int>, std::unique_ptr<Meetings>> meetings_;
   std::vector<TraceEvent> events_;
   long activities_ = 0;
-  LayerKindBytes stored_checkpointed_, stored_full_;  // per micro-batch, by the layer's kind
+  LayerKindBytes stored_checkpointed_, stored_full_, weight_held_;  // per micro-batch, by the layer's kind
   double logits_ = 0;
+  std::vector<MemoryBreakdown> stage_memory_;  // per stage
 };
 
 }  // namespace partune::sim

@@ -13,7 +13,7 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/program_builder.hpp"
-#include "partune/costmodel/stage_cost.hpp"
+#include "partune/costmodel/job_costs.hpp"
 
 using namespace partune;
 using partune::testing::p4d_job;
@@ -147,7 +147,7 @@ TEST_CASE("tensor collectives per stage follow Megatron's rule in the estimator 
           require_valid(j);
           INFO(v.name << (sp ? ", sequence parallel" : "") << (ckpt == Checkpointing::full ? ", full ckpt" : "")
                       << (gran == Granularity::layer ? ", layer granularity" : ""));
-          const StageCostModel stages(j);
+          const JobCosts stages(j);
           for (const RankProgram& prog : build_programs(j, {gran})) {
             const int s = prog.coords.pipeline, L = 3;
             INFO("stage " << s);

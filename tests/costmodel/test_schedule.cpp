@@ -367,3 +367,31 @@ TEST_CASE("all stages together: no deadlock, and the classic makespan", "[schedu
         }
   }
 }
+
+// remembered_schedule_steps (the memory figure's and the makespan's walks, kept per
+// thread) gives the schedule schedule_steps builds.
+TEST_CASE("a remembered schedule is the one built afresh") {
+  ParallelConfig pc;
+  for (PipelineSchedule s : {PipelineSchedule::simple, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
+                             PipelineSchedule::zbv, PipelineSchedule::dualpipev})
+    for (int p : {2, 4})
+      for (int m : {8, 12}) {
+        pc.pipeline = s;
+        pc.pipeline_parallel_degree = p;
+        pc.microbatches = m;
+        pc.virtual_stages = v_shaped(s) ? 2 : 1;
+        for (int round = 0; round < 2; ++round)
+          for (int stage = 0; stage < p; ++stage) {
+            const std::vector<ScheduleStep> built = schedule_steps(pc, stage);
+            const std::vector<ScheduleStep>& kept = remembered_schedule_steps(pc, stage);
+            REQUIRE(kept.size() == built.size());
+            for (std::size_t i = 0; i < built.size(); ++i) {
+              INFO("schedule " << static_cast<int>(s) << " p " << p << " m " << m << " stage " << stage << " step " << i);
+              CHECK(kept[i].forward == built[i].forward);
+              CHECK(kept[i].weight == built[i].weight);
+              CHECK(kept[i].microbatch == built[i].microbatch);
+              CHECK(kept[i].chunk == built[i].chunk);
+            }
+          }
+      }
+}

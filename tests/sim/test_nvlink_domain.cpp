@@ -10,7 +10,7 @@
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/estimator.hpp"
 #include "partune/costmodel/scenario.hpp"
-#include "partune/costmodel/stage_cost.hpp"
+#include "partune/costmodel/job_costs.hpp"
 #include "partune/sim/simulator.hpp"
 
 using namespace partune;
@@ -34,7 +34,7 @@ Job tensor16(const std::string& instance, int nodes) {
 TEST_CASE("tensor 16 inside an NVLink domain of 72: one NVLink level, estimator and simulator agree",
           "[sim][nvlink]") {
   const Job gb200 = tensor16("p6e-gb200.36xlarge", 8);  // 32 GPUs: one domain, data 2
-  const StageCostModel costs(gb200);
+  const JobCosts costs(gb200);
   CHECK(costs.tensor_span(0).nodes == 1);
   CHECK(costs.tensor_span(0).size == 16);
   const Estimate e = estimate(gb200);
@@ -46,7 +46,7 @@ TEST_CASE("tensor 16 inside an NVLink domain of 72: one NVLink level, estimator 
   // spans 4 of them and its collectives cross EFA.
   Job islands = gb200;
   islands.cluster.instance.nvlink_domain_gpus = 0;
-  const StageCostModel apart(islands);
+  const JobCosts apart(islands);
   CHECK(apart.tensor_span(0).nodes == 4);
   CHECK(estimate(islands).step_time > e.step_time);
   CHECK(sim::simulate(islands, every_rank).metrics.step_time > r.metrics.step_time);
@@ -78,8 +78,8 @@ TEST_CASE("expert groups of 16: on NVL72 one NVLink level, on 8-GPU nodes across
                      "moe.yaml");
   };
   const Job gb200 = job("p6e-gb200.36xlarge", 16), b200 = job("p6-b200.48xlarge", 8);
-  CHECK(StageCostModel(gb200).expert_span().nodes == 1);
-  CHECK(StageCostModel(b200).expert_span().nodes == 2);
+  CHECK(JobCosts(gb200).expert_span().nodes == 1);
+  CHECK(JobCosts(b200).expert_span().nodes == 2);
   // The all-to-alls (booked as expert traffic) take less on NVLink, in the estimator and in
   // the simulator.
   CHECK(estimate(gb200).breakdown.expert_parallel_comm < estimate(b200).breakdown.expert_parallel_comm);

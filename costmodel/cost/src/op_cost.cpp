@@ -1,6 +1,5 @@
 #include "partune/costmodel/op_cost.hpp"
 
-#include "partune/costmodel/cost_memo.hpp"
 
 #include <fmt/format.h>
 
@@ -246,17 +245,21 @@ LayerTime layer_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, dou
   return plan_time(gpu, transformer_layer_plan(m, c), p, flash_attention);
 }
 
-HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c) {
-  const LayerTime embedding = remembered_plan_time(gpu, m, c, PlanKind::embedding, embedding_plan(m, c), false);
+HeadTime head_time(const GpuProfile& gpu, const LayerPlan& embedding, const LayerPlan& head, const PlanConfig& c) {
+  const LayerTime lookup = plan_time(gpu, embedding, c.precision, false);
   // (The head plan's attention cores are its multi-token-prediction layers'.)
-  const LayerTime head = remembered_plan_time(gpu, m, c, PlanKind::head, head_plan(m, c), c.flash_attention);
+  const LayerTime logits = plan_time(gpu, head, c.precision, c.flash_attention);
   HeadTime ht;
-  ht.embedding_fwd = embedding.forward();
-  ht.embedding_bwd = embedding.backward();
-  ht.logits_fwd = head.forward();
-  ht.logits_bwd = head.backward();
-  ht.logits_weight_bwd = head.backward_weight();
+  ht.embedding_fwd = lookup.forward();
+  ht.embedding_bwd = lookup.backward();
+  ht.logits_fwd = logits.forward();
+  ht.logits_bwd = logits.backward();
+  ht.logits_weight_bwd = logits.backward_weight();
   return ht;
+}
+
+HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c) {
+  return head_time(gpu, embedding_plan(m, c), head_plan(m, c), c);
 }
 
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,

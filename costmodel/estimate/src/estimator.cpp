@@ -24,6 +24,7 @@
 #include "partune/costmodel/program.hpp"
 #include "partune/costmodel/schedule.hpp"
 #include "partune/costmodel/sharding.hpp"
+#include "partune/costmodel/job_costs.hpp"
 #include "partune/costmodel/stage_cost.hpp"
 #include "partune/costmodel/units.hpp"
 
@@ -41,50 +42,41 @@ double exposed(double comm, double overlap_fraction, double compute) {
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / units::GiB); }
 
-// What every step reads: the job, its groups' spans and the per-stage costs.
+// What every step reads: the job and its costs (the groups' spans, the per-stage costs,
+// one rank's parameters).
 struct Context {
+  const JobCosts& stages;
   const Job& job;
   const ParallelConfig& pc;
   const InstanceType& inst;
   double oversub, eb, gb;  // bytes of an element: of the training precision, of a gradient
   int pp, tp, sdp, dp;
-  Placement placement;
-  GroupSpan dp_span, sdp_span;
+  const Placement& placement;
+  const GroupSpan &dp_span, &sdp_span;
   // Expert parallelism: the expert-data groups (the same expert rank in each expert
   // group), over which the experts' gradients are reduced; none without experts.
-  int edp = 1;
-  GroupSpan edp_span;
-  StageCostModel stages;
-  RankParameters rank;  // one rank's parameters, from the stages' plans
+  int edp;
+  const GroupSpan& edp_span;
+  const RankParameters& rank;  // one rank's parameters, from the stages' plans
 
-  explicit Context(const Job& j)
-      : job(j),
-        pc(j.parallel),
-        inst(j.cluster.instance),
-        oversub(j.cluster.oversubscription),
-        eb(bytes_per_element(j.training.precision)),
-        gb(j.gradient_bytes_per_element()),
+  explicit Context(const JobCosts& costs)
+      : stages(costs),
+        job(costs.job()),
+        pc(job.parallel),
+        inst(job.cluster.instance),
+        oversub(job.cluster.oversubscription),
+        eb(bytes_per_element(job.training.precision)),
+        gb(job.gradient_bytes_per_element()),
         pp(pc.pipeline_parallel_degree),
         tp(pc.tensor_parallel_degree),
         sdp(pc.sharded_data_parallel_degree),
-        dp(j.data_context_degree()),  // the gradients' group: data x context ranks
-        placement(pc.placement_strategy, dp, pp, tp),
-        stages(j),
-        rank(rank_parameters(stages.layer(false), stages.layer(true), stages.embedding(), stages.head())) {
-    dp_span = group_span(placement, Axis::data, inst.fabric_gpus());
-    sdp_span = subgroup_span(placement, Axis::data, sdp, inst.fabric_gpus());
-    const int ep = j.model.is_moe() ? pc.expert_parallel_degree : 1;
-    if (ep > 1) {
-      // Members ep apart in the data-parallel group: spread over the nodes its expert
-      // groups do not fill.
-      edp = j.expert_data_parallel_degree();
-      const GroupSpan& ep_span = stages.expert_span();
-      edp_span = GroupSpan{edp, std::max(1, std::min(edp, dp_span.nodes / std::max(1, ep_span.nodes))), 1};
-      edp_span.per_node = std::max(1, edp / edp_span.nodes);
-      if (j.expert_tensor_degree() != tp)  // MoE parallel folding: rank 0's group of the grid
-        edp_span = members_span(expert_grid_group(j, placement, 0, ExpertAxis::expert_data), inst.fabric_gpus());
-    }
-  }
+        dp(job.data_context_degree()),  // the gradients' group: data x context ranks
+        placement(costs.placement()),
+        dp_span(costs.data_span()),
+        sdp_span(costs.sharded_span()),
+        edp(costs.expert_data_degree()),
+        edp_span(costs.expert_data_span()),
+        rank(costs.rank()) {}
   double cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span) const {
     return collective_cost(kind, algo, bytes, span, inst, oversub).total();
   }
@@ -103,7 +95,7 @@ struct Slots {
 Slots stage_slots(const Context& c) {
   Slots out;
   auto visit = [&](int s, double count) {
-    const StageCost cost = c.stages.cost(s);
+    const StageCost& cost = c.stages.cost(s);
     out.slot_sum += count * cost.slot();
     if (cost.slot() > out.slot) out.slot = cost.slot(), out.critical = s, out.stage = cost;
   };
@@ -195,7 +187,7 @@ PerMicrobatch offload(const Context& c, const Slots& slots) {
   PerMicrobatch out;
   if (!c.pc.offload_activations || c.pc.activation_checkpointing == Checkpointing::none) return out;
   const double checkpointed = c.job.checkpointed_layers_on_stage(slots.critical);
-  const double bytes = stored_layer_bytes(c.job, c.job.microbatch_size()) * checkpointed;
+  const double bytes = stored_layer_bytes(c.job, c.stages.layer(false), c.stages.layer(true)) * checkpointed;
   const int sharers = same_stage_gpus(c.placement, c.inst.gpus_per_node, std::max(1, c.inst.gpus_per_pcie_switch));
   const double one_way = bytes / (c.inst.pcie_bw / sharers);
   out.total = 2 * one_way;
@@ -230,7 +222,7 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
   if (splits_backward(c.pc.pipeline)) {
     std::vector<ChunkTimes> times;
     for (int s = 0; s < c.pp; ++s) {
-      const StageCost cost = c.stages.cost(s);
+      const StageCost& cost = c.stages.cost(s);
       times.push_back({cost.forward_slot() / v, (cost.backward_slot() - cost.weight) / v, cost.weight / v});
     }
     out.bubble = std::max(0.0, schedule_makespan(c.pc, times) - m * slots.slot) +
@@ -246,24 +238,6 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
   }
   return out;
 }
-
-// The stage with the most parameters synchronises (and updates) the most. With even
-// stages a middle stage holds only layers: the ends hold the most. With Llama 3's stages
-// (ends a layer short) a middle one may hold more: it is looked at too.
-int largest_stage(const Context& c) {
-  int best = 0;
-  auto look = [&](int s) {
-    if (stage_parameter_count(c.job, c.rank, s) > stage_parameter_count(c.job, c.rank, best)) best = s;
-  };
-  if (!c.job.uniform_middle_stages()) {
-    for (int s = 1; s < c.pp; ++s) look(s);
-  } else {
-    if (!c.pc.stage_layers.empty() && c.pp > 2) look(1);
-    if (c.pp > 1) look(c.pp - 1);
-  }
-  return best;
-}
-double largest_stage_parameters(const Context& c) { return stage_parameter_count(c.job, c.rank, largest_stage(c)); }
 
 // 5. Data-parallel gradient synchronisation, once per step. Each stage's gradient buckets
 // run beside that stage's last backward, and the last backwards form a chain: a stage
@@ -314,7 +288,7 @@ Drain drain_exposed(const Context& c, double overlap, const std::function<double
   auto kind_of = [&](int s) -> const Kind& {
     Kind& k = kinds[!uniform ? 1 : s == 0 ? 0 : s == c.pp - 1 ? 2 : 1];
     if (k.stage != s && (k.stage < 0 || !uniform)) {
-      const StageCost cost = c.stages.cost(s);
+      const StageCost& cost = c.stages.cost(s);
       k.stage = s;
       k.backward = cost.backward + cost.recompute;
       k.comm = stage_comm(s);
@@ -372,7 +346,7 @@ PerMicrobatch data_parallel(const Context& c, const Slots& slots, double stage_p
       const double e = experts(s);
       return c.cost(kind, algo, (stage_parameter_count(c.job, c.rank, s) - e) * c.gb, drain) + expert_cost(kind, e, c.edp_span);
     };
-    const int largest = largest_stage(c);
+    const int largest = c.stages.largest_stage();
     const double e = experts(largest), shared = stage_params - e;
     const double ag = c.pc.shard_optimizer_state ? c.cost(CollectiveKind::all_gather, algo, shared * c.eb, c.dp_span) +
                                                        expert_cost(CollectiveKind::all_gather, e, c.edp_span)
@@ -432,13 +406,13 @@ double step_end_sums(const Context& c, int stage) {
 // 6. The optimizer step on the local shard, on the device or (offload_optimizer) on the host.
 // The optimizer's share of the stage's parameters (the experts' by their own fraction).
 double local_params(const Context& c) {
-  return stage_optimizer_parameters(c.job, c.rank, largest_stage(c));
+  return stage_optimizer_parameters(c.job, c.rank, c.stages.largest_stage());
 }
 double optimizer(const Context& c) {
   const TrainingConfig& t = c.job.training;
   const double params = local_params(c);
   if (c.pc.offload_optimizer) return host_optimizer_time(c.inst, t.optimizer, t.precision, params, c.gb);
-  return optimizer_time(c.inst.gpu, t, params, stage_parameter_tensors(c.job, c.rank, largest_stage(c)), c.gb);
+  return optimizer_time(c.inst.gpu, t, params, stage_parameter_tensors(c.job, c.rank, c.stages.largest_stage()), c.gb);
 }
 
 // 6b. State offload's blocking copies over the rank's PCIe share (program.cpp): per step
@@ -469,31 +443,28 @@ bool host_memory_exceeded(const InstanceType& inst, const MemoryBreakdown& m) {
   return m.host_offload * inst.gpus_per_node > inst.host_memory_bytes && inst.host_memory_bytes > 0;
 }
 
-void memory_verdict(const Context& c, Estimate& e) {
+// The largest stage's memory (estimate_memory) as the estimate's verdict, with the reason
+// when it does not fit.
+void memory_verdict(const Context& c, const MemoryFit& fit, StepMetrics& e) {
   const double hbm = c.inst.gpu.hbm_bytes;
-  e.memory = peak_memory(c.job, c.rank, StagePlans{c.stages.layer(), c.stages.moe_layer(), c.stages.head()});
+  e.memory = fit.memory;
   e.memory_capacity = hbm;
+  e.fits = fit.fits;
   const double host = e.memory.host_offload * c.inst.gpus_per_node;
   if (e.memory.total() > hbm) {
-    e.fits = false;
     e.not_fit_reason = not_fit_reason(c.job, e.memory, hbm);
   } else if (host_memory_exceeded(c.inst, e.memory)) {
-    e.fits = false;
     e.not_fit_reason = fmt::format("what is offloaded needs {} of host memory per node, the node has {}",
                                    gib(host), gib(c.inst.host_memory_bytes));
   }
 }
 
-}  // namespace
-
-Estimate headline_metrics(const Job& job, double step_time) {
-  const ModelSpec& model = job.model;
-  Estimate e;
+StepMetrics headline_metrics(const Job& job, const StepFlops& flops, double step_time) {
+  StepMetrics e;
   const double B = job.training.global_batch, N = job.world_size();
   e.step_time = step_time;
   e.samples_per_s = B / step_time;
-  e.tokens_per_s = e.samples_per_s * model.seq_len;
-  const StepFlops flops = step_flops(model, B, job.parallel.activation_checkpointing, job.checkpointed_fraction());
+  e.tokens_per_s = e.samples_per_s * job.model.seq_len;
   e.model_flops = flops.model;
   e.hardware_flops = flops.hardware;
   e.tflops_per_gpu = e.model_flops / (step_time * N) / units::tera;
@@ -502,20 +473,39 @@ Estimate headline_metrics(const Job& job, double step_time) {
   return e;
 }
 
-MemoryFit estimate_memory(const Job& job) {
-  const Context c(job);
+}  // namespace
+
+StepMetrics headline_metrics(const Job& job, double step_time) {
+  const StepFlops flops =
+      step_flops(job.model, job.training.global_batch, job.parallel.activation_checkpointing, job.checkpointed_fraction());
+  return headline_metrics(job, flops, step_time);
+}
+
+StepMetrics headline_metrics(const JobCosts& costs, double step_time) {
+  return headline_metrics(costs.job(), costs.step_flops(), step_time);
+}
+
+MemoryFit estimate_memory(const JobCosts& costs) {
   MemoryFit f;
-  f.memory = peak_memory(job, c.rank, StagePlans{c.stages.layer(), c.stages.moe_layer(), c.stages.head()});
-  f.fits = f.memory.total() <= c.inst.gpu.hbm_bytes && !host_memory_exceeded(c.inst, f.memory);
+  f.memory = peak_memory(costs);
+  const InstanceType& inst = costs.job().cluster.instance;
+  f.fits = f.memory.total() <= inst.gpu.hbm_bytes && !host_memory_exceeded(inst, f.memory);
   return f;
 }
 
-Estimate estimate(const Job& job) {
-  const Context c(job);
+MemoryFit estimate_memory(const Job& job) { return estimate_memory(JobCosts(job)); }
+
+Estimate estimate(const Job& job) { return estimate(JobCosts(job)); }
+
+Estimate estimate(const JobCosts& costs) { return estimate(costs, estimate_memory(costs)); }
+
+Estimate estimate(const JobCosts& costs, const MemoryFit& memory) {
+  const Context c(costs);
+  const Job& job = c.job;
   const Slots slots = stage_slots(c);
   const PerMicrobatch shard = sharded(c, slots), copies = offload(c, slots);
   const PipelinePass pass = pipeline(c, slots, shard.exposed + copies.exposed);
-  const double stage_params = largest_stage_parameters(c);
+  const double stage_params = costs.largest_stage_parameters();
   const PerMicrobatch grads = data_parallel(c, slots, stage_params);
 
   StepBreakdown br;
@@ -542,9 +532,9 @@ Estimate estimate(const Job& job) {
   br.offload_exposed += copies_of_states;
   const double step = br.compute + br.layer_comm() + br.pipeline_bubble + br.pipeline_drain_waits + br.pipeline_p2p +
                       br.sharded_exposed + br.offload_exposed + br.data_parallel_exposed + br.optimizer;
-  Estimate e = headline_metrics(job, step);
+  Estimate e = headline_metrics(costs, step);
   e.breakdown = br;
-  memory_verdict(c, e);
+  memory_verdict(c, memory, e);
   return e;
 }
 

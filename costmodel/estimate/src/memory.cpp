@@ -120,27 +120,10 @@ void sharded_buffers(const Job& job, const RankParameters& rank, int stage, cons
 }
 }  // namespace
 
-MemoryBreakdown stage_memory(const Job& job, int stage) { return stage_memory(job, rank_parameters(job), stage); }
-
-namespace {
-// The plans StagePlans views, built for a caller that holds none.
-struct OwnPlans {
-  LayerPlan dense, moe, head;
-  explicit OwnPlans(const Job& job) {
-    const PlanConfig config = plan_config(job);  // the micro-batch's
-    dense = transformer_layer_plan(job.model, config);
-    moe = job.model.is_moe() ? moe_layer_plan(job.model, config) : dense;
-    head = head_plan(job.model, config);
-  }
-  StagePlans view() const { return StagePlans{dense, moe, head}; }
-};
-}  // namespace
-
-MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int stage) {
-  return stage_memory(job, rank, OwnPlans(job).view(), stage);
-}
-
-MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const StagePlans& plans, int stage) {
+MemoryBreakdown stage_memory(const JobCosts& costs, int stage) {
+  const Job& job = costs.job();
+  const RankParameters& rank = costs.rank();
+  const PlanCosts& plans = costs.plans();
   const ParallelConfig& pc = job.parallel;
   MemoryBreakdown mb;
   mb.stage = stage;
@@ -174,21 +157,20 @@ MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const S
   return mb;
 }
 
-MemoryBreakdown peak_memory(const Job& job) { return peak_memory(job, rank_parameters(job)); }
+MemoryBreakdown stage_memory(const Job& job, int stage) { return stage_memory(JobCosts(job), stage); }
 
-MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank) {
-  return peak_memory(job, rank, OwnPlans(job).view());
-}
+MemoryBreakdown peak_memory(const Job& job) { return peak_memory(JobCosts(job)); }
 
-MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank, const StagePlans& plans) {
+MemoryBreakdown peak_memory(const JobCosts& costs) {
+  const Job& job = costs.job();
   // Uniform stages: stage 0 holds the most in-flight activations and the embedding, the
   // head's stage the logits; middle stages are never larger than both ends. Uneven
   // stages (or a head on stage 0) can make any stage the largest: look at every one.
   const int pp = job.parallel.pipeline_parallel_degree;
-  MemoryBreakdown best = stage_memory(job, rank, plans, 0);
+  MemoryBreakdown best = stage_memory(costs, 0);
   if (pp == 1) return best;
   auto look = [&](int s) {
-    MemoryBreakdown mb = stage_memory(job, rank, plans, s);
+    MemoryBreakdown mb = stage_memory(costs, s);
     if (mb.total() > best.total()) best = mb;
   };
   // Llama 3's stages (ends a layer short): a middle stage holds the most layers, and of the

@@ -61,6 +61,35 @@ double stored_layer_bytes(const Job& job, double sequences) {
   return model_mean(job, stored_layer_bytes_by_kind(job, sequences));
 }
 
+namespace {
+// by_kind over plans already built.
+template <class Figure>
+LayerKindBytes of_plans(const Job& job, const LayerPlan& dense, const LayerPlan& moe, Figure figure) {
+  LayerKindBytes out;
+  out.dense = figure(dense);
+  out.moe = job.model.is_moe() ? figure(moe) : out.dense;
+  return out;
+}
+}  // namespace
+
+LayerKindBytes stored_layer_bytes_by_kind(const Job& job, const LayerPlan& dense, const LayerPlan& moe) {
+  const Checkpointing policy = job.parallel.activation_checkpointing;
+  return of_plans(job, dense, moe, [&](const LayerPlan& p) { return p.stored_bytes(policy); });
+}
+
+LayerKindBytes full_layer_bytes_by_kind(const Job& job, const LayerPlan& dense, const LayerPlan& moe) {
+  return of_plans(job, dense, moe, [](const LayerPlan& p) { return p.stored_bytes(Checkpointing::none); });
+}
+
+LayerKindBytes weight_gradient_bytes_by_kind(const Job& job, const LayerPlan& dense, const LayerPlan& moe) {
+  const double element = bytes_per_element(job.training.precision);
+  return of_plans(job, dense, moe, [&](const LayerPlan& p) { return p.weight_gradient_bytes(element); });
+}
+
+double stored_layer_bytes(const Job& job, const LayerPlan& dense, const LayerPlan& moe) {
+  return model_mean(job, stored_layer_bytes_by_kind(job, dense, moe));
+}
+
 double full_layer_bytes(const Job& job, double sequences) {
   return model_mean(job, full_layer_bytes_by_kind(job, sequences));
 }

@@ -58,23 +58,35 @@ double hardware_flops_per_step(const ModelSpec& m, double global_batch, Checkpoi
   return step_flops(m, global_batch, ckpt, checkpointed_fraction).hardware;
 }
 
-StepFlops step_flops(const ModelSpec& m, double global_batch, Checkpointing ckpt, double checkpointed_fraction) {
+ModelStepFlops model_step_flops(const ModelSpec& m, double global_batch) {
   const PerKind k = per_kind(m);
   const PlanConfig whole = whole_model(global_batch);
   const LayerPlan dense = transformer_layer_plan(m, whole);
-  double forward = k.mix.dense * dense.forward_flops();
-  double recompute = k.mix.dense * dense.recomputed_flops(ckpt);
+  ModelStepFlops out;
+  out.layers_forward = k.mix.dense * dense.forward_flops();
+  for (int p = 0; p < kCheckpointingPolicies; ++p)
+    out.layers_recompute[p] = k.mix.dense * dense.recomputed_flops(static_cast<Checkpointing>(p));
   if (k.mix.moe > 0) {
     const LayerPlan moe = moe_layer_plan(k.routed, whole);
-    forward += k.mix.moe * moe.forward_flops();
-    recompute += k.mix.moe * moe.recomputed_flops(ckpt);
+    out.layers_forward += k.mix.moe * moe.forward_flops();
+    for (int p = 0; p < kCheckpointingPolicies; ++p)
+      out.layers_recompute[p] += k.mix.moe * moe.recomputed_flops(static_cast<Checkpointing>(p));
   }
+  // The head plan holds the multi-token-prediction layers (their attention cores too).
+  out.head_forward = head_plan(k.routed, whole).forward_flops();
+  return out;
+}
+
+StepFlops ModelStepFlops::at(Checkpointing ckpt, double checkpointed_fraction) const {
   StepFlops out;
   // Backward costs twice the forward (gradients w.r.t. inputs and weights).
-  // The head plan holds the multi-token-prediction layers (their attention cores too).
-  out.model = 3.0 * (forward + head_plan(k.routed, whole).forward_flops());
-  out.hardware = out.model + checkpointed_fraction * recompute;
+  out.model = 3.0 * (layers_forward + head_forward);
+  out.hardware = out.model + checkpointed_fraction * layers_recompute[static_cast<int>(ckpt)];
   return out;
+}
+
+StepFlops step_flops(const ModelSpec& m, double global_batch, Checkpointing ckpt, double checkpointed_fraction) {
+  return model_step_flops(m, global_batch).at(ckpt, checkpointed_fraction);
 }
 
 double recomputed_forward_flops(const ModelSpec& m, double sequences, Checkpointing ckpt) {

@@ -6,10 +6,10 @@
 // activation element, 1 a dropout mask) and scaled by bytes_per_element / 2 for other
 // precisions (`scale`), as memory-bound traffic is.
 #include "partune/costmodel/layer_plan.hpp"
-#include "partune/costmodel/plan_memo.hpp"
 
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "plan_builder.hpp"
 
@@ -123,6 +123,18 @@ PlanConfig plan_config(const Job& job) {
   return c;
 }
 
+namespace {
+auto fields(const PlanConfig& c) {
+  return std::make_tuple(c.sequences, c.tensor_degree, c.expert_degree, c.expert_tensor_degree, c.context_degree,
+                         c.context_comm, c.context_a2a_degree, c.sequence_parallel, c.tp_comm_overlap, c.flash_attention,
+                         c.attention_impl, c.precision, c.fp8_recipe, c.loss_precision, c.kernel_fusion, c.cuda_graphs,
+                         c.recompute_modules, c.moe_dispatcher, c.moe_a2a_overlap);
+}
+}  // namespace
+
+bool plan_config_less(const PlanConfig& a, const PlanConfig& b) { return fields(a) < fields(b); }
+bool same_plan_config(const PlanConfig& a, const PlanConfig& b) { return fields(a) == fields(b); }
+
 using detail::attention_half;
 using detail::norm_params;
 using detail::PlanBuilder;
@@ -144,7 +156,7 @@ void mlp_exit(PlanBuilder& p) {
 
 using detail::mlp_exit;
 
-static LayerPlan build_transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
+LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::layer);
   const double h = m.hidden, f = m.ffn_hidden, t = p.t, T = p.tokens;
   const double column_input = 2.0 * p.seq_tokens * h, b = m.bias ? 1.0 : 0.0;
@@ -173,7 +185,7 @@ LayerPlan layer_plan(const ModelSpec& m, const PlanConfig& c, bool moe) {
   return moe ? moe_layer_plan(m, c) : transformer_layer_plan(m, c);
 }
 
-static LayerPlan build_embedding_plan(const ModelSpec& m, const PlanConfig& c) {
+LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::embedding);
   const double eb = bytes_per_element(c.precision), T = p.tokens, h = m.hidden;
   // Token and position lookups and their sum; backward scatters into the tables.
@@ -236,7 +248,7 @@ void head_ops(PlanBuilder& p, bool shared_projection) {
 
 }  // namespace detail
 
-static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
+LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
   PlanBuilder p(m, c, PlanPart::head);
   detail::head_ops(p, m.tied_embeddings);
   apply_op_checkpointing(p.plan, m, c.tensor_degree, bytes_per_element(c.precision));
@@ -245,19 +257,7 @@ static LayerPlan build_head_plan(const ModelSpec& m, const PlanConfig& c) {
   return std::move(p.plan);
 }
 
-// The public builders: each plan remembered while a PlanMemo holds the model (plan_memo.hpp).
-LayerPlan transformer_layer_plan(const ModelSpec& m, const PlanConfig& c) {
-  return detail::remembered_plan(m, c, PlanKind::dense_layer, build_transformer_layer_plan);
-}
-LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
-  return detail::remembered_plan(m, c, PlanKind::moe_layer, build_moe_layer_plan);
-}
-LayerPlan embedding_plan(const ModelSpec& m, const PlanConfig& c) {
-  return detail::remembered_plan(m, c, PlanKind::embedding, build_embedding_plan);
-}
-LayerPlan head_plan(const ModelSpec& m, const PlanConfig& c) {
-  return detail::remembered_plan(m, c, PlanKind::head, build_head_plan);
-}
+LayerPlan moe_layer_plan(const ModelSpec& m, const PlanConfig& c) { return build_moe_layer_plan(m, c); }
 
 double LayerPlan::forward_flops() const { return gemm_flops() + attention_flops(); }
 

@@ -4,13 +4,16 @@
 // head steps with their sends and receives (program_builder_class.hpp has the class).
 namespace partune::detail {
 
-ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& options)
-    : job_(job),
-      pc_(job.parallel),
-      placement_(pc_.placement_strategy, job.data_context_degree(), pc_.pipeline_parallel_degree,
-                 pc_.tensor_parallel_degree),
+ProgramBuilder::ProgramBuilder(const JobCosts& costs, int rank, const ProgramOptions& options)
+    : job_(costs.job()),
+      pc_(job_.parallel),
+      placement_(costs.placement()),
       options_(options),
-      costs_(job) {
+      costs_(costs),
+      layer_comm_{costs.layer_collectives(false), costs.layer_collectives(true)},
+      embedding_comm_(costs.embedding_collectives()),
+      head_comm_(costs.head_collectives()) {
+  const Job& job = job_;
   program_.rank = rank;
   program_.coords = placement_.coords(rank);
   const ModelSpec& m = job.model;
@@ -29,26 +32,19 @@ ProgramBuilder::ProgramBuilder(const Job& job, int rank, const ProgramOptions& o
   layer_[0] = costs_.layer_time(false);
   layer_[1] = costs_.layer_time(true);
   head_ = costs_.head_time();
-  const PlanConfig plan = plan_config(job);
-  const Checkpointing policy = pc_.activation_checkpointing;
   const LayerPlan& layer = costs_.layer(false);
-  const LayerPlan embedding = embedding_plan(m, plan), head = head_plan(m, plan);
+  const LayerPlan &embedding = costs_.embedding(), &head = costs_.head();
   for (bool moe : {false, true}) {
     const LayerPlan& l = costs_.layer(moe);
-    layer_comm_[moe] = {tensor_collectives(l, PlanPass::forward), tensor_collectives(l, PlanPass::backward),
-                        tensor_collectives(l, PlanPass::recompute, policy)};
     layer_param_bytes_[moe] = l.params() * gb_;  // a layer with experts: the rank's experts
     expert_param_bytes_[moe] = l.expert_params() * gb_;
   }
-  rank_ = rank_parameters(layer, costs_.layer(true), embedding, head);
+  rank_ = costs_.rank();
   ep_ = m.is_moe() ? pc_.expert_parallel_degree : 1;
   edp_ = ep_ > 1 ? job.expert_data_parallel_degree() : dp_;
-  embedding_comm_ = {tensor_collectives(embedding, PlanPass::forward),
-                     tensor_collectives(embedding, PlanPass::backward), {}};
-  head_comm_ = {tensor_collectives(head, PlanPass::forward), tensor_collectives(head, PlanPass::backward), {}};
   shard_gradient_ = {layer.shard_gradient_params(), costs_.layer(true).shard_gradient_params(),
                      embedding.shard_gradient_params(), head.shard_gradient_params()};
-  stored_layer_bytes_ = stored_layer_bytes_by_kind(job, b_);  // of a checkpointed layer
+  stored_layer_bytes_ = stored_layer_bytes_by_kind(job, layer, costs_.layer(true));  // of a checkpointed layer
   sharded_ = sdp_ > 1;
   if (sharded_) sharding_ = sharding_plan(job, layer);
   per_layer_ = sharded_ || options.granularity == Granularity::layer;
@@ -247,15 +243,24 @@ void ProgramBuilder::head(int mb) {
 
 namespace partune {
 
+RankProgram build_program(const JobCosts& costs, int rank, const ProgramOptions& options) {
+  return detail::ProgramBuilder(costs, rank, options).build();
+}
+
 RankProgram build_program(const Job& job, int rank, const ProgramOptions& options) {
-  return detail::ProgramBuilder(job, rank, options).build();
+  return build_program(JobCosts(job), rank, options);
+}
+
+std::vector<RankProgram> build_programs(const JobCosts& costs, const ProgramOptions& options) {
+  const int ranks = costs.job().world_size();
+  std::vector<RankProgram> programs;
+  programs.reserve(ranks);
+  for (int r = 0; r < ranks; ++r) programs.push_back(build_program(costs, r, options));
+  return programs;
 }
 
 std::vector<RankProgram> build_programs(const Job& job, const ProgramOptions& options) {
-  std::vector<RankProgram> programs;
-  programs.reserve(job.world_size());
-  for (int r = 0; r < job.world_size(); ++r) programs.push_back(build_program(job, r, options));
-  return programs;
+  return build_programs(JobCosts(job), options);
 }
 
 }  // namespace partune

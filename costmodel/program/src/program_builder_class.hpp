@@ -21,16 +21,18 @@
 #include "partune/costmodel/op_cost.hpp"
 #include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/sharding.hpp"
+#include "partune/costmodel/job_costs.hpp"
 #include "partune/costmodel/stage_cost.hpp"
 
 #include "head_placement.hpp"
 
 namespace partune::detail {
 
-// Builds one rank's program. Holds the per-job costs so each instruction is a lookup.
+// Builds one rank's program. Reads the job's costs (built once for every rank) so each
+// instruction is a lookup.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const Job& job, int rank, const ProgramOptions& options);
+  ProgramBuilder(const JobCosts& costs, int rank, const ProgramOptions& options);
 
   RankProgram build();
 
@@ -199,7 +201,7 @@ class ProgramBuilder {
 
   const Job& job_;
   const ParallelConfig& pc_;
-  Placement placement_;
+  const Placement& placement_;  // the job costs' placement
   ProgramOptions options_;
   RankProgram program_;
   // eb_: an element of the training precision; gb_: of a gradient (grad_reduce_in_fp32).
@@ -213,14 +215,11 @@ class ProgramBuilder {
   bool sharded_ = false, per_layer_ = false, head_first_ = false;
   bool split_ = false;  // the schedule splits backward into B and W (splits_backward)
   ShardingPlan sharding_;  // sharded data parallelism only
-  StageCostModel costs_;
+  const JobCosts& costs_;
   LayerTime layer_[2];  // dense, with experts
   HeadTime head_;
-  // The plans' tensor collectives per pass (layer_plan.hpp).
-  struct PlanComm {
-    std::vector<TensorCollective> forward, backward, recompute;
-  };
-  PlanComm layer_comm_[2], embedding_comm_, head_comm_;
+  // The plans' tensor collectives per pass (layer_plan.hpp), the job's costs' lists.
+  const PlanCollectives layer_comm_[2], embedding_comm_, head_comm_;
   struct {
     double layer = 0, moe_layer = 0, embedding = 0, head = 0;
   } shard_gradient_;  // the plans' shard_gradient_params

@@ -82,7 +82,7 @@ void ProgramBuilder::finish_step() {
   } else {
     push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
                  optimizer_time(job_.cluster.instance.gpu, t, local,
-                                stage_parameter_tensors(job_, rank_parameters(job_), stage_), gb_)));
+                                stage_parameter_tensors(job_, rank_, stage_), gb_)));
   }
   if (!sharded_ && pc_.shard_optimizer_state && dp_ > 1) {
     // Each rank updated its slice; gather the new weights back.

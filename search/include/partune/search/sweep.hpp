@@ -100,7 +100,7 @@ struct SweepPoint {
   Job job;                          // the point's job (with search: the winner); not when invalid
   std::string configuration;        // describe(job); empty when invalid
   bool has_metrics = false;         // metrics are set (not when invalid, nor when no configuration fits)
-  Estimate metrics;                 // estimate(job), or the search's view of its winner
+  StepMetrics metrics;              // estimate(job), or the search's view of its winner
   bool simulated = false;           // metrics are the simulator's
 };
 

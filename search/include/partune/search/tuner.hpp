@@ -19,7 +19,7 @@ struct Candidate {
   std::string configuration; // describe(job), set once run_search has its final job
   Estimate estimate;         // the estimator's view
   bool simulated = false;
-  Estimate simulation;       // the simulator's view (when simulated)
+  StepMetrics simulation;    // the simulator's view (when simulated)
   // Why the simulator rules the candidate out: its simulation failed (simulated stays
   // false), or its peak memory over the simulated timeline does not fit. Empty otherwise.
   std::string rejection;

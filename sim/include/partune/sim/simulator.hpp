@@ -77,7 +77,10 @@ struct RankResult {
 };
 
 struct SimResult {
-  Estimate metrics;                  // same headline numbers and JSON keys as `estimate`
+  StepMetrics metrics;               // the simulated step: the same figures and JSON keys as `estimate`
+  // The estimator's figures for the same job, from the costs the simulation built (what
+  // `partune simulate` prints beside its own, without estimating again).
+  StepMetrics estimated;
   std::vector<double> stage_utilisation;  // compute busy / step time, per pipeline stage
   double bubble_fraction = 0;        // time neither compute nor an exposed tensor, data, sharded
                                      // or offload collective explains (waits on pipeline neighbours),

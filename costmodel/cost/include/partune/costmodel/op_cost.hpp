@@ -99,6 +99,8 @@ struct HeadTime {
   double logits_weight_bwd = 0;
 };
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, const PlanConfig& c);
+// The same from the embedding and head plans at `c`, already built.
+HeadTime head_time(const GpuProfile& gpu, const LayerPlan& embedding, const LayerPlan& head, const PlanConfig& c);
 HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, double sequences,
                    int tensor_degree);
 

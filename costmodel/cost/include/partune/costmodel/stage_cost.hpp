@@ -1,15 +1,14 @@
 #pragma once
 // One pipeline stage's work for one micro-batch, read from the layer plan: its layers,
 // the embedding on the first stage, the LM head on the head's stage, the recompute of its
-// checkpointed layers, and the tensor-parallel collectives each of those runs. The
-// estimator's critical stage and the program builder's head placement both read it, so
-// "a stage's slot" is one rule.
+// checkpointed layers, and the tensor-parallel collectives each of those runs. A job's
+// costs (job_costs.hpp, JobCosts::cost) work it out once per stage; the estimator's
+// critical stage and the program builder's head placement both read it, so "a stage's
+// slot" is one rule.
 #include <vector>
 
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/layer_plan.hpp"
-#include "partune/costmodel/op_cost.hpp"
-#include "partune/costmodel/placement.hpp"
 
 namespace partune {
 
@@ -55,65 +54,6 @@ struct StageCost {
   double slot() const { return forward_slot() + backward_slot(); }
   double kernels() const { return forward + backward + recompute; }
   double tensor() const { return tensor_forward + tensor_backward; }
-};
-
-// The plans and per-op times of a job, built once, and each stage's cost from them.
-class StageCostModel {
- public:
-  explicit StageCostModel(const Job& job);
-  StageCost cost(int stage) const;
-  // The stage's tensor collectives per micro-batch (equal ones folded into counts).
-  StageCollectives collectives(int stage) const;
-  // Time of one plan collective of this kind and size on the stage's tensor groups (or on
-  // the expert groups, for the all-to-alls)
-  // (the worst of them: a degree that does not divide a node straddles nodes in some
-  // stages only).
-  double tensor_collective_time(const TensorCollective& c, int stage) const;
-  // Whether every stage's tensor groups lie alike on the nodes (stages then differ only
-  // by what they hold: first, middle, last).
-  bool uniform_tensor_groups() const { return uniform_tensor_; }
-  // One activation (or gradient) transfer between neighbouring stages: its time, and its
-  // bytes (the plan's activation over the tensor group).
-  double pipeline_hop() const { return hop_; }
-  double hop_bytes() const { return hop_bytes_; }
-
-  const LayerPlan& layer() const { return layer_; }
-  // A layer with experts (the dense plan again for a dense model).
-  const LayerPlan& moe_layer() const { return moe_layer_; }
-  const LayerTime& moe_layer_time() const { return moe_layer_time_; }
-  // The plan and times of one kind of layer.
-  const LayerPlan& layer(bool moe) const { return moe ? moe_layer_ : layer_; }
-  const LayerTime& layer_time(bool moe) const { return moe ? moe_layer_time_ : layer_time_; }
-  // The span of the expert groups (expert_grid.hpp: expert_parallel_degree consecutive
-  // data-parallel ranks when the experts take the tensor degree).
-  const GroupSpan& expert_span() const { return expert_span_; }
-  // The span of the context groups (context_parallel_degree consecutive members of the
-  // data axis).
-  const GroupSpan& context_span() const { return context_span_; }
-  const LayerPlan& embedding() const { return embedding_; }
-  const LayerPlan& head() const { return head_; }
-  // The span of the stage's tensor groups (the worst of them).
-  const GroupSpan& tensor_span(int stage) const { return tensor_span_[stage]; }
-  const LayerTime& layer_time() const { return layer_time_; }
-  const HeadTime& head_time() const { return head_time_; }
-
- private:
-  void share_nics_by_stage();
-
-  const Job& job_;
-  Placement placement_;
-  std::vector<GroupSpan> tensor_span_;  // per stage
-  bool uniform_tensor_ = true;
-  LayerPlan layer_, moe_layer_, embedding_, head_;
-  // Each plan's tensor collectives by pass (tensor_collectives), listed once: a stage's
-  // are these times its layers.
-  struct PassCollectives {
-    std::vector<TensorCollective> forward, backward, recompute;
-  } layer_tc_, moe_layer_tc_, embedding_tc_, head_tc_;
-  LayerTime layer_time_, moe_layer_time_;
-  GroupSpan expert_span_, expert_tensor_span_, expert_block_span_, context_span_, context_a2a_span_;
-  HeadTime head_time_;
-  double hop_ = 0, hop_bytes_ = 0;
 };
 
 }  // namespace partune

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/job_costs.hpp"
 #include "partune/costmodel/memory.hpp"
 
 namespace partune {
@@ -37,7 +38,10 @@ struct StepBreakdown {
   double layer_comm() const { return tensor_parallel_comm + context_parallel_comm + expert_parallel_comm; }
 };
 
-struct Estimate {
+// The figures of one training step, the same definitions and JSON keys whoever produces
+// them: the estimator (its Estimate) and the simulator (SimResult::metrics, on the
+// simulated step).
+struct StepMetrics {
   double step_time = 0;          // s
   double samples_per_s = 0;
   double tokens_per_s = 0;
@@ -52,21 +56,29 @@ struct Estimate {
   bool fits = true;
   std::string not_fit_reason;    // empty when it fits
 };
+// What the estimator predicts.
+using Estimate = StepMetrics;
 
-// Assumes check_job(job) passed.
-Estimate estimate(const Job& job);
-
-// estimate(job)'s memory verdict alone, without the step time or the reason: what the
-// search needs to drop a configuration that cannot fit before timing it.
+// estimate's memory verdict alone, without the step time or the reason: what the search
+// needs to drop a configuration that cannot fit before timing it.
 struct MemoryFit {
   MemoryBreakdown memory;  // the largest stage, as Estimate::memory
   bool fits = true;        // as Estimate::fits
 };
+
+// Assumes check_job(job) passed. The job's costs are built once (job_costs.hpp) and every
+// step reads them; a caller that holds them passes them, and one that has asked
+// estimate_memory already passes its verdict too (the same figures).
+Estimate estimate(const Job& job);
+Estimate estimate(const JobCosts& costs);
+Estimate estimate(const JobCosts& costs, const MemoryFit& memory);
 MemoryFit estimate_memory(const Job& job);
+MemoryFit estimate_memory(const JobCosts& costs);
 
 // The headline figures of a step of `step_time` seconds (samples and tokens per second,
 // model and hardware FLOPs and TFLOPs per GPU, MFU), the same definitions for the
 // estimator and the simulator; the breakdown and memory are left empty.
-Estimate headline_metrics(const Job& job, double step_time);
+StepMetrics headline_metrics(const Job& job, double step_time);
+StepMetrics headline_metrics(const JobCosts& costs, double step_time);
 
 }  // namespace partune

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/job_costs.hpp"
 #include "partune/costmodel/activation_memory.hpp"
 #include "partune/costmodel/parameter_count.hpp"
 
@@ -45,22 +46,12 @@ struct MemoryBreakdown {
 // Micro-batches whose activations a stage holds at once: in_flight_microbatches, the
 // schedule's own rule (schedule.hpp).
 
-// The layer plans the memory figures read, at plan_config(job) (the micro-batch's): a
-// dense layer, a layer with experts (the dense one again for a dense model) and the head.
-// A caller that holds them already (the estimator's stage costs) passes them in.
-struct StagePlans {
-  const LayerPlan& dense;
-  const LayerPlan& moe;
-  const LayerPlan& head;
-};
-
-// Memory of one pipeline stage's GPU (`rank`: rank_parameters(job), when already built).
+// Memory of one pipeline stage's GPU, from the job's plans and parameter counts
+// (job_costs.hpp); the Job forms build the plans themselves.
+MemoryBreakdown stage_memory(const JobCosts& costs, int stage);
 MemoryBreakdown stage_memory(const Job& job, int stage);
-MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, int stage);
-MemoryBreakdown stage_memory(const Job& job, const RankParameters& rank, const StagePlans& plans, int stage);
 // The stage with the largest footprint (the one that decides whether the job fits).
+MemoryBreakdown peak_memory(const JobCosts& costs);
 MemoryBreakdown peak_memory(const Job& job);
-MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank);
-MemoryBreakdown peak_memory(const Job& job, const RankParameters& rank, const StagePlans& plans);
 
 }  // namespace partune

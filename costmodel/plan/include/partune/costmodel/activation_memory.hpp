@@ -43,6 +43,13 @@ struct LayerKindBytes {
   double dense = 0, moe = 0;
   double of(const LayerMix& mix) const { return dense * mix.dense + moe * mix.moe; }
 };
+// The figures below at the micro-batch, from the job's plans at plan_config(job) (a dense
+// layer and one with experts, the dense one again for a model without experts), already
+// built: stored_layer_bytes, and the *_by_kind's.
+double stored_layer_bytes(const Job& job, const LayerPlan& dense, const LayerPlan& moe);
+LayerKindBytes stored_layer_bytes_by_kind(const Job& job, const LayerPlan& dense, const LayerPlan& moe);
+LayerKindBytes full_layer_bytes_by_kind(const Job& job, const LayerPlan& dense, const LayerPlan& moe);
+LayerKindBytes weight_gradient_bytes_by_kind(const Job& job, const LayerPlan& dense, const LayerPlan& moe);
 LayerKindBytes stored_layer_bytes_by_kind(const Job& job, double sequences);
 LayerKindBytes full_layer_bytes_by_kind(const Job& job, double sequences);
 LayerKindBytes weight_gradient_bytes_by_kind(const Job& job, double sequences);

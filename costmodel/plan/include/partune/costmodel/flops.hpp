@@ -46,6 +46,17 @@ struct StepFlops {
   double hardware = 0;  // hardware_flops_per_step
 };
 StepFlops step_flops(const ModelSpec& m, double global_batch, Checkpointing ckpt, double checkpointed_fraction = 1.0);
+// The whole model's forward FLOPs and its recompute under every checkpointing policy at one
+// global batch, from one build of each plan: step_flops for any policy and fraction (what a
+// job's costs and a search over one model read; at() is step_flops, bit for bit).
+inline constexpr int kCheckpointingPolicies = 5;  // Checkpointing's values
+struct ModelStepFlops {
+  double layers_forward = 0;  // every layer, by kind
+  double head_forward = 0;    // the head (and its multi-token-prediction layers)
+  double layers_recompute[kCheckpointingPolicies] = {};  // by Checkpointing
+  StepFlops at(Checkpointing ckpt, double checkpointed_fraction = 1.0) const;
+};
+ModelStepFlops model_step_flops(const ModelSpec& m, double global_batch);
 
 // Forward FLOPs of one dense layer's ops that `ckpt` recomputes in backward for `sequences`
 // sequences (the layer plan's `recomputed` rule: none, the attention core, the whole

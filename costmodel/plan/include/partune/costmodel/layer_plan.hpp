@@ -336,6 +336,10 @@ struct PlanConfig {
   int experts_tensor_degree() const { return expert_tensor_degree > 0 ? expert_tensor_degree : tensor_degree; }
 };
 PlanConfig plan_config(const Job& job);  // micro-batch size and the job's parallel knobs
+// A strict order over every field of PlanConfig, and equality of every field (the key of
+// a model's plans by configuration, plan_costs.hpp).
+bool plan_config_less(const PlanConfig& a, const PlanConfig& b);
+bool same_plan_config(const PlanConfig& a, const PlanConfig& b);
 
 // A dense layer; moe_layer_plan: a layer with experts (ModelSpec::experts), whose MLP is
 // the router, the dispatch all-to-all, the rank's experts (tensor-parallel like the dense

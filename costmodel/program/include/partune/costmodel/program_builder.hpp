@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "partune/costmodel/job.hpp"
+#include "partune/costmodel/job_costs.hpp"
 #include "partune/costmodel/program.hpp"
 
 namespace partune {
@@ -29,7 +30,11 @@ struct BucketExtras {
 };
 BucketExtras bucket_extras(const Job& job, int stage, int chunk, int layer);
 
+// The Job forms build the job's costs (job_costs.hpp) once; a caller that holds them
+// passes them (every rank's builder reads the same).
 RankProgram build_program(const Job& job, int rank, const ProgramOptions& options = {});
+RankProgram build_program(const JobCosts& costs, int rank, const ProgramOptions& options = {});
 std::vector<RankProgram> build_programs(const Job& job, const ProgramOptions& options = {});
+std::vector<RankProgram> build_programs(const JobCosts& costs, const ProgramOptions& options = {});
 
 }  // namespace partune
