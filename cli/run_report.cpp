@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+
+#include "partune/costmodel/parameter_count.hpp"
 
 namespace partune::cli {
 
@@ -30,7 +33,7 @@ const char* plural(int n, const char* many = "s") { return n == 1 ? "" : many; }
 std::string run_header_text(const Job& job, const backend::Trainer& trainer, const backend::ScaleOptions& scale) {
   const Job& ran = trainer.job();
   const int m = ran.parallel.microbatches * ran.training.gradient_accumulation;
-  std::string s = backend::describe_scaling(job.model, trainer.model(), scale) + "\n";
+  std::string s = backend::describe_scaling(job.model, ran.model, scale) + "\n";
   s += fmt::format(
       "job {}: {} on {} rank{} (pipeline {} x tensor {}{} x data {}{}), {}, {} thread{} per rank\n",
       job.name, job.model.name, ran.world_size(), plural(ran.world_size()), ran.parallel.pipeline_parallel_degree,
@@ -43,10 +46,10 @@ std::string run_header_text(const Job& job, const backend::Trainer& trainer, con
           ? fmt::format(", sharded {}", ran.parallel.sharded_data_parallel_degree)
           : std::string(),
       trainer.device_description(), trainer.threads(), plural(trainer.threads()));
-  s += fmt::format("model run: {}\n", backend::describe(trainer.model()));
+  s += fmt::format("model run: {}\n", backend::describe_model(ran.model, ran.parallel.flash_attention));
   s += fmt::format("batch: {} sequences = {} replica{} x {} micro-batch{} x {} sequence{} of {} tokens; {}\n",
                    ran.training.global_batch, ran.data_parallel_degree(), plural(ran.data_parallel_degree()), m,
-                   plural(m, "es"), ran.microbatch_size(), plural(ran.microbatch_size()), trainer.model().seq_len,
+                   plural(m, "es"), ran.microbatch_size(), plural(ran.microbatch_size()), ran.model.seq_len,
                    trainer.optimizer_description());
   s += fmt::format("data: {}\n", trainer.data_description());
   s += fmt::format("program (rank 0): {}\n", program_summary(trainer.program()));
@@ -67,7 +70,7 @@ std::string step_line(const backend::StepReport& r) {
 nlohmann::json run_json(const Job& job, const backend::Trainer& trainer,
                         const std::vector<backend::StepReport>& reports, int first_step) {
   const Job& ran = trainer.job();
-  const auto& c = trainer.model();
+  const ModelSpec& c = ran.model;
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& r : reports)
     steps.push_back({{"step", r.step}, {"loss", r.loss}, {"seconds", r.seconds}, {"samples_per_s", r.samples_per_s},
@@ -82,7 +85,7 @@ nlohmann::json run_json(const Job& job, const backend::Trainer& trainer,
           {"device", trainer.device_description()},
           {"model", {{"name", job.model.name}, {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
                      {"ffn_hidden", c.ffn_hidden}, {"vocab", c.vocab}, {"seq_len", c.seq_len},
-                     {"tied_embeddings", c.tied_embeddings}, {"parameters", c.parameters()}}},
+                     {"tied_embeddings", c.tied_embeddings}, {"parameters", std::llround(total_parameters(c))}}},
           {"global_batch", ran.training.global_batch},
           {"microbatches", ran.parallel.microbatches * ran.training.gradient_accumulation},
           {"microbatch_size", ran.microbatch_size()},

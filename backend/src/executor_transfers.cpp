@@ -17,7 +17,7 @@ torch::Tensor Impl::activation_buffer() const {
   const MicroBatchData& d = data->front();
   std::int64_t seq = d.tokens.size(1);
   if (model->shard.conjugates.splits_sequence()) seq = sequence_slice(seq, model->shard.tensor).size;
-  return torch::empty({d.tokens.size(0), seq, static_cast<std::int64_t>(model->config.hidden)},
+  return torch::empty({d.tokens.size(0), seq, static_cast<std::int64_t>(model->spec.hidden)},
                       staged_transfers() ? compute.options().device(torch::kCPU) : compute.options());
 }
 

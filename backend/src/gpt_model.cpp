@@ -19,7 +19,7 @@ int rank_of(const TensorParallel& tp) { return tp ? tp->rank() : 0; }
 
 // The vocabulary rows [begin, begin + size) this rank holds of the token embedding, the
 // untied LM head and the logits.
-Slice vocab_slice(const BackendModelConfig& c, const TensorParallel& tp) {
+Slice vocab_slice(const ModelSpec& c, const TensorParallel& tp) {
   return tensor_slice(c.vocab, degree_of(tp), rank_of(tp), "vocab");
 }
 
@@ -58,15 +58,15 @@ std::function<torch::Tensor(const torch::Tensor&)> block_rows(std::vector<Slice>
 // rows j d .. (j + 1) d - 1, then k and v [kv d, h] each, key/value head j at j d there.
 // The local layer's output is [q | k | v] of its heads, so its rows are the rank's query
 // heads of q, then its key/value heads of k, then of v.
-std::function<torch::Tensor(const torch::Tensor&)> qkv_rows(const BackendModelConfig& c, Slice heads, Slice kv_heads) {
-  const std::int64_t d = c.head_dim(), h = c.query_width(), kv = std::int64_t{c.key_value_heads()} * d;
+std::function<torch::Tensor(const torch::Tensor&)> qkv_rows(const ModelSpec& c, Slice heads, Slice kv_heads) {
+  const std::int64_t d = c.head_dim(), h = c.query_width(), kv = std::int64_t{c.kv_heads} * d;
   return block_rows({{heads.begin * d, heads.size * d},
                      {h + kv_heads.begin * d, kv_heads.size * d},
                      {h + kv + kv_heads.begin * d, kv_heads.size * d}});
 }
 // fc1's rows: its ffn slice; with SwiGLU fc1 is [gate; up] ([2 ffn, h]), and the rank's
 // rows are its slice of the gate, then of up (its local output [gate_i | up_i]).
-std::function<torch::Tensor(const torch::Tensor&)> fc1_rows(const BackendModelConfig& c, Slice ffn) {
+std::function<torch::Tensor(const torch::Tensor&)> fc1_rows(const ModelSpec& c, Slice ffn) {
   if (c.mlp != MlpKind::swiglu) return rows(ffn);
   return block_rows({ffn, {c.ffn_hidden + ffn.begin, ffn.size}});
 }
@@ -144,7 +144,7 @@ struct Parts {
 };
 
 // A norm's scale (1) and, for LayerNorm, its shift (0); `held` null when not held.
-void add_norm(std::vector<WholeParameter>& all, const BackendModelConfig& c, const NormImpl* held) {
+void add_norm(std::vector<WholeParameter>& all, const ModelSpec& c, const NormImpl* held) {
   all.push_back({Init::one, {c.hidden}, held ? held->weight : torch::Tensor(), whole});
   if (c.norm == NormKind::layernorm) all.push_back({Init::zero, {c.hidden}, held ? held->bias : torch::Tensor(), whole});
 }
@@ -154,7 +154,7 @@ void add_norm(std::vector<WholeParameter>& all, const BackendModelConfig& c, con
 // [E, f1, h] and fc2 [E, h, f] (this rank's experts of its expert group, each split over
 // the tensor group as the dense MLP is: SwiGLU's rows as [gate slice | up slice]), then
 // their biases. `L` null when not held.
-void add_experts(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+void add_experts(std::vector<WholeParameter>& all, const ModelSpec& c, const Parts& parts,
                  TransformerLayerImpl* L) {
   const std::int64_t h = c.hidden, E = c.experts, fe = c.expert_ffn_hidden;
   const std::int64_t f1 = c.mlp == MlpKind::swiglu ? 2 * fe : fe;
@@ -181,7 +181,7 @@ void add_experts(std::vector<WholeParameter>& all, const BackendModelConfig& c, 
   // Shared experts: split over the tensor group as the dense MLP (fc1_rows, columns).
   if (c.shared_expert_ffn_hidden > 0) {
     const std::int64_t fs = c.shared_expert_ffn_hidden, fs1 = swiglu ? 2 * fs : fs;
-    BackendModelConfig shared = c;
+    ModelSpec shared = c;
     shared.ffn_hidden = fs;
     const auto rows_part = fc1_rows(shared, parts.shared_ffn);
     all.push_back({Init::normal, {fs1, h}, held(&ExpertMLPImpl::shared_fc1), rows_part});
@@ -193,14 +193,14 @@ void add_experts(std::vector<WholeParameter>& all, const BackendModelConfig& c, 
   }
 }
 
-void add_mlp(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+void add_mlp(std::vector<WholeParameter>& all, const ModelSpec& c, const Parts& parts,
              TransformerLayerImpl* L, bool layer_has_experts);
 
 // Multi-head latent attention's parameters (LatentAttentionImpl's registration order): the
 // query latent's down projection and norm (whole), its up projection (the rank's heads'
 // rows), the key/value latent's down projection and norm (whole), its up projection (the
 // rank's heads' rows), the output projection (the rank's heads' value columns).
-void add_latent_attention(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+void add_latent_attention(std::vector<WholeParameter>& all, const ModelSpec& c, const Parts& parts,
                           TransformerLayerImpl* L) {
   const std::int64_t h = c.hidden, H = c.heads, ql = c.q_lora_rank, kl = c.kv_lora_rank;
   const std::int64_t dqk = c.head_dim(), kvw = c.qk_nope_head_dim + c.v_head_dim, dv = c.v_head_dim;
@@ -221,10 +221,10 @@ void add_latent_attention(std::vector<WholeParameter>& all, const BackendModelCo
   if (c.bias) all.push_back({Init::zero, {h}, held([](auto& a) { return a.proj->bias; }), whole});
 }
 
-void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+void add_layer(std::vector<WholeParameter>& all, const ModelSpec& c, const Parts& parts,
                TransformerLayerImpl* L, bool layer_has_experts) {
   const std::int64_t h = c.hidden;
-  const std::int64_t q = c.query_width(), qkv = q + 2 * std::int64_t{c.key_value_heads()} * c.head_dim();
+  const std::int64_t q = c.query_width(), qkv = q + 2 * std::int64_t{c.kv_heads} * c.head_dim();
   auto held = [&](auto get) { return L ? get(*L) : torch::Tensor(); };
   const auto qkv_part = qkv_rows(c, parts.heads, parts.kv_heads);
   add_norm(all, c, L ? L->ln1.get() : nullptr);
@@ -249,7 +249,7 @@ void add_layer(std::vector<WholeParameter>& all, const BackendModelConfig& c, co
 }
 
 // The MLP half: its norm, then the dense MLP or the experts.
-void add_mlp(std::vector<WholeParameter>& all, const BackendModelConfig& c, const Parts& parts,
+void add_mlp(std::vector<WholeParameter>& all, const ModelSpec& c, const Parts& parts,
              TransformerLayerImpl* L, bool layer_has_experts) {
   const std::int64_t h = c.hidden, f = c.ffn_hidden;
   const std::int64_t fc1 = c.mlp == MlpKind::swiglu ? 2 * f : f;
@@ -268,12 +268,12 @@ void add_mlp(std::vector<WholeParameter>& all, const BackendModelConfig& c, cons
 
 // Every parameter the shard `model` holds, from the seed (see gpt_model.hpp).
 void initialise(GPTModelImpl& model, std::uint64_t seed) {
-  const BackendModelConfig& c = model.config;
+  const ModelSpec& c = model.spec;
   const ModelShard& shard = model.shard;
   const int t = degree_of(shard.tensor), r = rank_of(shard.tensor);
   // The experts' tensor group: the tensor group, or with MoE parallel folding their own.
   const TensorParallel& et = shard.expert && shard.expert->folded_tensor() ? shard.expert->folded_tensor() : shard.tensor;
-  const Parts parts{tensor_slice(c.heads, t, r, "heads"), tensor_slice(c.key_value_heads(), t, r, "kv_heads"),
+  const Parts parts{tensor_slice(c.heads, t, r, "heads"), tensor_slice(c.kv_heads, t, r, "kv_heads"),
                     tensor_slice(c.query_width(), t, r, "query width"), tensor_slice(c.ffn_hidden, t, r, "ffn_hidden"),
                     tensor_slice(c.vocab, t, r, "vocab"),
                     c.experts > 0 ? tensor_slice(c.expert_ffn_hidden, degree_of(et), rank_of(et), "expert_ffn_hidden") : Slice{0, 0},
@@ -316,17 +316,17 @@ void initialise(GPTModelImpl& model, std::uint64_t seed) {
 
 }  // namespace
 
-GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, ModelShard s)
-    : config(c), shard(std::move(s)) {
+GPTModelImpl::GPTModelImpl(const ModelSpec& c, std::uint64_t seed, ModelShard s, bool flash)
+    : spec(c), flash_attention(flash), shard(std::move(s)) {
   const TensorParallel& tp = shard.tensor;
   const int t = degree_of(tp), r = rank_of(tp);
   // Every split the shard makes, checked up front so the message names the model's size.
   for (const auto& [n, what] : {std::pair<std::int64_t, const char*>{c.heads, "heads"}, {c.hidden, "hidden"},
                                 {c.ffn_hidden, "ffn_hidden"}})
     tensor_slice(n, t, r, what);
-  if (c.key_value_heads() % t != 0)
+  if (c.kv_heads % t != 0)
     throw std::invalid_argument("tensor degree " + std::to_string(t) + " does not divide kv_heads " +
-                                std::to_string(c.key_value_heads()) +
+                                std::to_string(c.kv_heads) +
                                 ": the key/value heads are split over the tensor group, not replicated (Megatron's rule)");
   const Slice vocab_part = tensor_slice(c.vocab, t, r, "vocab");
   if (c.layers < 1 || c.heads < 1 ||
@@ -354,7 +354,7 @@ GPTModelImpl::GPTModelImpl(const BackendModelConfig& c, std::uint64_t seed, Mode
   for (int i : shard.layers)
     held_layers.emplace_back(layer_key(i),
                              TransformerLayer(c, tp, shard.conjugates, c.is_moe_layer(i), shard.expert, shard.context,
-                                              c.window_of_layer(i))
+                                              c.is_full_attention_layer(i) ? 0 : c.sliding_window, flash)
                                  .ptr());
   layers = register_module("layers", torch::nn::ModuleDict(held_layers));
   if (shard.head) {
@@ -372,13 +372,13 @@ bool GPTModelImpl::holds_layer(int i) const { return layers && layers->contains(
 torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   if (!shard.embedding) throw std::logic_error("GPTModel: this shard does not hold the embedding");
   const std::int64_t s = tokens.size(1);
-  if (s > config.seq_len) throw std::invalid_argument("GPTModel: sequence longer than seq_len");
+  if (s > spec.seq_len) throw std::invalid_argument("GPTModel: sequence longer than seq_len");
   // Rotary positions have no table: the layers rotate the queries and keys instead. With
   // context parallelism the tokens are the rank's chunks, at their global positions.
   const bool learned = wpe.defined();
   const torch::Tensor table =
       !learned ? torch::Tensor()
-      : shard.context ? wpe.index_select(0, shard.context->positions(config.seq_len).to(wpe.device()))
+      : shard.context ? wpe.index_select(0, shard.context->positions(spec.seq_len).to(wpe.device()))
                       : wpe.slice(0, 0, s);
   if (degree_of(shard.tensor) == 1) {
     const torch::Tensor x = torch::embedding(wte, tokens);
@@ -387,7 +387,7 @@ torch::Tensor GPTModelImpl::embed(const torch::Tensor& tokens) {
   // Vocabulary-parallel: look up the tokens of this rank's rows, zeros for the others;
   // g sums the partial embeddings, so every rank has every token's row (sp_scatter: the
   // rows of its sequence shard). The positions are added after the sum, once.
-  const Slice part = vocab_slice(config, shard.tensor);
+  const Slice part = vocab_slice(spec, shard.tensor);
   const torch::Tensor outside = (tokens < part.begin) | (tokens >= part.begin + part.size);
   const torch::Tensor local = (tokens - part.begin).masked_fill(outside, 0);
   const torch::Tensor partial = torch::embedding(wte, local).masked_fill(outside.unsqueeze(-1), 0.0);
@@ -408,7 +408,7 @@ torch::Tensor GPTModelImpl::logits(const torch::Tensor& x) {
   // Tied: logits_i = h E_i^T with E_i this rank's rows of the token embedding; f (or
   // sp_gather) makes the backward sum dh over the vocabulary slices. Untied: lm_head
   // enters its region the same way.
-  return config.tied_embeddings ? enter_region(h, wte, torch::Tensor(), shard.conjugates.head_in, shard.tensor,
+  return spec.tied_embeddings ? enter_region(h, wte, torch::Tensor(), shard.conjugates.head_in, shard.tensor,
                                                shard.conjugates.beside_gemm.head_in)
                                 : lm_head(h);
 }
@@ -418,10 +418,10 @@ torch::Tensor GPTModelImpl::head_loss(const torch::Tensor& x, const torch::Tenso
 }
 
 torch::Tensor GPTModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& targets) {
-  if (!shard.embedding || !shard.head || static_cast<int>(shard.layers.size()) != config.layers)
+  if (!shard.embedding || !shard.head || static_cast<int>(shard.layers.size()) != spec.layers)
     throw std::logic_error("GPTModel: forward() needs a shard holding the whole model (embedding, layers, head)");
   torch::Tensor x = embed(tokens);
-  for (int i = 0; i < config.layers; ++i) x = layer(i, x);
+  for (int i = 0; i < spec.layers; ++i) x = layer(i, x);
   return head_loss(x, targets);
 }
 
@@ -448,7 +448,7 @@ std::vector<torch::Tensor> GPTModelImpl::embedding_parameters() {
 std::vector<torch::Tensor> GPTModelImpl::head_parameters() {
   if (!shard.head) return {};
   std::vector<torch::Tensor> out = ln_f->parameters();  // the scale (and shift)
-  if (!config.tied_embeddings) out.push_back(lm_head->weight);
+  if (!spec.tied_embeddings) out.push_back(lm_head->weight);
   else if (!shard.embedding) out.push_back(wte);  // the head stage's own copy
   return out;
 }
@@ -463,13 +463,13 @@ std::vector<torch::Tensor> GPTModelImpl::sequence_parallel_parameters() {
   // parallelism).
   // Multi-head latent attention's down projections and latents' norms: each rank's
   // gradients cover its heads.
-  if (config.attention == AttentionKind::mla)
+  if (spec.attention == AttentionKind::mla)
     for (int i : shard.layers) {
       const LatentAttentionImpl& A = *layers->at<TransformerLayerImpl>(layer_key(i)).latent;
       for (const torch::Tensor& t : {A.q_down, A.q_norm ? A.q_norm->weight : torch::Tensor(), A.kv_down, A.kv_norm->weight})
         add(t);
     }
-  if (config.qk_norm)
+  if (spec.qk_norm)
     for (int i : shard.layers) {
       TransformerLayerImpl& L = layers->at<TransformerLayerImpl>(layer_key(i));
       add(L.attention->q_norm->weight);

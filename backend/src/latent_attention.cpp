@@ -9,9 +9,9 @@
 
 namespace partune::backend {
 
-LatentAttentionImpl::LatentAttentionImpl(const BackendModelConfig& c, TensorParallel tp,
-                                         const LayerConjugates& conjugates)
-    : nope(c.qk_nope_head_dim), rope(c.qk_rope_head_dim), value(c.v_head_dim), flash_attention(c.flash_attention),
+LatentAttentionImpl::LatentAttentionImpl(const ModelSpec& c, TensorParallel tp, const LayerConjugates& conjugates,
+                                         bool flash)
+    : nope(c.qk_nope_head_dim), rope(c.qk_rope_head_dim), value(c.v_head_dim), flash_attention(flash),
       sequence_parallel(conjugates.splits_sequence()),
       tp_(std::move(tp)) {
   if (sequence_parallel && c.q_lora_rank == 0)

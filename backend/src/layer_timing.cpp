@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "partune/backend/transformer_layer.hpp"
+#include "partune/costmodel/model.hpp"
 
 namespace partune::backend {
 
@@ -27,10 +28,10 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 kernels::LayerOverhead time_layer(kernels::LayerOverhead layer) {
   at::set_num_threads(1);
-  BackendModelConfig config;
+  ModelSpec config;  // GPT's block (ModelSpec's defaults) at the layer's shape
   config.layers = 1;
   config.hidden = layer.hidden;
-  config.heads = layer.heads;
+  config.heads = config.kv_heads = layer.heads;
   config.ffn_hidden = layer.ffn_hidden;
   layer.samples.clear();
   for (int n : {8, 16, 32}) {

@@ -14,50 +14,6 @@ namespace partune::backend {
 
 namespace {
 
-// The ModelSpec fields the config sets (scaled_job; the parameter count).
-void apply_config(const BackendModelConfig& c, ModelSpec& m) {
-  m.layers = c.layers;
-  m.hidden = c.hidden;
-  m.heads = c.heads;
-  m.attention_head_dim = c.attention_head_dim;
-  m.qk_norm = c.qk_norm;
-  m.sliding_window = c.sliding_window;
-  m.full_attention_every = c.full_attention_every;
-  m.attention_sinks = c.attention_sinks;
-  m.q_lora_rank = c.q_lora_rank;
-  m.kv_lora_rank = c.kv_lora_rank;
-  m.qk_rope_head_dim = c.qk_rope_head_dim;
-  m.qk_nope_head_dim = c.qk_nope_head_dim;
-  m.v_head_dim = c.v_head_dim;
-  m.kv_heads = c.key_value_heads();
-  m.ffn_hidden = c.ffn_hidden;
-  m.vocab = c.vocab;
-  m.seq_len = c.seq_len;
-  m.tied_embeddings = c.tied_embeddings;
-  m.attention = c.attention;
-  m.mlp = c.mlp;
-  m.norm = c.norm;
-  m.positions = c.positions;
-  m.bias = c.bias;
-  m.experts = c.experts;
-  m.experts_per_token = c.experts_per_token;
-  m.moe_every = c.moe_every;
-  m.expert_ffn_hidden = c.expert_ffn_hidden;
-  m.capacity_factor = c.capacity_factor;
-  m.shared_expert_ffn_hidden = c.shared_expert_ffn_hidden;
-  m.first_dense_layers = c.first_dense_layers;
-}
-
-}  // namespace
-
-long long BackendModelConfig::parameters() const {
-  ModelSpec m;
-  apply_config(*this, m);
-  return std::llround(total_parameters(m));  // the layer plans' count (parameter_count.hpp)
-}
-
-namespace {
-
 // The key/value heads at `heads` query heads (the rule in scaling.hpp).
 int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
   switch (model.attention) {
@@ -76,7 +32,7 @@ int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
 // kept, else from the scaled head width d = hidden / heads: nope d, rope d/2 (even, at
 // least 2), values d, the key/value latent hidden/4 and the query latent hidden/2 (none if
 // the model has none).
-void scale_latent_attention(const ModelSpec& model, BackendModelConfig& c) {
+void scale_latent_attention(const ModelSpec& model, ModelSpec& c) {
   if (c.hidden == model.hidden && c.heads == model.heads) {
     c.q_lora_rank = model.q_lora_rank;
     c.kv_lora_rank = model.kv_lora_rank;
@@ -93,14 +49,21 @@ void scale_latent_attention(const ModelSpec& model, BackendModelConfig& c) {
   c.q_lora_rank = model.q_lora_rank > 0 ? std::max(1, c.hidden / 2) : 0;
 }
 
-}  // namespace
 
-BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
-  // (The sizes first: the plans behind total_parameters divide by the heads.)
-  const bool small = model.layers >= 1 && model.hidden >= 1 && model.heads >= 1 &&
-                     (scale.whole || (total_parameters(model) <= kSmallModelParams && model.seq_len <= kSmallSeqLen));
-  BackendModelConfig c;
-  c.tied_embeddings = model.tied_embeddings;
+// Whether `ran` has `model`'s sizes and block (else its name says "-scaled").
+bool same_model(const ModelSpec& m, const ModelSpec& c) {
+  return m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads && m.kv_heads == c.kv_heads &&
+         m.head_dim() == c.head_dim() && m.qk_norm == c.qk_norm && m.sliding_window == c.sliding_window &&
+         m.attention_sinks == c.attention_sinks && m.q_lora_rank == c.q_lora_rank &&
+         m.kv_lora_rank == c.kv_lora_rank && m.v_head_dim == c.v_head_dim && m.ffn_hidden == c.ffn_hidden &&
+         m.vocab == c.vocab && m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp &&
+         m.norm == c.norm && m.positions == c.positions && m.bias == c.bias &&
+         m.expert_ffn_hidden == c.expert_ffn_hidden && m.shared_expert_ffn_hidden == c.shared_expert_ffn_hidden &&
+         m.first_dense_layers == c.first_dense_layers;
+}
+
+// The sizes by the rule (scaling.hpp): layers, hidden, sequence, vocabulary and heads.
+void scale_sizes(const ModelSpec& model, const ScaleOptions& scale, bool small, ModelSpec& c) {
   c.layers = scale.layers > 0 ? scale.layers : small ? model.layers : 2;
   c.hidden = scale.hidden > 0 ? scale.hidden : small ? model.hidden : 64;
   c.seq_len = scale.seq_len > 0 ? scale.seq_len : small ? model.seq_len : 32;
@@ -113,27 +76,10 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
     c.heads = 4;
     while (c.heads > 1 && c.hidden % c.heads != 0) --c.heads;
   }
-  // A head width set apart stays with the model's own heads (scaled: hidden / heads).
-  if (c.hidden == model.hidden && c.heads == model.heads) c.attention_head_dim = model.attention_head_dim;
-  c.ffn_hidden = (c.hidden == model.hidden && model.ffn_hidden > 0) ? model.ffn_hidden : 4 * c.hidden;
-  c.attention = model.attention;
-  c.kv_heads = c.heads >= 1 ? scaled_kv_heads(model, c.heads, min_kv_heads) : 1;
-  c.mlp = model.mlp;
-  c.norm = model.norm;
-  c.positions = model.positions;
-  c.bias = model.bias;
-  c.qk_norm = model.qk_norm;
-  // The window as the model has it (a shorter scaled sequence may fall inside it) and
-  // the sinks.
-  c.sliding_window = model.sliding_window;
-  c.full_attention_every = model.full_attention_every;
-  c.attention_sinks = model.attention_sinks;
-  if (model.is_mla()) scale_latent_attention(model, c);
-  // Experts as the job has them; their width follows the hidden size as ffn_hidden does.
-  c.experts = model.experts;
-  c.experts_per_token = model.experts_per_token;
-  c.moe_every = model.moe_every;
-  c.capacity_factor = model.capacity_factor;
+}
+
+// Experts as the job has them; their width follows the hidden size as ffn_hidden does.
+void scale_experts(const ModelSpec& model, ModelSpec& c) {
   c.expert_ffn_hidden = !model.is_moe() ? 0 : c.hidden == model.hidden ? model.expert_ffn_hidden : 4 * c.hidden;
   // Shared experts as the routed ones: kept with the hidden size, else one expert's width.
   c.shared_expert_ffn_hidden = !model.is_moe() || model.shared_expert_ffn_hidden == 0 ? 0
@@ -143,8 +89,13 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
   c.first_dense_layers = !model.is_moe()             ? 0
                          : c.layers == model.layers ? model.first_dense_layers
                                                     : std::min(model.first_dense_layers, c.layers - 1);
+}
+
+void check_scaled(const ModelSpec& c) {
   if (c.layers < 1 || c.hidden < 1 || c.heads < 1 || c.seq_len < 1 || c.vocab < 2)
-    throw std::invalid_argument(fmt::format("scaled model: every size must be >= 1 (vocab >= 2): {}", describe(c)));
+    throw std::invalid_argument(fmt::format("scaled model: every size must be >= 1 (vocab >= 2): {} layers, hidden {}, "
+                                            "{} heads, seq {}, vocab {}",
+                                            c.layers, c.hidden, c.heads, c.seq_len, c.vocab));
   if (c.attention_head_dim == 0 && c.attention != AttentionKind::mla && c.hidden % c.heads != 0)
     throw std::invalid_argument(
         fmt::format("scaled model: {} heads do not divide hidden {} (use --scale-heads)", c.heads, c.hidden));
@@ -152,23 +103,32 @@ BackendModelConfig scaled_model(const ModelSpec& model, const ScaleOptions& scal
     throw std::invalid_argument(fmt::format(
         "scaled model: rotary positions rotate pairs of a head's dimensions; head dim {} is odd (use --scale-heads)",
         c.head_dim()));
+}
+
+}  // namespace
+
+ModelSpec scaled_model(const ModelSpec& model, const ScaleOptions& scale, int min_kv_heads) {
+  // (The sizes first: the plans behind total_parameters divide by the heads.)
+  const bool small = model.layers >= 1 && model.hidden >= 1 && model.heads >= 1 &&
+                     (scale.whole || (total_parameters(model) <= kSmallModelParams && model.seq_len <= kSmallSeqLen));
+  ModelSpec c = model;  // the block's variants, the window, the sinks and the experts as the model has them
+  scale_sizes(model, scale, small, c);
+  // A head width set apart stays with the model's own heads (scaled: hidden / heads).
+  const bool heads_kept = c.hidden == model.hidden && c.heads == model.heads;
+  c.attention_head_dim = heads_kept ? model.attention_head_dim : 0;
+  c.ffn_hidden = (c.hidden == model.hidden && model.ffn_hidden > 0) ? model.ffn_hidden : 4 * c.hidden;
+  c.kv_heads = c.heads >= 1 ? scaled_kv_heads(model, c.heads, min_kv_heads) : 1;
+  c.q_lora_rank = c.kv_lora_rank = c.qk_rope_head_dim = c.qk_nope_head_dim = c.v_head_dim = 0;
+  if (model.is_mla()) scale_latent_attention(model, c);
+  scale_experts(model, c);
+  check_scaled(c);
+  if (!same_model(model, c)) c.name += "-scaled";
   return c;
 }
 
-Job scaled_job(const Job& job, const BackendModelConfig& c) {
+Job scaled_job(const Job& job, const ScaleOptions& scale) {
   Job j = job;
-  ModelSpec& m = j.model;
-  const bool same = m.layers == c.layers && m.hidden == c.hidden && m.heads == c.heads &&
-                    m.kv_heads == c.key_value_heads() && m.head_dim() == c.head_dim() && m.qk_norm == c.qk_norm &&
-                    m.sliding_window == c.sliding_window && m.attention_sinks == c.attention_sinks &&
-                    m.q_lora_rank == c.q_lora_rank && m.kv_lora_rank == c.kv_lora_rank && m.v_head_dim == c.v_head_dim &&
-                    m.ffn_hidden == c.ffn_hidden && m.vocab == c.vocab &&
-                    m.seq_len == c.seq_len && m.attention == c.attention && m.mlp == c.mlp && m.norm == c.norm &&
-                    m.positions == c.positions && m.bias == c.bias && m.expert_ffn_hidden == c.expert_ffn_hidden &&
-                    m.shared_expert_ffn_hidden == c.shared_expert_ffn_hidden &&
-                    m.first_dense_layers == c.first_dense_layers;
-  if (!same) m.name += "-scaled";
-  apply_config(c, m);
+  j.model = scaled_model(job.model, scale, job.parallel.tensor_parallel_degree);
   // The backend shards every parameter tensor and gathers each layer (no tensor stays
   // whole: backend/src/executor_collectives.cpp), so the program it runs has SMP's and
   // ZeRO-3's persistence threshold at 0; and it copies each gathered layer out of the
@@ -181,22 +141,16 @@ Job scaled_job(const Job& job, const BackendModelConfig& c) {
   return j;
 }
 
-BackendModelConfig scaled_model(const Job& job, const ScaleOptions& scale) {
-  BackendModelConfig c = scaled_model(job.model, scale, job.parallel.tensor_parallel_degree);
-  c.flash_attention = job.parallel.flash_attention;
-  return c;
-}
-
 namespace {
 
 // What differs from the GPT block: "swiglu, rmsnorm, rope, gqa 2 kv heads, no bias, " (empty for GPT's).
-std::string block_variants(const BackendModelConfig& c) {
+std::string block_variants(const ModelSpec& c) {
   std::string s;
   if (c.mlp != MlpKind::gelu) s += fmt::format("{}, ", enum_name(c.mlp));
   if (c.norm != NormKind::layernorm) s += fmt::format("{}, ", enum_name(c.norm));
   if (c.positions != PositionKind::learned) s += fmt::format("{}, ", enum_name(c.positions));
   if (c.attention != AttentionKind::mha)
-    s += fmt::format("{} {} kv head{}, ", enum_name(c.attention), c.key_value_heads(), c.key_value_heads() == 1 ? "" : "s");
+    s += fmt::format("{} {} kv head{}, ", enum_name(c.attention), c.kv_heads, c.kv_heads == 1 ? "" : "s");
   if (!c.bias) s += "no bias, ";
   if (c.experts > 0)
     s += fmt::format("{} experts of {} ({} a token, {}), ", c.experts, c.expert_ffn_hidden, c.experts_per_token,
@@ -216,11 +170,11 @@ std::string block_variants(const BackendModelConfig& c) {
 
 }  // namespace
 
-std::string describe(const BackendModelConfig& c) {
+std::string describe_model(const ModelSpec& c, bool flash_attention) {
   return fmt::format("{} layers, hidden {}, {} heads (head dim {}), ffn {}, vocab {}, seq {}, {}{}, {:.3f}M parameters{}",
                      c.layers, c.hidden, c.heads, c.heads > 0 ? c.head_dim() : 0, c.ffn_hidden, c.vocab,
                      c.seq_len, block_variants(c), c.tied_embeddings ? "tied embeddings" : "untied LM head",
-                     c.parameters() / 1e6, c.flash_attention ? ", flash attention" : "");
+                     total_parameters(c) / 1e6, flash_attention ? ", flash attention" : "");
 }
 
 namespace {
@@ -232,9 +186,9 @@ std::string parameter_count(double n) {
 
 }  // namespace
 
-std::string describe_scaling(const ModelSpec& model, const BackendModelConfig& ran, const ScaleOptions& scale) {
+std::string describe_scaling(const ModelSpec& model, const ModelSpec& ran, const ScaleOptions& scale) {
   const std::string sizes = fmt::format("{} layers, hidden {}, seq {}, {} parameters", ran.layers, ran.hidden,
-                                        ran.seq_len, parameter_count(static_cast<double>(ran.parameters())));
+                                        ran.seq_len, parameter_count(std::round(total_parameters(ran))));
   const bool as_written = ran.layers == model.layers && ran.hidden == model.hidden && ran.heads == model.heads &&
                           ran.seq_len == model.seq_len && ran.vocab == model.vocab;
   if (as_written) return fmt::format("runs {} as written: {}", model.name, sizes);

@@ -36,8 +36,9 @@ ProgramOptions layer_programs() {
 }
 
 // The checkpoint's layout: what must match for a shard to load into this run.
-nlohmann::json layout_of(const Job& job, const BackendModelConfig& c) {
+nlohmann::json layout_of(const Job& job) {
   const ParallelConfig& pc = job.parallel;
+  const ModelSpec& c = job.model;
   return {{"world_size", job.world_size()},
           {"pipeline_parallel_degree", pc.pipeline_parallel_degree},
           {"tensor_parallel_degree", pc.tensor_parallel_degree},
@@ -50,7 +51,7 @@ nlohmann::json layout_of(const Job& job, const BackendModelConfig& c) {
           {"lm_head_stage", to_string(pc.lm_head_stage)},
           {"optimizer", to_string(job.training.optimizer)},
           {"model",
-           {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.key_value_heads()},
+           {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.kv_heads},
             {"ffn_hidden", c.ffn_hidden}, {"vocab", c.vocab}, {"seq_len", c.seq_len},
             {"tied_embeddings", c.tied_embeddings}, {"mlp", enum_name(c.mlp)}, {"norm", enum_name(c.norm)},
             {"positions", enum_name(c.positions)}, {"bias", c.bias}}}};
@@ -83,45 +84,44 @@ std::string why_not_resumable(const Job& original, const RunOptions& options, co
   try {
     const std::optional<int> step = latest_checkpoint_step(dir);
     if (!step) return fmt::format("--resume {}: no checkpoint there (no 'latest' file)", dir);
-    const BackendModelConfig config = scaled_model(original, options.scale);
-    return layout_mismatch(dir, *step, read_checkpoint_meta(dir, *step), layout_of(scaled_job(original, config), config));
+    return layout_mismatch(dir, *step, read_checkpoint_meta(dir, *step), layout_of(scaled_job(original, options.scale)));
   } catch (const std::exception& e) {
     return e.what();
   }
 }
 
 std::string why_not_runnable(const Job& original, const RunOptions& options) {
-  BackendModelConfig config;
+  Job job;
   try {
-    config = scaled_model(original, options.scale);
+    job = scaled_job(original, options.scale);
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
-  const Job job = scaled_job(original, config);
+  const ModelSpec& ran = job.model;  // the model that runs
   if (const JobViolation v = check_job(job)) return fmt::format("{}: {}", v.key, v.reason);
   if (std::string why = why_not_on_device(options.device, job.training.precision); !why.empty()) return why;
   if (original.model.has_mtp())
     return "multi-token prediction (model.mtp_layers) is priced by the cost model and the simulator but not run by "
            "the LibTorch backend: set mtp_layers: 0 (and leave the 'm' out of parallel.pipeline_layout)";
   const int t = job.parallel.tensor_parallel_degree;
-  for (const auto& [name, n] : {std::pair<const char*, int>{"heads", config.heads}, {"hidden", config.hidden},
-                                {"ffn_hidden", config.ffn_hidden}, {"vocab", config.vocab}})
+  for (const auto& [name, n] : {std::pair<const char*, int>{"heads", ran.heads}, {"hidden", ran.hidden},
+                                {"ffn_hidden", ran.ffn_hidden}, {"vocab", ran.vocab}})
     if (n % t != 0)
       return fmt::format("tensor_parallel_degree {} does not divide the model's {} ({}) that runs (see --scale-*)", t,
                          name, n);
   // The cost model lets fewer key/value heads than tensor ranks be replicated; the
   // backend splits them, as Megatron does (its query groups divisible by the degree).
-  if (config.key_value_heads() % t != 0)
+  if (ran.kv_heads % t != 0)
     return fmt::format("tensor_parallel_degree {} does not divide the model's kv_heads ({}) that runs: the backend "
                        "splits the key/value heads over the tensor group, it does not replicate them",
-                       t, config.key_value_heads());
+                       t, ran.kv_heads);
   if (job.parallel.context_parallel_degree > 1 && job.parallel.flash_attention)
     return "context parallelism with flash_attention is not run by the LibTorch backend (its kernels take one "
            "aligned causal mask): set flash_attention: false";
-  if ((config.sliding_window > 0 || config.attention_sinks) &&
+  if ((ran.sliding_window > 0 || ran.attention_sinks) &&
       (job.parallel.flash_attention || job.parallel.context_parallel_degree > 1 || job.model.is_mla()))
     return fmt::format("{} with {} is not run by the LibTorch backend",
-                       config.sliding_window > 0 ? "a sliding window" : "attention sinks",
+                       ran.sliding_window > 0 ? "a sliding window" : "attention sinks",
                        job.parallel.flash_attention ? "flash_attention (set flash_attention: false)"
                        : job.model.is_mla()         ? "multi-head latent attention"
                                                     : "context parallelism");
@@ -171,8 +171,7 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
 
 struct Trainer::Impl {
   RunOptions options;
-  BackendModelConfig config;
-  Job job;
+  Job job;  // the job as it runs: its model scaled (scaled_job)
   RankProgram program;
   RankEnvironment env;
   ComputeDevice compute;
@@ -263,8 +262,7 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
   else if (!why.empty())
     throw std::runtime_error(why);
   s.options = options;
-  s.config = scaled_model(original, options.scale);
-  s.job = scaled_job(original, s.config);
+  s.job = scaled_job(original, options.scale);
   if (options.environment) s.env = *options.environment;
   s.microbatches = s.job.parallel.microbatches * s.job.training.gradient_accumulation;
   s.microbatch_size = s.job.microbatch_size();
@@ -309,12 +307,12 @@ Trainer::Trainer(const Job& original, const RunOptions& options) : impl_(std::ma
     const Communicator& context = s.comms->group(CommGroup::context);
     shard.context = std::make_shared<ContextParallelGroup>(context.group, context.size(), context.index, pc.cp_comm_type);
   }
-  s.model = GPTModel(s.config, options.seed, shard);
+  s.model = GPTModel(s.job.model, options.seed, shard, pc.flash_attention);
   // Initialised on the CPU in fp32 (the same numbers on every device), then moved.
   if (s.compute.cuda() || s.compute.dtype != torch::kFloat) s.model->to(s.compute.device, s.compute.dtype);
 
-  s.tokens = options.data_file.empty() ? std::make_unique<TokenSource>(options.seed, s.config.vocab)
-                                       : std::make_unique<TokenSource>(options.seed, s.config.vocab, options.data_file);
+  s.tokens = options.data_file.empty() ? std::make_unique<TokenSource>(options.seed, s.job.model.vocab)
+                                       : std::make_unique<TokenSource>(options.seed, s.job.model.vocab, options.data_file);
   const bool adam = s.job.training.optimizer == Optimizer::adam;
   s.lr = options.learning_rate > 0 ? options.learning_rate : adam ? 1e-3 : 0.1;
   s.executor = std::make_unique<ProgramExecutor>(s.job, s.program, s.model,
@@ -329,7 +327,7 @@ StepReport Trainer::step() { return impl_->guarded([this] { return run_step(); }
 
 StepReport Trainer::run_step() {
   Impl& s = *impl_;
-  const int seq = s.config.seq_len;
+  const int seq = s.job.model.seq_len;
   const int sequences = s.job.training.global_batch;
   std::vector<std::int64_t> flat = s.tokens->batch(s.steps_done, sequences, seq);
   const torch::Tensor batch = torch::from_blob(flat.data(), {sequences, seq + 1}, torch::kLong).clone();
@@ -387,7 +385,7 @@ void Trainer::save_checkpoint(const std::string& dir) {
   write_rank_shard(dir, s.steps_done, s.env.rank,
                    [&](torch::serialize::OutputArchive& archive) { s.executor->save(archive); });
   s.barrier();
-  if (s.env.rank == 0) commit_checkpoint(dir, s.steps_done, s.job.world_size(), layout_of(s.job, s.config));
+  if (s.env.rank == 0) commit_checkpoint(dir, s.steps_done, s.job.world_size(), layout_of(s.job));
   s.barrier();
 }
 
@@ -396,7 +394,7 @@ int Trainer::resume(const std::string& dir) {
   const std::optional<int> step = latest_checkpoint_step(dir);
   if (!step) throw std::runtime_error(fmt::format("--resume {}: no checkpoint there (no 'latest' file)", dir));
   const nlohmann::json meta = read_checkpoint_meta(dir, *step);
-  if (const std::string why = layout_mismatch(dir, *step, meta, layout_of(s.job, s.config)); !why.empty())
+  if (const std::string why = layout_mismatch(dir, *step, meta, layout_of(s.job)); !why.empty())
     throw std::runtime_error(why);
   read_rank_shard(dir, *step, s.env.rank, [&](torch::serialize::InputArchive& archive) { s.executor->load(archive); });
   s.steps_done = *step;
@@ -452,7 +450,6 @@ void Trainer::finish_run() {
 int Trainer::rank() const { return impl_->env.rank; }
 int Trainer::world_size() const { return impl_->job.world_size(); }
 const Job& Trainer::job() const { return impl_->job; }
-const BackendModelConfig& Trainer::model() const { return impl_->config; }
 const RankProgram& Trainer::program() const { return impl_->program; }
 std::string Trainer::data_description() const { return impl_->tokens->describe(); }
 std::string Trainer::optimizer_description() const {

@@ -170,13 +170,13 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
   return x * cos + rotated * sin;
 }
 
-ParallelAttentionImpl::ParallelAttentionImpl(const BackendModelConfig& c, TensorParallel tp,
+ParallelAttentionImpl::ParallelAttentionImpl(const ModelSpec& c, TensorParallel tp,
                                              const LayerConjugates& conjugates, ContextParallel cp,
-                                             std::int64_t window_)
+                                             std::int64_t window_, bool flash)
     : hidden(c.hidden),
       heads(c.heads),
-      kv_heads(c.key_value_heads()),
-      flash_attention(c.flash_attention),
+      kv_heads(c.kv_heads),
+      flash_attention(flash),
       window(window_),
       cp_(cp && cp->degree() > 1 ? std::move(cp) : nullptr),
       seq_len_(c.seq_len) {
@@ -255,7 +255,7 @@ torch::Tensor ParallelAttentionImpl::forward(const torch::Tensor& x) {
   return proj(ctx.permute({0, 2, 1, 3}).reshape({b, s, local_heads * d}));
 }
 
-ParallelMLPImpl::ParallelMLPImpl(const BackendModelConfig& c, TensorParallel tp, const LayerConjugates& conjugates)
+ParallelMLPImpl::ParallelMLPImpl(const ModelSpec& c, TensorParallel tp, const LayerConjugates& conjugates)
     : gated(c.mlp == MlpKind::swiglu) {
   const std::int64_t columns = gated ? 2 * c.ffn_hidden : c.ffn_hidden;
   fc1 = register_module("fc1", ColumnParallelLinear(c.hidden, columns, c.bias, tp, conjugates.mlp_in,
@@ -269,16 +269,16 @@ torch::Tensor ParallelMLPImpl::forward(const torch::Tensor& x) {
   return fc2(gated ? swiglu(fc1(x)) : torch::gelu(fc1(x)));
 }
 
-TransformerLayerImpl::TransformerLayerImpl(const BackendModelConfig& c, TensorParallel tp,
+TransformerLayerImpl::TransformerLayerImpl(const ModelSpec& c, TensorParallel tp,
                                            const LayerConjugates& conjugates, bool moe, ExpertParallel ep,
-                                           ContextParallel cp, std::int64_t window) {
+                                           ContextParallel cp, std::int64_t window, bool flash_attention) {
   ln1 = register_module("ln1", Norm(c.hidden, c.norm));
   if (c.attention == AttentionKind::mla && cp && cp->degree() > 1)
     throw std::invalid_argument("context parallelism around multi-head latent attention is not run by the backend");
   if (c.attention == AttentionKind::mla)
-    latent = register_module("attention", LatentAttention(c, tp, conjugates));
+    latent = register_module("attention", LatentAttention(c, tp, conjugates, flash_attention));
   else
-    attention = register_module("attention", ParallelAttention(c, tp, conjugates, std::move(cp), window));
+    attention = register_module("attention", ParallelAttention(c, tp, conjugates, std::move(cp), window, flash_attention));
   ln2 = register_module("ln2", Norm(c.hidden, c.norm));
   if (moe) {
     ExpertShape shape;

@@ -15,6 +15,7 @@
 #include "partune/backend/scaling.hpp"
 #include "partune/backend/token_source.hpp"
 #include "partune/backend/trainer.hpp"
+#include "partune/costmodel/parameter_count.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/program_builder.hpp"
 
@@ -85,7 +86,7 @@ TEST_CASE("backend: one Adam step equals a hand-written LibTorch reference", "[b
   const Job job = tiny_job(/*microbatches=*/1);
   RunOptions o;
   Trainer trainer(job, o);
-  const BackendModelConfig c = trainer.model();
+  const ModelSpec c = trainer.job().model;
   const double first = trainer.step().loss;
   const double second = trainer.step().loss;
 
@@ -214,7 +215,7 @@ TEST_CASE("backend: multi-token prediction is refused by name before anything ru
 
 TEST_CASE("backend: the model-size scaling rule", "[backend]") {
   const ModelSpec gpt2 = load_model("gpt2-small");
-  const BackendModelConfig d = scaled_model(gpt2, {});
+  const ModelSpec d = scaled_model(gpt2, {});
   CHECK(d.layers == 2);
   CHECK(d.hidden == 64);
   CHECK(d.heads == 4);
@@ -225,13 +226,13 @@ TEST_CASE("backend: the model-size scaling rule", "[backend]") {
   ScaleOptions s;
   s.layers = 3;
   s.hidden = 96;
-  const BackendModelConfig e = scaled_model(gpt2, s);
+  const ModelSpec e = scaled_model(gpt2, s);
   CHECK(e.layers == 3);
   CHECK(e.hidden == 96);
   CHECK(e.heads == 4);
   CHECK(e.ffn_hidden == 384);
   // A small model runs as it is.
-  const BackendModelConfig k = scaled_model(tiny_job().model, {});
+  const ModelSpec k = scaled_model(tiny_job().model, {});
   CHECK(k.layers == 2);
   CHECK(k.hidden == 32);
   CHECK(k.vocab == 64);
@@ -240,7 +241,7 @@ TEST_CASE("backend: the model-size scaling rule", "[backend]") {
   GPTModel m(k, 1);
   long long n = 0;
   for (const auto& t : m->parameters()) n += t.numel();
-  CHECK(n == k.parameters());
+  CHECK(n == std::llround(total_parameters(k)));
   s = {};
   s.heads = 5;
   CHECK_THROWS_WITH(scaled_model(gpt2, s), Catch::Contains("heads"));
@@ -248,13 +249,13 @@ TEST_CASE("backend: the model-size scaling rule", "[backend]") {
 
 TEST_CASE("backend: an untied LM head trains and has its own weight", "[backend]") {
   const Job job = tiny_job(4, "adam", "none", 8, 1, /*tied=*/false);
-  const BackendModelConfig c = scaled_model(job.model, {});
+  const ModelSpec c = scaled_model(job.model, {});
   REQUIRE_FALSE(c.tied_embeddings);
   GPTModel m(c, 1);
   REQUIRE(m->lm_head);
   long long n = 0;
   for (const auto& t : m->parameters()) n += t.numel();
-  CHECK(n == c.parameters());
+  CHECK(n == std::llround(total_parameters(c)));
   RunOptions o;
   o.learning_rate = 3e-3;
   const std::vector<double> l = losses(job, 10, o);
@@ -266,8 +267,8 @@ TEST_CASE("backend: an untied LM head trains and has its own weight", "[backend]
 TEST_CASE("backend: chunk and layer granularity execute the same step", "[backend]") {
   for (const char* ckpt : {"none", "full"}) {
     const Job base = tiny_job(2, "adam", ckpt);
-    const BackendModelConfig c = scaled_model(base.model, {});
-    const Job job = scaled_job(base, c);
+    const Job job = scaled_job(base, {});
+    const ModelSpec& c = job.model;
     const TokenSource tokens(5, c.vocab);
     std::vector<double> result[2];
     for (int g = 0; g < 2; ++g) {

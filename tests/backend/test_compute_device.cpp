@@ -40,8 +40,8 @@ Job tiny_job(const std::string& parallel = "{microbatches: 2}") {
 // `steps` losses of the job's one rank with its model in `dtype` (the executor keeps fp32
 // masters for a bf16 model), and the model after them.
 std::vector<double> run(const Job& base, torch::ScalarType dtype, int steps, double lr, GPTModel* out = nullptr) {
-  const BackendModelConfig c = scaled_model(base.model, {});
-  const Job job = scaled_job(base, c);
+  const Job job = scaled_job(base, {});
+  const ModelSpec& c = job.model;
   const TokenSource tokens(3, c.vocab);
   const RankProgram program = build_program(job, 0, ProgramOptions{Granularity::layer});
   GPTModel model(c, 3);
@@ -86,7 +86,7 @@ TEST_CASE("compute device: a bf16 model trains as the fp32 model does, to bf16 p
 // 2^-13 here: a quarter unit for weights of magnitude >= 2^-4 (bf16 unit 2^-11 there).
 TEST_CASE("compute device: updates below bf16's resolution are kept by the fp32 masters", "[backend][device]") {
   const double lr = std::ldexp(1.0, -13);
-  const BackendModelConfig c = scaled_model(tiny_job().model, {});
+  const ModelSpec c = scaled_model(tiny_job().model, {});
   GPTModel initial(c, 3), fp32(nullptr), bf16(nullptr);
   run(tiny_job(), torch::kFloat, 8, lr, &fp32);
   run(tiny_job(), torch::kBFloat16, 8, lr, &bf16);

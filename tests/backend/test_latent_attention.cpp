@@ -45,9 +45,9 @@ torch::Tensor rotate(const torch::Tensor& x) {
 }  // namespace
 
 TEST_CASE("latent attention equals DeepSeek's forward written out, in output and gradients", "[backend][mla]") {
-  BackendModelConfig c;
+  ModelSpec c;
   c.hidden = 16;
-  c.heads = 2;
+  c.heads = c.kv_heads = 2;
   c.attention = AttentionKind::mla;
   c.q_lora_rank = 8;
   c.kv_lora_rank = 6;

@@ -50,8 +50,8 @@ using namespace partune::backend;
 namespace {
 
 // The LLaMA block at test sizes (head dim 8).
-BackendModelConfig llama_config(int kv_heads, bool tied = false) {
-  BackendModelConfig c;
+ModelSpec llama_config(int kv_heads, bool tied = false) {
+  ModelSpec c;
   c.layers = 2;
   c.hidden = 32;
   c.heads = 4;
@@ -140,11 +140,11 @@ TEST_CASE("llama block: rotary positions follow rotate_half with theta 10000", "
 
 // The count the backend builds, the cost model's count of the same sizes, for GPT's block,
 // LLaMA's (grouped-query and multi-query) and mixes of the two, tied and untied.
-TEST_CASE("llama block: parameters() is the module's count and the cost model's", "[backend][llama]") {
-  std::vector<std::pair<std::string, BackendModelConfig>> configs;
+TEST_CASE("llama block: the module's parameters are the cost model's count", "[backend][llama]") {
+  std::vector<std::pair<std::string, ModelSpec>> configs;
   for (bool tied : {true, false}) {
-    BackendModelConfig gpt = llama_config(4, tied);
-    gpt.kv_heads = 0;
+    ModelSpec gpt = llama_config(4, tied);
+    gpt.kv_heads = gpt.heads;
     gpt.attention = AttentionKind::mha;
     gpt.mlp = MlpKind::gelu;
     gpt.norm = NormKind::layernorm;
@@ -153,25 +153,25 @@ TEST_CASE("llama block: parameters() is the module's count and the cost model's"
     configs.emplace_back("gpt", gpt);
     configs.emplace_back("llama gqa", llama_config(2, tied));
     configs.emplace_back("llama mqa", llama_config(1, tied));
-    BackendModelConfig neox = gpt;  // GPT-NeoX: rotary positions in the GPT block
+    ModelSpec neox = gpt;  // GPT-NeoX: rotary positions in the GPT block
     neox.positions = PositionKind::rope;
     configs.emplace_back("gpt with rope", neox);
-    BackendModelConfig mixed = llama_config(2, tied);  // LayerNorm and biases in a SwiGLU block
+    ModelSpec mixed = llama_config(2, tied);  // LayerNorm and biases in a SwiGLU block
     mixed.norm = NormKind::layernorm;
     mixed.bias = true;
     configs.emplace_back("swiglu with layernorm and biases", mixed);
-    BackendModelConfig qwen3 = llama_config(2, tied);  // Qwen3: heads of 12 over hidden 32, QK-norm
+    ModelSpec qwen3 = llama_config(2, tied);  // Qwen3: heads of 12 over hidden 32, QK-norm
     qwen3.attention_head_dim = 12;
     qwen3.qk_norm = true;
     configs.emplace_back("qwen3 (head_dim 12, qk-norm)", qwen3);
-    BackendModelConfig deepseek = llama_config(2, tied);  // experts from layer 1, shared experts
+    ModelSpec deepseek = llama_config(2, tied);  // experts from layer 1, shared experts
     deepseek.layers = 3;
     deepseek.experts = 4;
     deepseek.expert_ffn_hidden = 16;
     deepseek.shared_expert_ffn_hidden = 24;
     deepseek.first_dense_layers = 1;
     configs.emplace_back("moe with shared experts and a dense first layer", deepseek);
-    BackendModelConfig mla = deepseek;  // and multi-head latent attention (heads of 8 + 4, values 6)
+    ModelSpec mla = deepseek;  // and multi-head latent attention (heads of 8 + 4, values 6)
     mla.attention = AttentionKind::mla;
     mla.kv_heads = 4;
     mla.q_lora_rank = 12;
@@ -183,23 +183,18 @@ TEST_CASE("llama block: parameters() is the module's count and the cost model's"
     mla.q_lora_rank = 0;
     configs.emplace_back("mla without a query latent", mla);
   }
-  Job job = parse_job("kind: job\nname: count\nmodel: {name: count, layers: 1, hidden: 8, heads: 1, vocab: 8, seq_len: 8}\n"
-                      "cluster: {instance_type: {base: local-cpu, gpus_per_node: 1}, nodes: 1}\n"
-                      "training: {global_batch: 1, precision: fp32, optimizer: adam}\n",
-                      "<test>");
   for (const auto& [what, c] : configs) {
-    INFO(what << (c.tied_embeddings ? ", tied" : ", untied") << ": " << describe(c));
+    INFO(what << (c.tied_embeddings ? ", tied" : ", untied") << ": " << describe_model(c));
     GPTModel m(c, 1);
-    // The module the backend builds holds what the layer plans count (parameters():
-    // parameter_count.hpp), for the block the cost model is given (scaled_job).
-    CHECK(module_parameters(m) == c.parameters());
-    CHECK(static_cast<double>(module_parameters(m)) == total_parameters(scaled_job(job, c).model));
+    // The module the backend builds holds what the layer plans count (parameter_count.hpp)
+    // for the same ModelSpec.
+    CHECK(static_cast<double>(module_parameters(m)) == total_parameters(c));
   }
 }
 
 TEST_CASE("llama block: the scaling rule keeps the block", "[backend][llama]") {
   const ModelSpec big = load_model("llama-2-70b");  // 64 heads over 8 key/value heads
-  const BackendModelConfig c = scaled_model(big, {});
+  const ModelSpec c = scaled_model(big, {});
   CHECK(c.heads == 4);
   CHECK(c.mlp == MlpKind::swiglu);
   CHECK(c.norm == NormKind::rmsnorm);
@@ -207,10 +202,10 @@ TEST_CASE("llama block: the scaling rule keeps the block", "[backend][llama]") {
   CHECK_FALSE(c.bias);
   CHECK_FALSE(c.tied_embeddings);
   CHECK(c.attention == AttentionKind::gqa);
-  CHECK(c.key_value_heads() == 1);  // 4 x 8 / 64 rounds down to none: at least one
+  CHECK(c.kv_heads == 1);  // 4 x 8 / 64 rounds down to none: at least one
   // With the tensor degree as the floor, 2 tensor ranks split 2 key/value heads.
-  CHECK(scaled_model(big, {}, 2).key_value_heads() == 2);
-  CHECK_THAT(describe(scaled_model(big, {}, 2)), Catch::Contains("seq 32, swiglu, rmsnorm, rope, gqa 2 kv heads, no bias, "
+  CHECK(scaled_model(big, {}, 2).kv_heads == 2);
+  CHECK_THAT(describe_model(scaled_model(big, {}, 2)), Catch::Contains("seq 32, swiglu, rmsnorm, rope, gqa 2 kv heads, no bias, "
                                                                  "untied LM head"));
   // The job the cost model is given is the block that runs.
   Job job = parse_job("kind: job\nname: big\nmodel: llama-2-70b\n"
@@ -218,26 +213,24 @@ TEST_CASE("llama block: the scaling rule keeps the block", "[backend][llama]") {
                       "training: {global_batch: 8, precision: fp32, optimizer: adam}\n"
                       "parallel: {tensor_parallel_degree: 2}\n",
                       "<test>");
-  const BackendModelConfig run = scaled_model(job, {});
-  const ModelSpec& m = scaled_job(job, run).model;
+  const ModelSpec& m = scaled_job(job, {}).model;
   CHECK(m.kv_heads == 2);
   CHECK(m.attention == AttentionKind::gqa);
   CHECK(m.mlp == MlpKind::swiglu);
   CHECK(m.norm == NormKind::rmsnorm);
   CHECK(m.positions == PositionKind::rope);
   CHECK_FALSE(m.bias);
-  CHECK(total_parameters(m) == static_cast<double>(run.parameters()));
   // Multi-head attention keeps a key/value head per head, multi-query one.
   ModelSpec mha = big;
   mha.attention = AttentionKind::mha;
   mha.kv_heads = mha.heads;
-  CHECK(scaled_model(mha, {}).key_value_heads() == 4);
+  CHECK(scaled_model(mha, {}).kv_heads == 4);
   ModelSpec mqa = big;
   mqa.attention = AttentionKind::mqa;
   mqa.kv_heads = 1;
-  CHECK(scaled_model(mqa, {}, 2).key_value_heads() == 1);
+  CHECK(scaled_model(mqa, {}, 2).kv_heads == 1);
   // The GPT block's description is unchanged.
-  CHECK_THAT(describe(scaled_model(load_model("gpt2-small"), {})),
+  CHECK_THAT(describe_model(scaled_model(load_model("gpt2-small"), {})),
              Catch::Contains("seq 32, tied embeddings") && !Catch::Contains("swiglu"));
 }
 
@@ -253,9 +246,9 @@ using Params = std::map<std::string, torch::Tensor>;
 // With head_dim set apart the queries are heads x d wide (QKV's first heads d rows, proj's
 // input); with QK-norm each query and key head is RMS-normalised over its d (the scales
 // q_norm / k_norm) before its rotation.
-torch::Tensor reference_loss(const BackendModelConfig& c, Params& p, const torch::Tensor& tokens,
+torch::Tensor reference_loss(const ModelSpec& c, Params& p, const torch::Tensor& tokens,
                              const torch::Tensor& targets) {
-  const std::int64_t b = tokens.size(0), s = tokens.size(1), H = c.heads, KV = c.key_value_heads();
+  const std::int64_t b = tokens.size(0), s = tokens.size(1), H = c.heads, KV = c.kv_heads;
   const std::int64_t d = c.head_dim(), h = c.hidden, f = c.ffn_hidden, half = d / 2, qw = H * d;
   const auto rms = [&](const torch::Tensor& x, const std::string& name) {
     return x / torch::sqrt(x.pow(2).mean(-1, true) + 1e-5) * p.at(name + ".weight");
@@ -303,15 +296,15 @@ TEST_CASE("llama block: the whole model equals LibTorch written out in loss and 
   at::Generator gen = at::detail::createCPUGenerator(8);
   for (int kv : {2, 1, 0})  // 0: Qwen3's, 2 key/value heads with head_dim 12 and QK-norm
     for (const char* core : {"standard", "selective", "flash"}) {
-      BackendModelConfig c = llama_config(kv == 0 ? 2 : kv);
+      ModelSpec c = llama_config(kv == 0 ? 2 : kv);
       if (kv == 0) {
         c.attention_head_dim = 12;
         c.qk_norm = true;
       }
-      c.flash_attention = std::string(core) == "flash";
+      const bool flash = std::string(core) == "flash";
       const torch::Tensor t = torch::randint(0, c.vocab, {3, c.seq_len + 1}, gen, torch::kLong);
       const torch::Tensor tokens = t.slice(1, 0, c.seq_len), targets = t.slice(1, 1, c.seq_len + 1);
-      GPTModel m(c, 4);
+      GPTModel m(c, 4, ModelShard{}, flash);
       Params p;
       for (const auto& kv_pair : m->named_parameters())
         p[kv_pair.key()] = kv_pair.value().detach().clone().requires_grad_(true);
@@ -351,7 +344,7 @@ TEST_CASE("llama block: the whole model equals LibTorch written out in loss and 
 // Nothing else: the rotations keep nothing, RMSNorm its input alone, SwiGLU not silu(gate).
 TEST_CASE("llama block: activation bytes per layer", "[backend][llama][memory]") {
   install_cpu_memory_accounting();
-  BackendModelConfig c = llama_config(2);
+  ModelSpec c = llama_config(2);
   c.layers = 4;
   c.hidden = 64;
   c.ffn_hidden = 176;

@@ -171,11 +171,11 @@ TEST_CASE("tp_comm_overlap: the chunked row-parallel GEMM + reduce-scatter is th
 
 namespace {
 
-BackendModelConfig gpt_config(bool tied) {
-  BackendModelConfig c;
+ModelSpec gpt_config(bool tied) {
+  ModelSpec c;  // GPT's block (ModelSpec's defaults)
   c.layers = 2;
   c.hidden = 32;
-  c.heads = 4;
+  c.heads = c.kv_heads = 4;
   c.ffn_hidden = 64;
   c.vocab = 64;
   c.seq_len = 8;
@@ -201,7 +201,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // The part of the whole model's `name` that rank r of t holds (Megatron's split of GPT's
 // block): QKV's rows of the rank's heads in each of q, k and v; fc1's, the embedding's and
 // the head's rows; the row-parallel weights' input columns; the rest whole.
-torch::Tensor expected_part(const std::string& name, const torch::Tensor& w, const BackendModelConfig& c, int t, int r) {
+torch::Tensor expected_part(const std::string& name, const torch::Tensor& w, const ModelSpec& c, int t, int r) {
   if (ends_with(name, "qkv.weight") || ends_with(name, "qkv.bias")) {
     std::vector<torch::Tensor> rows;
     for (int p = 0; p < 3; ++p) rows.push_back(part(w.narrow(0, p * c.hidden, c.hidden), 0, r, t));
@@ -219,7 +219,7 @@ struct ModelRun {
   TensorCalls forward, backward;
 };
 
-ModelRun train_step(const BackendModelConfig& c, const ModelShard& shard, const torch::Tensor& tokens,
+ModelRun train_step(const ModelSpec& c, const ModelShard& shard, const torch::Tensor& tokens,
                     const torch::Tensor& targets) {
   GPTModel m(c, 5, shard);
   ModelRun run;
@@ -245,7 +245,7 @@ TEST_CASE("tp_comm_overlap: the model's loss and every gradient equal the whole 
           "[backend][tensor][sequence][tp_overlap]") {
   for (bool tied : {true, false})
     for (int t : {2, 4}) {
-      const BackendModelConfig c = gpt_config(tied);
+      const ModelSpec c = gpt_config(tied);
       at::Generator gen = at::detail::createCPUGenerator(3);
       const torch::Tensor seq = torch::randint(0, c.vocab, {3, c.seq_len + 1}, gen, torch::kLong);
       const torch::Tensor tokens = seq.slice(1, 0, c.seq_len).contiguous(), targets = seq.slice(1, 1).contiguous();

@@ -32,6 +32,7 @@
 #include <catch2/catch.hpp>
 
 using namespace partune::backend;
+using partune::ModelSpec;
 
 namespace {
 
@@ -51,11 +52,11 @@ ModelShard whole_model(const TensorParallel& tp) {
   return s;
 }
 
-BackendModelConfig small_config(bool tied) {
-  BackendModelConfig c;
+ModelSpec small_config(bool tied) {
+  ModelSpec c;  // GPT's block (ModelSpec's defaults)
   c.layers = 2;
   c.hidden = 32;
-  c.heads = 4;
+  c.heads = c.kv_heads = 4;
   c.ffn_hidden = 128;
   c.vocab = 64;
   c.seq_len = 8;
@@ -71,7 +72,7 @@ torch::Tensor range_index(std::int64_t begin, std::int64_t end) { return torch::
 
 // The part of the whole model's tensor `name` that rank r of t holds, written out index by
 // index from Megatron's split.
-torch::Tensor expected_part(const std::string& name, const torch::Tensor& w, const BackendModelConfig& c, int t, int r) {
+torch::Tensor expected_part(const std::string& name, const torch::Tensor& w, const ModelSpec& c, int t, int r) {
   if (ends_with(name, "qkv.weight") || ends_with(name, "qkv.bias")) {
     // Rows of [q; k; v] (each [hidden, .], head j at rows j d .. j d + d - 1) for the
     // rank's heads, q's first, then k's, then v's.
@@ -110,7 +111,7 @@ double max_difference(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // A fixed batch of tokens and next-token targets.
-std::pair<torch::Tensor, torch::Tensor> batch(const BackendModelConfig& c, std::uint64_t seed) {
+std::pair<torch::Tensor, torch::Tensor> batch(const ModelSpec& c, std::uint64_t seed) {
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const torch::Tensor t = torch::randint(0, c.vocab, {3, c.seq_len + 1}, gen, torch::kLong);
   return {t.slice(1, 0, c.seq_len).contiguous(), t.slice(1, 1, c.seq_len + 1).contiguous()};
@@ -158,7 +159,7 @@ TEST_CASE("tensor parallel: f is identity forward and sums gradients, g sums for
 // N(0, 0.02 / sqrt(2 layers)) for proj and fc2, biases 0, LayerNorms 1 and 0.
 TEST_CASE("tensor parallel: the whole model keeps the registration-order initialisation", "[backend][tensor]") {
   for (bool tied : {true, false}) {
-    const BackendModelConfig c = small_config(tied);
+    const ModelSpec c = small_config(tied);
     GPTModel m(c, 7);
     std::vector<std::string> expected_names{"wte", "wpe"};
     for (int l = 0; l < c.layers; ++l)
@@ -190,7 +191,7 @@ TEST_CASE("tensor parallel: the whole model keeps the registration-order initial
 TEST_CASE("tensor parallel: each shard holds its slices of the whole model's initial values", "[backend][tensor]") {
   for (bool tied : {true, false})
     for (int t : {2, 4}) {
-      const BackendModelConfig c = small_config(tied);
+      const ModelSpec c = small_config(tied);
       GPTModel full(c, 11);
       const std::map<std::string, torch::Tensor> whole = values_of(full);
       const auto shards = run_ranks(t, [&](const TensorParallel& tp) {
@@ -212,7 +213,7 @@ TEST_CASE("tensor parallel: each shard holds its slices of the whole model's ini
 TEST_CASE("tensor parallel: the loss and every gradient equal the whole model's", "[backend][tensor]") {
   for (bool tied : {true, false})
     for (int t : {2, 4}) {
-      const BackendModelConfig c = small_config(tied);
+      const ModelSpec c = small_config(tied);
       const std::pair<torch::Tensor, torch::Tensor> data = batch(c, 3);
       const torch::Tensor tokens = data.first, targets = data.second;  // captured below (C++17)
       GPTModel full(c, 5);
@@ -280,7 +281,7 @@ TEST_CASE("tensor parallel: vocabulary-parallel cross-entropy equals cross_entro
 }
 
 TEST_CASE("tensor parallel: a pipeline head stage keeps its own copy of the tied embedding", "[backend][tensor]") {
-  const BackendModelConfig c = small_config(/*tied=*/true);
+  const ModelSpec c = small_config(/*tied=*/true);
   GPTModel full(c, 9);
   const std::map<std::string, torch::Tensor> whole = values_of(full);
 
@@ -327,7 +328,7 @@ TEST_CASE("tensor parallel: a pipeline head stage keeps its own copy of the tied
 
 TEST_CASE("tensor parallel: every held parameter is in exactly one part's list", "[backend][tensor]") {
   for (bool tied : {true, false}) {
-    const BackendModelConfig c = small_config(tied);
+    const ModelSpec c = small_config(tied);
     std::vector<ModelShard> shards(4);
     shards[1].layers = {0};
     shards[1].head = false;
@@ -356,7 +357,7 @@ TEST_CASE("tensor parallel: every held parameter is in exactly one part's list",
 }
 
 TEST_CASE("tensor parallel: a degree that does not divide the model's sizes is refused by name", "[backend][tensor]") {
-  auto message = [](int degree, BackendModelConfig c) {
+  auto message = [](int degree, ModelSpec c) {
     const std::vector<std::string> out = run_ranks(degree, [&](const TensorParallel& tp) -> std::string {
       try {
         GPTModel m(c, 1, whole_model(tp));
@@ -367,9 +368,9 @@ TEST_CASE("tensor parallel: a degree that does not divide the model's sizes is r
     });
     return out[0];
   };
-  BackendModelConfig c = small_config(true);
+  ModelSpec c = small_config(true);
   c.hidden = 48;
-  c.heads = 3;
+  c.heads = c.kv_heads = 3;
   c.ffn_hidden = 192;
   CHECK(message(2, c) == "tensor degree 2 does not divide heads 3");
   c = small_config(true);
@@ -418,7 +419,7 @@ struct SequenceRun {
 TEST_CASE("sequence parallelism: the loss and every gradient equal the whole model's", "[backend][tensor][sequence]") {
   for (bool tied : {true, false})
     for (int t : {2, 4}) {
-      const BackendModelConfig c = small_config(tied);
+      const ModelSpec c = small_config(tied);
       const std::pair<torch::Tensor, torch::Tensor> data = batch(c, 3);
       const torch::Tensor tokens = data.first, targets = data.second;
       GPTModel full(c, 5);
@@ -493,10 +494,10 @@ TEST_CASE("sequence parallelism: the loss and every gradient equal the whole mod
 // Without sequence parallelism 4sbh + 12sbh/t + as^2b/t, with it 16sbh/t + as^2b/t.
 TEST_CASE("sequence parallelism: activation bytes per layer are the shards'", "[backend][tensor][sequence][memory]") {
   install_cpu_memory_accounting();
-  BackendModelConfig c = small_config(true);
+  ModelSpec c = small_config(true);
   c.layers = 4;
   c.hidden = 64;
-  c.heads = 2;
+  c.heads = c.kv_heads = 2;
   c.ffn_hidden = 256;
   c.seq_len = 32;
   const int t = 2;
@@ -567,7 +568,7 @@ TEST_CASE("sequence parallelism: activation bytes per layer are the shards'", "[
 // A checkpointed attention core's gradients (its own backward, from recomputed or
 // backward-time probabilities) equal autograd's through the plain core.
 TEST_CASE("selective recomputation: the layers' gradients equal the plain layers'", "[backend][selective]") {
-  const BackendModelConfig c = small_config(true);
+  const ModelSpec c = small_config(true);
   const torch::Tensor input = torch::randn({2, c.seq_len, c.hidden}), upstream = torch::randn({2, c.seq_len, c.hidden});
   auto gradients = [&](int mode) {  // 0 plain, 1 checkpointed, 2 checkpointed and recomputed
     GPTModel m(c, 5);

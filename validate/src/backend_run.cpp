@@ -18,7 +18,7 @@ using launch::BackendProcess;
 using launch::runner_path;
 using launch::shell_quoted;
 
-bool same_model(const nlohmann::json& m, const backend::BackendModelConfig& c) {
+bool same_model(const nlohmann::json& m, const ModelSpec& c) {
   return m.at("layers").get<int>() == c.layers && m.at("hidden").get<int>() == c.hidden &&
          m.at("heads").get<int>() == c.heads && m.at("ffn_hidden").get<int>() == c.ffn_hidden &&
          m.at("vocab").get<int>() == c.vocab && m.at("seq_len").get<int>() == c.seq_len &&
@@ -64,7 +64,7 @@ BackendRun run_on_backend(const BackendRunRequest& rq) {
         fmt::format("the backend ran {} ranks; the job has {}", report.at("world_size").get<int>(), rq.world_size));
   if (!same_model(report.at("model"), rq.model))
     throw std::runtime_error(fmt::format("the backend ran the model {}; the scaling rule gives {}",
-                                         report.at("model").dump(), backend::describe(rq.model)));
+                                         report.at("model").dump(), backend::describe_model(rq.model)));
   for (const auto& step : report.at("steps")) {
     out.measured.step_seconds.push_back(step.at("seconds").get<double>());
     out.measured.peak_bytes.push_back(step.at("peak_bytes").get<std::vector<double>>());

@@ -22,11 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A candidate being run: its job file in the scratch folder, the backend's model, and
-// each run's timed steps.
+// A candidate being run: its job file in the scratch folder and each run's timed steps.
 struct Candidate {
   ExecutedCandidate executed;
-  backend::BackendModelConfig model;
   std::string file;
   std::vector<std::vector<double>> timed;  // per run
 };
@@ -36,8 +34,7 @@ Candidate prepare(const search::Candidate& c, std::size_t rank, const fs::path& 
   e.executed.search_rank = rank;
   e.executed.job = c.job;
   e.executed.configuration = c.configuration;
-  e.model = backend::scaled_model(c.job, backend::ScaleOptions{});
-  e.executed.ran = backend::scaled_job(c.job, e.model);
+  e.executed.ran = backend::scaled_job(c.job, backend::ScaleOptions{});
   e.file = (dir / fmt::format("candidate-{}.yaml", rank + 1)).string();
   std::ofstream(e.file) << job_yaml(e.executed.ran, "partune search --execute: candidate " + std::to_string(rank + 1));
   e.executed.predicted_step_s = sim::simulate(e.executed.ran, sim::SimOptions{}).metrics.step_time;
@@ -45,7 +42,7 @@ Candidate prepare(const search::Candidate& c, std::size_t rank, const fs::path& 
 }
 
 void run_once(Candidate& e, const ExecutionOptions& opt) {
-  const BackendRun run = run_on_backend({e.file, {}, opt.steps, e.executed.ran.world_size(), e.model});
+  const BackendRun run = run_on_backend({e.file, {}, opt.steps, e.executed.ran.world_size(), e.executed.ran.model});
   const auto& s = run.measured.step_seconds;
   e.timed.emplace_back(s.begin() + std::min<std::ptrdiff_t>(opt.warmup, static_cast<std::ptrdiff_t>(s.size())), s.end());
   if (e.timed.back().empty()) throw std::runtime_error("no step after the warm-up");

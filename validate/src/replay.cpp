@@ -184,7 +184,7 @@ ReplayJob replay_job(const nlohmann::json& recorded, const fs::path& run, const 
   complete_attention(job.cluster.instance.gpu, calibration, run / "calibrate.json");
   backend::ScaleOptions scale;
   scale.whole = device == "cuda";  // the model as validate ran it there
-  const Job ran = backend::scaled_job(job, backend::scaled_model(job, scale));
+  const Job ran = backend::scaled_job(job, scale);
   r.low_precision_gemms = low_precision_gemms(ran.training.precision);
   const Prediction p = predict(ran);
   r.predicted_step_s = p.result.metrics.step_time;

@@ -41,7 +41,7 @@ namespace {
 
 void run_once(const SuiteJob& c, const SuiteOptions& opt, JobValidation& j) {
   if (!j.prediction) j.prediction = predict(c.ran);
-  const BackendRun run = run_on_backend({c.file, opt.overrides, opt.steps, c.ran.world_size(), c.model, opt.device});
+  const BackendRun run = run_on_backend({c.file, opt.overrides, opt.steps, c.ran.world_size(), c.ran.model, opt.device});
   j.runs.push_back(compare_with_measurement(c.ran, j.prediction->programs, j.prediction->result, run.measured,
                                             opt.warmup));
   j.threads_per_rank = run.report.value("threads_per_rank", 0);
@@ -65,11 +65,11 @@ std::vector<SuiteJob> load_suite(const SuiteOptions& opt) {
     try {
       backend::ScaleOptions whole;
       whole.whole = opt.device == "cuda";  // partune run --device cuda keeps the job's model
-      c.model = backend::scaled_model(c.job, whole);
+      c.ran = backend::scaled_job(c.job, whole);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(f, "model", e.what());
     }
-    c.ran = as_run_on(backend::scaled_job(c.job, c.model), opt.device);
+    c.ran = as_run_on(c.ran, opt.device);
     jobs.push_back(std::move(c));
   }
   return jobs;

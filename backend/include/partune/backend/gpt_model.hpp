@@ -1,8 +1,8 @@
 #pragma once
 // A GPT-style decoder in the LibTorch C++ frontend: token embedding (+ learned position
 // embedding; none with rotary positions, which the layers apply), `layers` pre-norm
-// transformer layers of the config's block (transformer_layer.hpp: GPT's, LLaMA's or a
-// mix), a final norm and an LM head (the token embedding's transpose when the model ties
+// transformer layers of the (scaled) job's ModelSpec's block (transformer_layer.hpp: GPT's,
+// LLaMA's or a mix), a final norm and an LM head (the token embedding's transpose when the model ties
 // them, else its own ColumnParallelLinear without bias), cross-entropy loss averaged over
 // the tokens. fp32 on CPU.
 //
@@ -48,9 +48,9 @@
 #include "partune/backend/context_parallel.hpp"
 #include "partune/backend/expert_parallel.hpp"
 #include "partune/backend/parallel_linear.hpp"
-#include "partune/backend/scaling.hpp"
 #include "partune/backend/tensor_parallel.hpp"
 #include "partune/backend/transformer_layer.hpp"
+#include "partune/costmodel/model.hpp"
 
 namespace partune::backend {
 
@@ -70,7 +70,9 @@ class GPTModelImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the tensor degree does not divide heads, kv_heads,
   // hidden, ffn_hidden and vocab (naming which), or a layer index is out of range.
-  GPTModelImpl(const BackendModelConfig& config, std::uint64_t seed, ModelShard shard = {});
+  // `model`: the job's as it runs (scaling.hpp's scaled_job); `flash_attention`: the job's
+  // attention kernel (parallel.flash_attention).
+  GPTModelImpl(const ModelSpec& model, std::uint64_t seed, ModelShard shard = {}, bool flash_attention = false);
 
   // tokens [batch, seq] (int64) -> [batch, seq, hidden] (the whole hidden vector; the
   // rank's sequence shard [batch, seq/t, hidden] with sequence parallelism).
@@ -101,7 +103,8 @@ class GPTModelImpl : public torch::nn::Module {
   // over the group before the optimizer uses them (Megatron's allreduce_layernorm_grads).
   std::vector<torch::Tensor> sequence_parallel_parameters();
 
-  BackendModelConfig config;
+  ModelSpec spec;  // the model as it runs
+  bool flash_attention = false;
   ModelShard shard;
   torch::Tensor wte;  // [vocab / t, hidden]: when embedding, or head with tied embeddings
   torch::Tensor wpe;  // [seq_len, hidden]: when embedding, with learned positions

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "partune/costmodel/program.hpp"
 #include "partune/backend/launcher.hpp"
 #include "partune/backend/scaling.hpp"
 #include "partune/costmodel/job.hpp"
@@ -77,8 +76,7 @@ class Trainer {
 
   int rank() const;
   int world_size() const;
-  const Job& job() const;                 // the job with the scaled model
-  const BackendModelConfig& model() const;
+  const Job& job() const;  // the job as it runs: its model scaled (scaled_job)
   const RankProgram& program() const;
   std::string data_description() const;
   std::string optimizer_description() const;

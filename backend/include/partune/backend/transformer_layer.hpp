@@ -2,7 +2,7 @@
 // One pre-norm transformer layer, Megatron's split:
 //   x = x + ParallelAttention(Norm1(x))
 //   x = x + ParallelMLP(Norm2(x))
-// The block is the config's (scaling.hpp, BackendModelConfig), as the layer plan states it
+// The block is the (scaled) job's ModelSpec's (scaling.hpp), as the layer plan states it
 // (costmodel/layer_plan.cpp):
 //   - GPT's: LayerNorm, GeLU MLP, multi-head attention, biases on every linear layer;
 //   - LLaMA's: RMSNorm, SwiGLU MLP, rotary positions on the queries and keys, grouped-query
@@ -34,7 +34,7 @@
 #include "partune/backend/context_parallel.hpp"
 #include "partune/backend/expert_parallel.hpp"
 #include "partune/backend/parallel_linear.hpp"
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/model.hpp"
 #include "partune/backend/tensor_parallel.hpp"
 
 namespace partune::backend {
@@ -130,17 +130,16 @@ class ParallelAttentionImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when heads do not divide hidden, kv_heads do not divide
   // heads, the group's degree does not divide heads or kv_heads, or rotary positions meet
-  // an odd head dim. config.flash_attention: the core is kernels::flash_attention (no
+  // an odd head dim. `flash_attention` (the job's): the core is kernels::flash_attention (no
   // s x s scores kept), else causal_attention above.
   // With a context group (`cp`), the layer holds the rank's s / cp tokens of each
   // sequence at their global positions, and the core is context_attention
   // (context_parallel.hpp); FlashAttention is refused with it. `window` > 0: the layer's
-  // queries look back over that many positions (themselves included); with the config's
+  // queries look back over that many positions (themselves included); with the model's
   // attention_sinks a learned logit per head joins each softmax's denominator
   // (windowed_attention). Neither runs with FlashAttention or a context group (refused).
-  ParallelAttentionImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
-                        const LayerConjugates& conjugates = {}, ContextParallel cp = nullptr,
-                        std::int64_t window = 0);
+  ParallelAttentionImpl(const ModelSpec& model, TensorParallel tp = nullptr, const LayerConjugates& conjugates = {},
+                        ContextParallel cp = nullptr, std::int64_t window = 0, bool flash_attention = false);
   // x: [batch, seq, hidden] -> [batch, seq, hidden] (seq / t of both with sequence parallelism)
   torch::Tensor forward(const torch::Tensor& x);
 
@@ -171,7 +170,7 @@ torch::Tensor swiglu(const torch::Tensor& y);
 
 class ParallelMLPImpl : public torch::nn::Module {
  public:
-  ParallelMLPImpl(const BackendModelConfig& config, TensorParallel tp = nullptr, const LayerConjugates& conjugates = {});
+  ParallelMLPImpl(const ModelSpec& model, TensorParallel tp = nullptr, const LayerConjugates& conjugates = {});
   torch::Tensor forward(const torch::Tensor& x);
 
   bool gated = false;  // SwiGLU: fc1's local output is [gate_i | up_i]
@@ -203,8 +202,8 @@ class LatentAttentionImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the group's degree does not divide the heads, with
   // sequence parallelism and no query latent, or for an odd qk_rope_head_dim.
-  LatentAttentionImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
-                      const LayerConjugates& conjugates = {});
+  LatentAttentionImpl(const ModelSpec& model, TensorParallel tp = nullptr, const LayerConjugates& conjugates = {},
+                      bool flash_attention = false);
   // x: [batch, seq, hidden] -> [batch, seq, hidden]
   torch::Tensor forward(const torch::Tensor& x);
 
@@ -229,10 +228,11 @@ TORCH_MODULE(LatentAttention);
 class TransformerLayerImpl : public torch::nn::Module {
  public:
   // With `moe`, the MLP is the mixture of experts over `ep` (expert_parallel.hpp).
-  // `window`: the layer's sliding window (BackendModelConfig::window_of_layer; 0: none).
-  TransformerLayerImpl(const BackendModelConfig& config, TensorParallel tp = nullptr,
-                       const LayerConjugates& conjugates = {}, bool moe = false, ExpertParallel ep = nullptr,
-                       ContextParallel cp = nullptr, std::int64_t window = 0);
+  // `window`: the layer's sliding window (0: none; GPTModel's from ModelSpec's rule).
+  // `flash_attention`: the job's attention kernel (ParallelAttention).
+  TransformerLayerImpl(const ModelSpec& model, TensorParallel tp = nullptr, const LayerConjugates& conjugates = {},
+                       bool moe = false, ExpertParallel ep = nullptr, ContextParallel cp = nullptr,
+                       std::int64_t window = 0, bool flash_attention = false);
   torch::Tensor forward(const torch::Tensor& x);
 
   Norm ln1{nullptr}, ln2{nullptr};

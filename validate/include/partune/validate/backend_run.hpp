@@ -17,7 +17,7 @@ struct BackendRunRequest {
   std::vector<std::string> overrides;  // --set, passed on
   int steps = 0;
   int world_size = 0;                  // what the backend must run: checked
-  backend::BackendModelConfig model;
+  ModelSpec model;                     // the scaled model it must run: checked
   std::string device = "cpu";          // partune run --device
 };
 

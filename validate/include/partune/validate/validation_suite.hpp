@@ -28,8 +28,7 @@ struct SuiteOptions {
 struct SuiteJob {
   std::string file;
   Job job;
-  backend::BackendModelConfig model;
-  Job ran;
+  Job ran;  // its model scaled (backend::scaled_job)
 };
 
 // Every file loaded and checked first: a typo in the 20th job stops the suite at once,
