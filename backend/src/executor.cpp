@@ -1,11 +1,10 @@
-// The program executor (executor.hpp): construction, gradient buckets, the optimizer,
-// the step loop and sharded checkpoints. The steps themselves are in executor_*.cpp
-// (executor_state.hpp lists them).
+// The program executor (executor.hpp): construction, the optimizer step, the step loop
+// and sharded checkpoints. The steps themselves are in executor_*.cpp (executor_state.hpp
+// lists them).
 #include "partune/backend/executor.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 
@@ -13,8 +12,6 @@
 
 #include "device_clock.hpp"
 #include "executor_state.hpp"
-#include "partune/backend/memory_accounting.hpp"
-#include "partune/backend/multi_tensor_adam.hpp"
 #include "partune/costmodel/program_builder.hpp"
 
 namespace partune::backend {
@@ -63,13 +60,28 @@ void check_executable(const Job& job, const RankProgram& program) {
 
 using Impl = ProgramExecutor::Impl;
 
-Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
-    : job(j), program(std::move(prog)), model(std::move(m)), comms(c) {
-  // The model's device and format: where it was moved after its initialisation (trainer.cpp).
+namespace {
+
+// The model's device and format: where it was moved after its initialisation (trainer.cpp).
+ComputeDevice device_of(const GPTModel& model) {
+  ComputeDevice d;
   if (const auto ps = model->parameters(); !ps.empty()) {
-    compute.device = ps.front().device();
-    compute.dtype = ps.front().scalar_type();
+    d.device = ps.front().device();
+    d.dtype = ps.front().scalar_type();
   }
+  return d;
+}
+
+}  // namespace
+
+Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
+    : job(j),
+      program(std::move(prog)),
+      model(std::move(m)),
+      comms(c),
+      compute(device_of(model)),
+      buckets(j, program.coords.pipeline, *model),
+      channels(program.rank, c, compute) {
   const ParallelConfig& pc = job.parallel;
   stage = program.coords.pipeline;
   p = pc.pipeline_parallel_degree;
@@ -85,79 +97,12 @@ Impl::Impl(const Job& j, RankProgram prog, GPTModel m, const Communicators* c)
     sequence_parallel.insert(prm.unsafeGetTensorImpl());
 }
 
-// The gradient buckets: one per layer, with the embedding and head parameters where the
-// program's bucket sizes count them (bucket_extras).
-void Impl::build_buckets() {
-  for (int c = 0; c < v; ++c)
-    for (int l = 0; l < std::max(1, layers(c)); ++l) {  // a chunk without layers: bucket 0, its extras
-      const int layer = job.global_layer(stage, c, l);
-      std::vector<torch::Tensor> params = layers(c) > 0 ? model->layer_parameters(layer) : std::vector<torch::Tensor>{};
-      if (layers(c) > 0 && job.model.is_moe() && job.parallel.expert_parallel_degree > 1) {
-        // The experts' gradients go over the expert-data group, in a bucket of their own.
-        std::vector<torch::Tensor> experts = model->layer_expert_parameters(layer);
-        std::set<const void*> theirs;
-        for (const torch::Tensor& e : experts) theirs.insert(e.unsafeGetTensorImpl());
-        params.erase(std::remove_if(params.begin(), params.end(),
-                                    [&](const torch::Tensor& p) { return theirs.count(p.unsafeGetTensorImpl()) > 0; }),
-                     params.end());
-        if (!experts.empty()) expert_bucket_params[{c, l}] = std::move(experts);
-      }
-      auto add = [&](const std::vector<torch::Tensor>& extra) { params.insert(params.end(), extra.begin(), extra.end()); };
-      const BucketExtras extras = bucket_extras(job, stage, c, l);
-      if (extras.embedding) add(model->embedding_parameters());
-      if (extras.head) add(model->head_parameters());
-      bucket_params[{c, l}] = std::move(params);
-    }
-}
-
+// The optimizer on what this rank updates: its parameters, or with ZeRO-1 or sharding its
+// owned slices of every bucket.
 void Impl::build_optimizer(const OptimizerSettings& settings) {
-  std::vector<torch::Tensor> params;
-  if (zero1 || sharded) {
-    for (auto& [key, ps] : bucket_params) {
-      shards[key] = std::make_unique<ParameterShards>(ps, shard_degree(), shard_index());
-      params.push_back(shards[key]->owned());
-    }
-    if (sharded) {
-      // The tied embedding, used by the embedding and the head of the same rank, stays
-      // gathered for the whole step (its bucket cannot be freed between the two uses).
-      const bool both = model->shard.embedding && model->shard.head && job.model.tied_embeddings;
-      for (auto& [key, s] : shards) {
-        if (both && key == BucketKey{0, 0}) resident.insert(key);
-        else s->release();
-      }
-    }
-  } else {
-    params = model->parameters();
-  }
-  masters_on_device = !job.parallel.offload_optimizer && compute.dtype != torch::kFloat;
-  if (job.parallel.offload_optimizer || masters_on_device) {
-    // The optimizer's fp32 copies (and, stepping them, its state): host memory with
-    // offload_optimizer (and with offload_parameters so is the shard the gathers start
-    // from), else the device's.
-    std::optional<HostMemoryScope> host;
-    if (!masters_on_device) host.emplace();
-    torch::NoGradGuard no_grad;
-    model_params = params;
-    const torch::Device where = masters_on_device ? compute.device : torch::Device(torch::kCPU);
-    for (torch::Tensor& d : model_params) {
-      torch::Tensor h = d.detach().to(where, torch::kFloat, /*non_blocking=*/false, /*copy=*/true).set_requires_grad(true);
-      h.mutable_grad() = torch::zeros_like(h);
-      master_params.push_back(h);
-      if (job.parallel.offload_parameters) d.set_data(d.detach().clone());
-    }
-    params = master_params;
-  }
-  const auto adam = torch::optim::AdamOptions(settings.learning_rate);
-  // PARTUNE_ADAM=per-tensor: LibTorch's per-tensor loop (the device check's comparison).
-  const char* loop = std::getenv("PARTUNE_ADAM");
-  if (loop && *loop && std::string(loop) != "per-tensor" && std::string(loop) != "multi-tensor")
-    throw std::runtime_error(fmt::format("PARTUNE_ADAM={}: expected per-tensor or multi-tensor", loop));
-  if (settings.kind == Optimizer::adam && loop && std::string(loop) == "per-tensor")
-    optimizer = std::make_unique<torch::optim::Adam>(params, adam);
-  else if (settings.kind == Optimizer::adam)
-    optimizer = std::make_unique<MultiTensorAdam>(params, adam);
-  else
-    optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(settings.learning_rate));
+  std::vector<torch::Tensor> params =
+      zero1 || sharded ? buckets.shard(shard_degree(), shard_index(), /*release_after_use=*/sharded) : model->parameters();
+  optimizer = std::make_unique<MixedPrecisionOptimizer>(std::move(params), settings, compute, job.parallel);
   const bool tied_copies = job.tied_embedding_copies() && (stage == 0 || stage == p - 1);
   if (tied_copies) wte = model->wte;
 }
@@ -169,88 +114,27 @@ void Impl::optimizer_step() {
   // them). Averaged here, as bucket_all_reduce averages the others: no communication.
   if (dp > 1 && job.expert_data_parallel_degree() == 1) {
     torch::NoGradGuard no_grad;
-    for (auto& [key, params] : expert_bucket_params)
+    for (auto& [key, params] : buckets.experts())
       for (torch::Tensor& prm : params)
         if (prm.grad().defined()) prm.mutable_grad().div_(dp);
   }
   // Masters on the device: no program instruction moves their gradients (offload's do).
-  if (masters_on_device) offload_gradients();
-  if (!shards.empty()) {
-    // Slices hold gradient sums over the data-parallel replicas: average them.
-    torch::NoGradGuard no_grad;
-    if (master_params.empty()) {
-      for (auto& [k, s] : shards) s->owned().mutable_grad().div_(dp);
-    } else {
-      for (torch::Tensor& h : master_params) h.mutable_grad().div_(dp);
-    }
-  }
-  if (master_params.empty() || masters_on_device) {
-    optimizer->step();
-  } else {
-    HostMemoryScope host;  // the optimizer state is created and stepped on the host
-    optimizer->step();
-  }
-  // With offload_parameters the updated shard stays on the host: the owned slices (the
-  // host copy the gathers start from) take it without a reload instruction. Masters on
-  // the device: the model takes their values in its own format.
-  if (job.parallel.offload_parameters || masters_on_device) sync_model_from_masters();
-  // The masters' fp32 gradients live only through the step: 4 bytes a parameter that the
-  // cost model's 2 + 2 + 12 does not hold between steps (the model's own gradients are the 2).
-  if (masters_on_device)
-    for (torch::Tensor& m : master_params) m.mutable_grad() = torch::Tensor();
-}
-
-// The gradients the optimizer will use, model -> masters (device -> host with
-// offload_optimizer; to fp32 with mixed precision).
-void Impl::offload_gradients() {
-  torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < model_params.size(); ++i) {
-    const torch::Tensor& g = model_params[i].grad();
-    torch::Tensor& mg = master_params[i].mutable_grad();
-    if (masters_on_device && !mg.defined() && g.defined()) {  // fp32 from the model's format, one pass
-      mg = g.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
-      continue;
-    }
-    if (!mg.defined()) mg = torch::zeros_like(master_params[i]);  // LibTorch 2's zero_grad sets none
-    if (g.defined()) mg.copy_(g);
-    else mg.zero_();
-  }
+  if (optimizer->masters_on_device()) optimizer->offload_gradients();
+  // Slices hold gradient sums over the data-parallel replicas: averaged.
+  if (buckets.sharded()) optimizer->average_gradients(dp);
+  optimizer->step();
 }
 
 // host -> device: the updated values after a host step (no layer), or with
 // offload_parameters a layer's shard staged for its all-gather.
 void Impl::reload_parameters(const Instruction& ins) {
-  torch::NoGradGuard no_grad;
-  if (ins.microbatch < 0) {  // after the host step
-    sync_model_from_masters();
-    return;
-  }
-  staged[{ins.chunk, ins.layer}] = shards.at({ins.chunk, ins.layer})->owned().detach().clone();
-}
-
-void Impl::sync_model_from_masters() {
-  torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < model_params.size(); ++i) model_params[i].copy_(master_params[i]);
-}
-
-// The host copies take the device's values (at the start, and after a checkpoint loads).
-void Impl::sync_master_params() {
-  torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < model_params.size(); ++i) master_params[i].copy_(model_params[i]);
+  if (ins.microbatch < 0) optimizer->sync_model_from_masters();  // after the host step
+  else buckets.stage_for_gather({ins.chunk, ins.layer});
 }
 
 void Impl::zero_gradients() {
-  if (shards.empty()) {
-    optimizer->zero_grad();  // the host copies' gradients with offload_optimizer; the model's too
-    for (torch::Tensor& d : model_params)
-      if (d.grad().defined()) d.mutable_grad().zero_();
-    return;
-  }
-  torch::NoGradGuard no_grad;
-  for (auto& [k, s] : shards) {
-    s->owned().mutable_grad().zero_();
-    for (const torch::Tensor& prm : s->params()) const_cast<torch::Tensor&>(prm).mutable_grad() = torch::Tensor();
-  }
+  if (buckets.sharded()) buckets.zero_sharded_gradients();
+  else optimizer->zero_grad();
 }
 
 void Impl::execute(const Instruction& ins, std::size_t i, const std::set<PartKey>& recomputed, bool& head_ran) {
@@ -281,7 +165,7 @@ void Impl::execute(const Instruction& ins, std::size_t i, const std::set<PartKey
     case OpKind::all_to_all: collective(ins, i); break;
     case OpKind::offload: offload(ins, i); break;
     case OpKind::reload: reload(ins, i); break;
-    case OpKind::offload_gradients: offload_gradients(); break;
+    case OpKind::offload_gradients: optimizer->offload_gradients(); break;
     case OpKind::reload_parameters: reload_parameters(ins); break;
     case OpKind::wait: finish(ins.wait_for); break;  // a tensor instruction's wait: nothing in flight
     case OpKind::optimizer_step: optimizer_step(); break;
@@ -340,7 +224,6 @@ ProgramExecutor::ProgramExecutor(const Job& job, RankProgram program, GPTModel m
   set_split_backward(std::any_of(ops.begin(), ops.end(), [](const Instruction& in) {
     return in.kind == OpKind::backward_weight;
   }));
-  impl_->build_buckets();
   impl_->build_optimizer(settings);
 }
 
@@ -359,7 +242,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
   s.parts.clear();
   s.chunk_input.clear();
   s.output_grad.clear();
-  s.mailbox.clear();
+  s.channels.start_step(s.activation_shape());
   s.zero_gradients();
   const TensorParallel& tp = s.model->shard.tensor;
   if (tp) tp->take_tally();
@@ -387,7 +270,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     // Events only where a timeline is kept; without one the clock just spares the syncs.
     const bool timed = on_clock && events;
     void* begin = timed ? clock->record() : nullptr;
-    if (is_compute(ins.kind)) s.post_early_receives(program.ops, i);
+    if (is_compute(ins.kind)) s.channels.post_early_receives(program.ops, i);
     const double start = monotonic_seconds();
     s.execute(ins, i, recomputed, head_ran);
     void* end = timed ? clock->record() : nullptr;
@@ -413,8 +296,7 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
     synchronize(s.compute);
     if (events) clock->settle(*events, t0);
   }
-  if (s.sharded)
-    for (auto& [k, sh] : s.shards) sh->release();
+  if (s.sharded) s.buckets.release_all();
   s.parts.clear();
   StepOutcome out;
   out.has_loss = head_ran;
@@ -427,10 +309,10 @@ StepOutcome ProgramExecutor::run(const std::vector<MicroBatchData>& data, std::v
 void ProgramExecutor::save(torch::serialize::OutputArchive& archive) {
   Impl& s = *impl_;
   torch::NoGradGuard no_grad;
-  if (s.shards.empty()) {
+  if (!s.buckets.sharded()) {
     for (const auto& kv : s.model->named_parameters()) archive.write("param." + kv.key(), kv.value());
   } else {
-    for (auto& [k, sh] : s.shards) archive.write(fmt::format("shard.{}.{}", k.first, k.second), sh->owned());
+    for (auto& [k, sh] : s.buckets.shards()) archive.write(fmt::format("shard.{}.{}", k.first, k.second), sh->owned());
     if (!s.sharded)
       for (const auto& kv : s.model->named_parameters()) archive.write("param." + kv.key(), kv.value());
   }
@@ -450,13 +332,12 @@ void ProgramExecutor::load(torch::serialize::InputArchive& archive) {
                                            t.defined() ? c10::str(t.sizes()) : "none", c10::str(target.sizes())));
     target.copy_(t);
   };
-  if (s.shards.empty() || !s.sharded)
+  if (!s.buckets.sharded() || !s.sharded)
     for (auto& kv : s.model->named_parameters()) read_into("param." + kv.key(), kv.value());
-  for (auto& [k, sh] : s.shards) read_into(fmt::format("shard.{}.{}", k.first, k.second), sh->owned());
+  for (auto& [k, sh] : s.buckets.shards()) read_into(fmt::format("shard.{}.{}", k.first, k.second), sh->owned());
   torch::serialize::InputArchive optimizer;
   archive.read("optimizer", optimizer);
-  s.optimizer->load(optimizer);
-  s.sync_master_params();
+  s.optimizer->load(optimizer);  // the masters then take the loaded values
 }
 
 }  // namespace partune::backend

@@ -60,21 +60,17 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
       if (ins.kind == OpKind::all_reduce) {
         bucket_all_reduce(key, index, ins.async);
       } else if (ins.kind == OpKind::reduce_scatter) {
-        reduce_scatter(index, *shards.at(key), g, ins.async, ins.count);
+        reduce_scatter(index, buckets.shard_of(key), g, ins.async, ins.count);
       } else {  // all_gather: the updated slices of every bucket, after the optimizer
-        for (auto& [k, s] : shards) gather(-1, *s, g, false, 1);
+        for (auto& [k, s] : buckets.shards()) gather(-1, *s, g, false, 1);
       }
       return;
     }
     case CommGroup::sharded: {
-      ParameterShards& s = *shards.at(key);
+      ParameterShards& s = buckets.shard_of(key);
       if (ins.kind == OpKind::all_gather) {
-        torch::Tensor source;  // offload_parameters: the shard reload_parameters brought up
-        if (auto st = staged.find(key); st != staged.end()) {
-          source = st->second;
-          staged.erase(st);
-        }
-        gather(index, s, group(CommGroup::sharded), ins.async, ins.count, source);
+        // offload_parameters: from the shard reload_parameters brought up
+        gather(index, s, group(CommGroup::sharded), ins.async, ins.count, buckets.take_staged(key));
       } else {
         reduce_scatter(index, s, group(CommGroup::sharded), ins.async, ins.count);
       }
@@ -82,7 +78,7 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
     }
     case CommGroup::replica: {
       const auto& g = group(CommGroup::replica);
-      for (auto& [k, s] : shards) {
+      for (auto& [k, s] : buckets.shards()) {
         std::vector<torch::Tensor> t{s->owned().mutable_grad()};
         g.group->allreduce(t, sum())->wait();
       }
@@ -115,7 +111,7 @@ void Impl::collective(const Instruction& ins, std::size_t i) {
 // bucket is summed over the expert-data group: each expert's gradient already holds its
 // expert group's tokens (the exchange brought them), so it too is averaged over dp.
 void Impl::bucket_all_reduce(const BucketKey& key, int index, bool async, CommGroup kind) {
-  std::vector<torch::Tensor>& params = (kind == CommGroup::expert_data ? expert_bucket_params : bucket_params).at(key);
+  std::vector<torch::Tensor>& params = (kind == CommGroup::expert_data ? buckets.experts() : buckets.dense()).at(key);
   std::vector<torch::Tensor> grads;
   for (torch::Tensor& prm : params) {
     if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
@@ -145,23 +141,9 @@ void Impl::sum_sequence_parallel_gradients(const Instruction& ins, std::size_t i
     throw std::runtime_error(fmt::format("{}: a tensor-group gradient sum without sequence parallelism or QK-norm",
                                          describe(ins, i)));
   torch::NoGradGuard no_grad;
-  auto summed = [&](const torch::Tensor& prm) { return sequence_parallel.count(prm.unsafeGetTensorImpl()) > 0; };
-  std::vector<torch::Tensor> grads;  // views of the gradients (or owned slices) to sum
-  if (shards.empty()) {
-    for (auto& [key, params] : bucket_params)
-      for (torch::Tensor& prm : params)
-        if (summed(prm)) {
-          if (!prm.grad().defined()) prm.mutable_grad() = torch::zeros_like(prm);
-          grads.push_back(prm.mutable_grad());
-        }
-  } else {
-    for (auto& [key, s] : shards)
-      for (std::size_t j = 0; j < s->params().size(); ++j)
-        if (summed(s->params()[j])) {
-          const auto [offset, length] = s->owned_segment(j);
-          grads.push_back(s->owned().mutable_grad().narrow(0, offset, length));
-        }
-  }
+  // Views of the gradients (or owned slices) to sum.
+  std::vector<torch::Tensor> grads = buckets.gradients_of(
+      [&](const torch::Tensor& prm) { return sequence_parallel.count(prm.unsafeGetTensorImpl()) > 0; });
   if (grads.empty()) return;
   std::vector<torch::Tensor> flat_parts;
   for (const torch::Tensor& g : grads) flat_parts.push_back(g.reshape(-1));
@@ -178,17 +160,14 @@ void Impl::sum_sequence_parallel_gradients(const Instruction& ins, std::size_t i
 // or the owned slice of it when the optimizer state is sharded.
 torch::Tensor Impl::embedding_gradient() {
   if (!wte.defined()) throw std::runtime_error("embedding all-reduce on a rank without a tied embedding copy");
-  if (shards.empty()) {
+  if (!buckets.sharded()) {
     if (!wte.grad().defined()) wte.mutable_grad() = torch::zeros_like(wte);
     return wte.mutable_grad();
   }
-  for (auto& [k, s] : shards)
-    for (std::size_t j = 0; j < s->params().size(); ++j)
-      if (s->params()[j].unsafeGetTensorImpl() == wte.unsafeGetTensorImpl()) {
-        const auto [offset, length] = s->owned_segment(j);
-        return s->owned().mutable_grad().narrow(0, offset, length);
-      }
-  throw std::runtime_error("the tied embedding is in no gradient bucket");
+  const std::vector<torch::Tensor> slice =
+      buckets.gradients_of([&](const torch::Tensor& prm) { return prm.unsafeGetTensorImpl() == wte.unsafeGetTensorImpl(); });
+  if (slice.empty()) throw std::runtime_error("the tied embedding is in no gradient bucket");
+  return slice.front();
 }
 
 namespace {
@@ -257,8 +236,7 @@ void Impl::gather(int index, ParameterShards& s, const Communicator& g, bool asy
 // Sharded data parallelism: a layer's parameters go once its compute is over.
 void Impl::release_after(const Instruction& ins) {
   if (!sharded || ins.chunk == v) return;
-  const BucketKey key{ins.chunk, ins.layer};
-  if (!resident.count(key)) shards.at(key)->release();
+  buckets.release({ins.chunk, ins.layer});
 }
 
 }  // namespace partune::backend

@@ -1,9 +1,11 @@
 #pragma once
 // The program executor's state and its steps (executor.hpp), private to the backend's
-// executor_*.cpp files, one idea each:
-//   executor.cpp              construction, buckets, optimizer, the step loop, save / load
+// executor_*.cpp files, one idea each. The gradient buckets (gradient_buckets.hpp), the
+// optimizer on its masters (mixed_precision_optimizer.hpp) and the point-to-point channels
+// (pipeline_channels.hpp) are classes of their own that it holds.
+//   executor.cpp              construction, the optimizer step, the step loop, save / load
 //   executor_compute.cpp      forward / recompute / backward of a part, offload / reload
-//   executor_transfers.cpp    pipeline sends and receives
+//   executor_transfers.cpp    pipeline sends and receives (over PipelineChannels)
 //   executor_collectives.cpp  data, sharded, replica and embedding collectives, the
 //                             sequence-parallel gradient sum; completion of asynchronous work
 //   tensor_call_booking.cpp   the tensor collectives the layers ran, booked to the
@@ -20,7 +22,9 @@
 
 #include "partune/backend/compute_device.hpp"
 #include "partune/backend/executor.hpp"
-#include "partune/backend/parameter_shards.hpp"
+#include "partune/backend/gradient_buckets.hpp"
+#include "partune/backend/mixed_precision_optimizer.hpp"
+#include "partune/backend/pipeline_channels.hpp"
 #include "partune/backend/weight_gradients.hpp"
 
 namespace partune::backend {
@@ -28,13 +32,8 @@ namespace partune::backend {
 // "instruction 7 (send_activation, micro-batch 2, chunk 0)"
 std::string describe(const Instruction& ins, std::size_t index);
 
-// Point-to-point tags: a pair of ranks can exchange both kinds in both directions
-// (interleaved stages wrap around), and Gloo pairs messages per (peer, tag) in order.
-constexpr int kActivationTag = 1, kGradientTag = 2;
-
 using ChunkKey = std::pair<int, int>;       // (micro-batch, chunk)
 using PartKey = std::tuple<int, int, int>;  // (micro-batch, chunk, first layer in the chunk)
-using BucketKey = std::pair<int, int>;      // (chunk, layer in the chunk)
 
 // What a forward left for its recompute and backward.
 struct Part {
@@ -114,22 +113,9 @@ struct ProgramExecutor::Impl {
   ComputeDevice compute;  // where the model's parameters are, and in which format
   int stage = 0, p = 1, v = 1, dp = 1, sdp = 1;
   bool head_first = false, sharded = false, zero1 = false;
-  std::map<BucketKey, std::vector<torch::Tensor>> bucket_params;
-  // A layer with experts under expert parallelism: its experts' parameters, reduced over
-  // the expert-data group (and not in bucket_params).
-  std::map<BucketKey, std::vector<torch::Tensor>> expert_bucket_params;
-  std::map<BucketKey, std::unique_ptr<ParameterShards>> shards;  // ZeRO-1 or sharded
-  std::set<BucketKey> resident;  // sharded buckets kept gathered through the step (tied embedding)
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  // The optimizer steps on fp32 master copies of what it updates (the owned slices, or the
-  // whole model) when offload_optimizer puts them in host memory, or when the model is
-  // bf16 / fp16 (mixed precision: the masters stay on the device). Gradients go to them
-  // and the updated values come back. On CPU both sides of an offload are host memory;
-  // the copies still run, so the path is the one a GPU run takes. offload_parameters:
-  // each gather starts from a copy of the shard brought up first (staged).
-  std::vector<torch::Tensor> model_params, master_params;
-  bool masters_on_device = false;  // mixed precision without offload_optimizer
-  std::map<BucketKey, torch::Tensor> staged;
+  GradientBuckets buckets;
+  std::unique_ptr<MixedPrecisionOptimizer> optimizer;
+  PipelineChannels channels;
   torch::Tensor wte;  // this rank's tied token embedding (copy), when it syncs it
   std::set<const void*> sequence_parallel;  // parameters summed over the tensor group (by TensorImpl)
 
@@ -138,7 +124,6 @@ struct ProgramExecutor::Impl {
   std::map<ChunkKey, torch::Tensor> chunk_input;   // received activations (leaves)
   std::map<ChunkKey, torch::Tensor> output_grad;   // received gradients of chunk outputs
   std::map<int, Pending> pending;                  // by instruction index
-  std::map<std::pair<int, int>, std::deque<torch::Tensor>> mailbox;  // (kind tag, chunk) -> self-sends
   TensorCallBook tensor_calls;
   const std::vector<MicroBatchData>* data = nullptr;
   double loss_sum = 0;
@@ -164,13 +149,9 @@ struct ProgramExecutor::Impl {
   int shard_index() const { return group(sharded ? CommGroup::sharded : CommGroup::data).index; }
 
   // executor.cpp
-  void build_buckets();
   void build_optimizer(const OptimizerSettings& settings);
   void optimizer_step();
-  void offload_gradients();
   void reload_parameters(const Instruction& ins);
-  void sync_master_params();
-  void sync_model_from_masters();
   void zero_gradients();
   void execute(const Instruction& ins, std::size_t i, const std::set<PartKey>& recomputed, bool& head_ran);
 
@@ -192,19 +173,10 @@ struct ProgramExecutor::Impl {
   }
 
   // executor_transfers.cpp
-  bool staged_transfers() const { return compute.cuda() && comms && comms->stages_transfers_through_host(); }
   int output_chunk(const Instruction& ins) const;
-  torch::Tensor activation_buffer() const;
+  std::vector<std::int64_t> activation_shape() const;
   void send(const Instruction& ins, std::size_t i, torch::Tensor t, int tag);
   torch::Tensor receive(const Instruction& ins, std::size_t i, int tag);
-  // overlap_p2p_comm: the receives flagged posted_early between compute instruction i and
-  // the next compute are posted before it runs (as the simulator does), into `early`.
-  void post_early_receives(const std::vector<Instruction>& ops, std::size_t i);
-  struct EarlyReceive {
-    c10::intrusive_ptr<c10d::Work> work;
-    torch::Tensor buffer;
-  };
-  std::map<std::size_t, EarlyReceive> early;  // by instruction index
   void send_activation(const Instruction& ins, std::size_t i);
   void send_gradient(const Instruction& ins, std::size_t i);
 

@@ -44,6 +44,7 @@
 
 #include "partune/backend/communicators.hpp"
 #include "partune/backend/gpt_model.hpp"
+#include "partune/backend/mixed_precision_optimizer.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
 
@@ -71,11 +72,6 @@ struct StepOutcome {
   // stands for (by micro-batch, chunk, layer and kind): 0 when the program and the
   // layers agree.
   int unbooked_tensor_calls = 0;
-};
-
-struct OptimizerSettings {
-  Optimizer kind = Optimizer::adam;
-  double learning_rate = 1e-3;
 };
 
 class ProgramExecutor {
