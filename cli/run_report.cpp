@@ -30,10 +30,10 @@ const char* plural(int n, const char* many = "s") { return n == 1 ? "" : many; }
 
 }  // namespace
 
-std::string run_header_text(const Job& job, const backend::Trainer& trainer, const backend::ScaleOptions& scale) {
+std::string run_header_text(const Job& job, const backend::Trainer& trainer, const ScaleOptions& scale) {
   const Job& ran = trainer.job();
   const int m = ran.parallel.microbatches * ran.training.gradient_accumulation;
-  std::string s = backend::describe_scaling(job.model, ran.model, scale) + "\n";
+  std::string s = describe_scaling(job.model, ran.model, scale) + "\n";
   s += fmt::format(
       "job {}: {} on {} rank{} (pipeline {} x tensor {}{} x data {}{}), {}, {} thread{} per rank\n",
       job.name, job.model.name, ran.world_size(), plural(ran.world_size()), ran.parallel.pipeline_parallel_degree,
@@ -46,7 +46,7 @@ std::string run_header_text(const Job& job, const backend::Trainer& trainer, con
           ? fmt::format(", sharded {}", ran.parallel.sharded_data_parallel_degree)
           : std::string(),
       trainer.device_description(), trainer.threads(), plural(trainer.threads()));
-  s += fmt::format("model run: {}\n", backend::describe_model(ran.model, ran.parallel.flash_attention));
+  s += fmt::format("model run: {}\n", describe_model(ran.model, ran.parallel.flash_attention));
   s += fmt::format("batch: {} sequences = {} replica{} x {} micro-batch{} x {} sequence{} of {} tokens; {}\n",
                    ran.training.global_batch, ran.data_parallel_degree(), plural(ran.data_parallel_degree()), m,
                    plural(m, "es"), ran.microbatch_size(), plural(ran.microbatch_size()), ran.model.seq_len,

@@ -13,7 +13,7 @@ namespace partune::cli {
 
 // What runs against the job's model and why (first line), on how many ranks, with which
 // model, batch, data and program (rank 0's).
-std::string run_header_text(const Job& job, const backend::Trainer& trainer, const backend::ScaleOptions& scale);
+std::string run_header_text(const Job& job, const backend::Trainer& trainer, const ScaleOptions& scale);
 std::string step_table_header();
 std::string step_line(const backend::StepReport& r);
 // The --json object: the job as run and every step's loss, time and per-rank peaks.

@@ -92,7 +92,7 @@ nlohmann::json job_result(const validate::SuiteJob& c, const validate::JobValida
     return out;
   }
   const validate::Comparison& cmp = *j.pooled;
-  out = comparison_json({c.job.name, c.file, backend::describe_model(c.ran.model, c.ran.parallel.flash_attention), j.threads_per_rank}, c.ran, cmp);
+  out = comparison_json({c.job.name, c.file, describe_model(c.ran.model, c.ran.parallel.flash_attention), j.threads_per_rank}, c.ran, cmp);
   out["oversubscribed"] = j.oversubscribed;
   if (!trace_dir.empty()) {
     const std::string pfile = trace_dir + "/" + c.job.name + "-predicted.json";

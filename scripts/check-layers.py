@@ -3,8 +3,8 @@
 
 The folders (README's layout table) and what each may include:
   costmodel  <  sim, kernels  <  search, backend  <  launch  <  validate  <  report  <  cli, python
-(launch: spawning processes, splitting search and sweep over MPI ranks; backend/'s
-scaling rule is LibTorch-free, so validate may include it)
+(launch: spawning processes, splitting search and sweep over MPI ranks; validate runs
+the backend in its own process, the job it runs costmodel's scaled job)
 and inside costmodel/ the rooms, lowest first (ROOMS below): a file in one room may
 include headers of its own room and of the rooms beneath it, never above. SimGrid is
 private to sim/ (and cli's --version), LibTorch to backend/ and kernels/ (and the runner's
@@ -28,7 +28,7 @@ FOLDERS = {
     "search": {"costmodel", "sim"},
     "backend": {"costmodel", "kernels"},
     "launch": {"costmodel", "sim", "search"},
-    "validate": {"costmodel", "sim", "search", "backend", "launch"},
+    "validate": {"costmodel", "sim", "search", "launch"},
     "report": {"costmodel", "sim", "search", "launch", "validate"},
     "cli": {"costmodel", "sim", "search", "kernels", "backend", "launch", "validate", "report"},
     "python": {"costmodel", "sim", "search", "launch", "validate", "report"},

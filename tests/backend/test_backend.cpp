@@ -12,7 +12,7 @@
 
 #include "partune/backend/executor.hpp"
 #include "partune/backend/gpt_model.hpp"
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/backend/token_source.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/costmodel/parameter_count.hpp"

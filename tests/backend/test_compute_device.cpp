@@ -15,7 +15,7 @@
 #include "partune/backend/executor.hpp"
 #include "partune/backend/fp8_linear.hpp"
 #include "partune/backend/gpt_model.hpp"
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/backend/token_source.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/program_builder.hpp"

@@ -1,5 +1,5 @@
 // LLaMA-style blocks in the LibTorch backend (transformer_layer.hpp, gpt_model.hpp,
-// scaling.hpp): SwiGLU MLP, RMSNorm, rotary positions, grouped-query and multi-query
+// scaled_job.hpp): SwiGLU MLP, RMSNorm, rotary positions, grouped-query and multi-query
 // attention, no biases.
 //   - closed forms: RMSNorm against its formula; rotary positions (the identity at
 //     position 0, the rotate_half convention written out, q . k depending only on the
@@ -33,7 +33,7 @@
 #include "partune/backend/checkpoint.hpp"
 #include "partune/backend/gpt_model.hpp"
 #include "partune/backend/memory_accounting.hpp"
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/backend/trainer.hpp"
 #include "partune/backend/transformer_layer.hpp"
 #include "partune/costmodel/parameter_count.hpp"

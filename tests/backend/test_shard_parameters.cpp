@@ -24,7 +24,7 @@
 #include <torch/torch.h>
 
 #include "partune/backend/gpt_model.hpp"
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/backend/tensor_parallel.hpp"
 #include "partune/costmodel/layer_plan.hpp"
 #include "partune/costmodel/parameter_count.hpp"

@@ -64,7 +64,7 @@ BackendRun run_on_backend(const BackendRunRequest& rq) {
         fmt::format("the backend ran {} ranks; the job has {}", report.at("world_size").get<int>(), rq.world_size));
   if (!same_model(report.at("model"), rq.model))
     throw std::runtime_error(fmt::format("the backend ran the model {}; the scaling rule gives {}",
-                                         report.at("model").dump(), backend::describe_model(rq.model)));
+                                         report.at("model").dump(), describe_model(rq.model)));
   for (const auto& step : report.at("steps")) {
     out.measured.step_seconds.push_back(step.at("seconds").get<double>());
     out.measured.peak_bytes.push_back(step.at("peak_bytes").get<std::vector<double>>());

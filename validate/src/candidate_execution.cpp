@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
 #include "partune/search/execution_sample.hpp"
 #include "partune/sim/simulator.hpp"
@@ -34,7 +34,7 @@ Candidate prepare(const search::Candidate& c, std::size_t rank, const fs::path& 
   e.executed.search_rank = rank;
   e.executed.job = c.job;
   e.executed.configuration = c.configuration;
-  e.executed.ran = backend::scaled_job(c.job, backend::ScaleOptions{});
+  e.executed.ran = scaled_job(c.job, ScaleOptions{});
   e.file = (dir / fmt::format("candidate-{}.yaml", rank + 1)).string();
   std::ofstream(e.file) << job_yaml(e.executed.ran, "partune search --execute: candidate " + std::to_string(rank + 1));
   e.executed.predicted_step_s = sim::simulate(e.executed.ran, sim::SimOptions{}).metrics.step_time;

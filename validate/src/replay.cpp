@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/costmodel/calibration_fit.hpp"
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/kernel_breakdown.hpp"
@@ -182,9 +182,9 @@ ReplayJob replay_job(const nlohmann::json& recorded, const fs::path& run, const 
   Job job = load_job(r.file, set);
   complete_profile(job.cluster.instance.gpu, calibration);
   complete_attention(job.cluster.instance.gpu, calibration, run / "calibrate.json");
-  backend::ScaleOptions scale;
+  ScaleOptions scale;
   scale.whole = device == "cuda";  // the model as validate ran it there
-  const Job ran = backend::scaled_job(job, scale);
+  const Job ran = scaled_job(job, scale);
   r.low_precision_gemms = low_precision_gemms(ran.training.precision);
   const Prediction p = predict(ran);
   r.predicted_step_s = p.result.metrics.step_time;

@@ -63,9 +63,9 @@ std::vector<SuiteJob> load_suite(const SuiteOptions& opt) {
     c.file = f;
     c.job = load_job(f, opt.overrides);
     try {
-      backend::ScaleOptions whole;
+      ScaleOptions whole;
       whole.whole = opt.device == "cuda";  // partune run --device cuda keeps the job's model
-      c.ran = backend::scaled_job(c.job, whole);
+      c.ran = scaled_job(c.job, whole);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(f, "model", e.what());
     }

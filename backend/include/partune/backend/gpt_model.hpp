@@ -70,7 +70,7 @@ class GPTModelImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when the tensor degree does not divide heads, kv_heads,
   // hidden, ffn_hidden and vocab (naming which), or a layer index is out of range.
-  // `model`: the job's as it runs (scaling.hpp's scaled_job); `flash_attention`: the job's
+  // `model`: the job's as it runs (costmodel's scaled_job.hpp); `flash_attention`: the job's
   // attention kernel (parallel.flash_attention).
   GPTModelImpl(const ModelSpec& model, std::uint64_t seed, ModelShard shard = {}, bool flash_attention = false);
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "partune/backend/launcher.hpp"
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
 

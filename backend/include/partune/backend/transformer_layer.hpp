@@ -2,7 +2,7 @@
 // One pre-norm transformer layer, Megatron's split:
 //   x = x + ParallelAttention(Norm1(x))
 //   x = x + ParallelMLP(Norm2(x))
-// The block is the (scaled) job's ModelSpec's (scaling.hpp), as the layer plan states it
+// The block is the (scaled) job's ModelSpec's (costmodel's scaled_job.hpp), as the layer plan states it
 // (costmodel/layer_plan.cpp):
 //   - GPT's: LayerNorm, GeLU MLP, multi-head attention, biases on every linear layer;
 //   - LLaMA's: RMSNorm, SwiGLU MLP, rotary positions on the queries and keys, grouped-query

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/validate/validation.hpp"
 
 namespace partune::validate {

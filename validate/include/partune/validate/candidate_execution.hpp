@@ -29,7 +29,7 @@ struct ExecutedCandidate {
   std::size_t search_rank = 0;  // 0-based place in the search's ranking
   Job job;                      // the search's candidate
   std::string configuration;    // its name in the search (Candidate::configuration)
-  Job ran;                      // as the backend runs it (backend::scaled_job)
+  Job ran;                      // as the backend runs it (scaled_job)
   double predicted_step_s = 0;
   StepStatistics measured;      // of its timed steps, when it ran
   std::string error;            // set when a run failed (the first failure ends it)

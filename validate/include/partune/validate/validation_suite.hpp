@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "partune/backend/scaling.hpp"
+#include "partune/costmodel/scaled_job.hpp"
 #include "partune/costmodel/job.hpp"
 #include "partune/costmodel/program.hpp"
 #include "partune/sim/simulator.hpp"
@@ -28,7 +28,7 @@ struct SuiteOptions {
 struct SuiteJob {
   std::string file;
   Job job;
-  Job ran;  // its model scaled (backend::scaled_job)
+  Job ran;  // its model scaled (scaled_job)
 };
 
 // Every file loaded and checked first: a typo in the 20th job stops the suite at once,

@@ -1,5 +1,5 @@
-// The model-size scaling rule (scaling.hpp).
-#include "partune/backend/scaling.hpp"
+// The scaled job and the model-size scaling rule (scaled_job.hpp).
+#include "partune/costmodel/scaled_job.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +10,11 @@
 #include "partune/costmodel/enum_names.hpp"
 #include "partune/costmodel/parameter_count.hpp"
 
-namespace partune::backend {
+namespace partune {
 
 namespace {
 
-// The key/value heads at `heads` query heads (the rule in scaling.hpp).
+// The key/value heads at `heads` query heads (the rule in scaled_job.hpp).
 int scaled_kv_heads(const ModelSpec& model, int heads, int min_kv_heads) {
   switch (model.attention) {
     case AttentionKind::mha: return heads;
@@ -62,7 +62,7 @@ bool same_model(const ModelSpec& m, const ModelSpec& c) {
          m.first_dense_layers == c.first_dense_layers;
 }
 
-// The sizes by the rule (scaling.hpp): layers, hidden, sequence, vocabulary and heads.
+// The sizes by the rule (scaled_job.hpp): layers, hidden, sequence, vocabulary and heads.
 void scale_sizes(const ModelSpec& model, const ScaleOptions& scale, bool small, ModelSpec& c) {
   c.layers = scale.layers > 0 ? scale.layers : small ? model.layers : 2;
   c.hidden = scale.hidden > 0 ? scale.hidden : small ? model.hidden : 64;
@@ -130,7 +130,7 @@ Job scaled_job(const Job& job, const ScaleOptions& scale) {
   Job j = job;
   j.model = scaled_model(job.model, scale, job.parallel.tensor_parallel_degree);
   // The backend shards every parameter tensor and gathers each layer (no tensor stays
-  // whole: backend/src/executor_collectives.cpp), so the program it runs has SMP's and
+  // whole: the backend's executor_collectives.cpp), so the program it runs has SMP's and
   // ZeRO-3's persistence threshold at 0; and it copies each gathered layer out of the
   // all-gather's rows and its gradients into the reduce's (parameter_shards.cpp's
   // unpack_parameters, pack_gradients) as FSDP2 does, whatever the flavour.
@@ -201,4 +201,4 @@ std::string describe_scaling(const ModelSpec& model, const ModelSpec& ran, const
       model.name, sizes, written, kSmallModelParams / 1e6, kSmallSeqLen);
 }
 
-}  // namespace partune::backend
+}  // namespace partune

@@ -1,12 +1,13 @@
 #pragma once
-// The model-size scaling rule: the backend runs the job's program on a model small
-// enough for this machine. The job file is not changed; `partune run --scale-*` flags
-// give explicit sizes. No LibTorch here.
+// The scaled job: the job as the LibTorch backend runs it, its model small enough for this
+// machine by the model-size scaling rule below. The job file is not changed; `partune run
+// --scale-*` flags give explicit sizes. Pure (no LibTorch): `partune validate` simulates
+// exactly the job `partune run` runs, from this code.
 #include <string>
 
 #include "partune/costmodel/job.hpp"
 
-namespace partune::backend {
+namespace partune {
 
 // Explicit sizes; 0 = decided by the rule below.
 struct ScaleOptions {
@@ -58,4 +59,4 @@ std::string describe_model(const ModelSpec& model, bool flash_attention = false)
 // "runs gpt2-small resized by --scale-*: ..." when `scale` gave sizes.
 std::string describe_scaling(const ModelSpec& model, const ModelSpec& ran, const ScaleOptions& scale);
 
-}  // namespace partune::backend
+}  // namespace partune
