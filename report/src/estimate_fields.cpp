@@ -1,10 +1,10 @@
-// The tables of an Estimate's numbers (estimate_fields.hpp).
+// The tables of a step's figures (estimate_fields.hpp).
 #include "partune/report/estimate_fields.hpp"
 
 namespace partune::report {
 
 const std::vector<EstimateField>& estimate_fields() {
-  using E = const Estimate&;
+  using E = const StepMetrics&;
   static const std::vector<EstimateField> fields = {
       {"step_time_s", [](E e) { return e.step_time; }},
       {"samples_per_s", [](E e) { return e.samples_per_s; }},

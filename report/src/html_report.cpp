@@ -24,12 +24,12 @@ namespace {
 
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 
-const Estimate& best_view(const search::Candidate& c) { return c.simulated ? c.simulation : c.estimate; }
+const StepMetrics& best_view(const search::Candidate& c) { return c.simulated ? c.simulation : c.estimate; }
 
-double headroom_gib(const Estimate& e) { return (e.memory_capacity - e.memory.total()) / units::GiB; }
+double headroom_gib(const StepMetrics& e) { return (e.memory_capacity - e.memory.total()) / units::GiB; }
 
 // The step split as the text's breakdown rows (estimate_fields.hpp), one bar per view.
-BarChart step_chart(const std::vector<std::pair<std::string, const Estimate*>>& views) {
+BarChart step_chart(const std::vector<std::pair<std::string, const StepMetrics*>>& views) {
   BarChart c;
   c.y_label = "seconds per step";
   c.unit = "s";
@@ -95,7 +95,7 @@ struct MergedMark {
 
 void add_candidate(std::vector<MergedMark>& marks, std::map<std::string, std::size_t>& index,
                    const search::Candidate& c, Kind kind, const std::string& why) {
-  const Estimate& v = best_view(c);
+  const StepMetrics& v = best_view(c);
   const std::string key = fmt::format("{}|{:.9g}|{:.9g}", static_cast<int>(kind), v.samples_per_s, headroom_gib(c.estimate));
   const auto [at, fresh] = index.emplace(key, marks.size());
   if (fresh) {
@@ -143,7 +143,7 @@ void candidate_table(HtmlPage& page, const search::SearchReport& r) {
   const std::vector<search::TwinGroup> groups = search::group_twins(r.ranked);
   for (std::size_t i = 0; i < groups.size() && i < 20; ++i) {
     const search::Candidate& c = r.ranked[groups[i].first];
-    const Estimate& v = best_view(c);
+    const StepMetrics& v = best_view(c);
     std::string twins;
     for (std::size_t t : groups[i].twins) twins += (twins.empty() ? "" : ", ") + r.ranked[t].job.parallel.placement_strategy.name();
     rows.push_back({std::to_string(i + 1), c.configuration, fmt::format("{:.2f}", v.samples_per_s), seconds(v.step_time),
@@ -156,7 +156,7 @@ void candidate_table(HtmlPage& page, const search::SearchReport& r) {
 
 std::string search_summary(const Job& base, const search::SearchReport& r) {
   const search::Candidate& best = r.ranked.front();
-  const Estimate& v = best_view(best);
+  const StepMetrics& v = best_view(best);
   return fmt::format("{} on {} x {} ({} GPUs), global batch {}. Enumerated {}, estimated {}, pruned {} that do not fit "
                      "and {} dominated, simulated {}. Best: {}: {:.2f} samples/s, step {} ({}), MFU {:.1f}%, "
                      "headroom {:.2f} GiB.",
@@ -232,7 +232,7 @@ std::string search_html(const Job& base, const search::SearchReport& r, const Tr
   page.heading("Best distinct configurations");
   candidate_table(page, r);
   page.heading("The winner's step: " + best.configuration);
-  std::vector<std::pair<std::string, const Estimate*>> views = {{"estimator", &best.estimate}};
+  std::vector<std::pair<std::string, const StepMetrics*>> views = {{"estimator", &best.estimate}};
   if (best.simulated) views.emplace_back("simulation", &best.simulation);
   page.figure(bar_svg(step_chart(views)), "Where the step goes on the critical stage (simulation: the critical rank).");
   page.heading("The winner's memory per pipeline stage");

@@ -34,7 +34,7 @@ std::string share(double part, double whole) {
 }
 
 // The step breakdown's rows (estimate_fields.hpp), each with its share of the step.
-std::string breakdown_text(const Estimate& e) {
+std::string breakdown_text(const StepMetrics& e) {
   std::string s = "\nstep time breakdown (critical stage)          time   share\n";
   for (const StepField& f : step_fields()) {
     const double t = e.breakdown.*f.value;
@@ -47,7 +47,7 @@ std::string breakdown_text(const Estimate& e) {
 }
 
 // The memory section's rows (estimate_fields.hpp) and whether it fits.
-std::string memory_text(const Estimate& e) {
+std::string memory_text(const StepMetrics& e) {
   const MemoryBreakdown& m = e.memory;
   std::string s = fmt::format("\nmemory per GPU (largest: pipeline stage {})\n", m.stage);
   for (const MemoryField& f : memory_fields()) {
@@ -121,7 +121,7 @@ std::string describe_job(const Job& job) {
 namespace {
 // For a job that does not fit: the changes that make it fit, each checked by estimating
 // the job with it (search/fit_advice.hpp), written where they go.
-std::string fit_changes_text(const Job& job, const Estimate& e) {
+std::string fit_changes_text(const Job& job, const StepMetrics& e) {
   if (e.fits) return "";
   bool together = false;
   const std::vector<search::FitChange> changes = search::changes_to_fit(job, &together);
@@ -135,7 +135,7 @@ std::string fit_changes_text(const Job& job, const Estimate& e) {
 }
 }  // namespace
 
-std::string estimate_text(const Job& job, const Estimate& e) {
+std::string estimate_text(const Job& job, const StepMetrics& e) {
   std::string s = describe_job(job);
   s += "\n";
   s += fmt::format("step time            {}\n", seconds(e.step_time));
@@ -150,7 +150,7 @@ std::string estimate_text(const Job& job, const Estimate& e) {
   return s + breakdown_text(e) + memory_text(e) + fit_changes_text(job, e);
 }
 
-nlohmann::json estimate_json(const Job& job, const Estimate& e) {
+nlohmann::json estimate_json(const Job& job, const StepMetrics& e) {
   nlohmann::json j;
   j["job"] = job.name;
   j["model"] = job.model.name;

@@ -18,7 +18,7 @@ nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::js
 
 }  // namespace
 
-std::string resilience_text(const Job& job, const Estimate& e, double tokens) {
+std::string resilience_text(const Job& job, const StepMetrics& e, double tokens) {
   const InstanceType& inst = job.cluster.instance;
   const Resilience r = resilience(job);
   if (r.failures_per_second <= 0)
@@ -48,7 +48,7 @@ std::string resilience_text(const Job& job, const Estimate& e, double tokens) {
   return s;
 }
 
-nlohmann::json resilience_json(const Job& job, const Estimate& e, double tokens) {
+nlohmann::json resilience_json(const Job& job, const StepMetrics& e, double tokens) {
   const Resilience r = resilience(job);
   const Goodput g = goodput(r);
   nlohmann::json j = {{"failures_per_hour", r.failures_per_second * 3600.0},

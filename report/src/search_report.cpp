@@ -15,10 +15,10 @@
 namespace partune::report {
 
 namespace {
-const Estimate& best_view(const search::Candidate& c) { return c.simulated ? c.simulation : c.estimate; }
+const StepMetrics& best_view(const search::Candidate& c) { return c.simulated ? c.simulation : c.estimate; }
 
 nlohmann::json candidate_json(const search::Candidate& c) {
-  const Estimate& v = best_view(c);
+  const StepMetrics& v = best_view(c);
   const StepBreakdown& b = c.estimate.breakdown;
   return {{"configuration", c.configuration},
           {"pipeline_parallel_degree", c.job.parallel.pipeline_parallel_degree},
@@ -75,7 +75,7 @@ std::string candidate_table(const search::SearchReport& r, const std::vector<sea
   const int n = std::min<int>(rows, static_cast<int>(groups.size()));
   for (int i = 0; i < n; ++i) {
     const search::Candidate& c = r.ranked[groups[i].first];
-    const Estimate& v = best_view(c);
+    const StepMetrics& v = best_view(c);
     const StepBreakdown& b = c.estimate.breakdown;
     const double step = c.estimate.step_time;
     auto pct = [&](double x) { return fmt::format("{:.0f}%", 100 * x / step); };
@@ -104,7 +104,7 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
   const std::vector<search::TwinGroup> groups = search::group_twins(r.ranked);
   s += candidate_table(r, groups, rows);
   const search::Candidate& best = r.ranked.front();
-  const Estimate& v = best_view(best);
+  const StepMetrics& v = best_view(best);
   s += fmt::format("\nbest: {}{}\n  {:.2f} samples/s, {:.1f} model TFLOPs/GPU ({:.1f} hardware), MFU {:.1f}%, "
                    "step {:.3f} s{}\n",
                    best.configuration, twins_note(r, groups.front()), v.samples_per_s, v.tflops_per_gpu,
@@ -118,8 +118,8 @@ std::string search_text(const Job& base, const search::SearchReport& r, const Tr
                      100 * best.estimate.breakdown.compute / best.estimate.step_time);
   }
   if (r.has_tensor_across_nodes && r.has_pipeline_across_nodes) {
-    const Estimate& t = best_view(r.best_tensor_across_nodes);
-    const Estimate& p = best_view(r.best_pipeline_across_nodes);
+    const StepMetrics& t = best_view(r.best_tensor_across_nodes);
+    const StepMetrics& p = best_view(r.best_pipeline_across_nodes);
     const bool both_simulated = r.best_tensor_across_nodes.simulated && r.best_pipeline_across_nodes.simulated;
     s += fmt::format("  model parallelism across nodes ({}): pipeline ({}) {:.2f} samples/s vs tensor ({}) {:.2f} "
                      "samples/s: pipeline is {:.2f}x {}\n",

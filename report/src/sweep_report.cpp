@@ -76,7 +76,7 @@ std::string sweep_text_row(const search::SweepPoint& p, const SweepBudget& budge
   for (const auto& v : p.values) s += fmt::format("{:>16} ", v);
   if (!searched && p.status != PointStatus::invalid) s += fmt::format("{:>13} ", microbatches(p.job));
   if (!fits(p)) return s + why_not(p) + "\n";
-  const Estimate& e = p.metrics;
+  const StepMetrics& e = p.metrics;
   s += fmt::format("{:>10.2f} {:>10.0f} {:>7.1f} {:>5.1f}% {:>5.1f} GiB", e.samples_per_s, e.tokens_per_s,
                    e.tflops_per_gpu, 100 * e.mfu, e.memory.total() / units::GiB);
   const TrainingCost b = budgeted(p, budget);
@@ -118,7 +118,7 @@ std::string sweep_csv_row(const search::SweepPoint& p, const SweepBudget& budget
   for (const auto& v : p.values) s += csv_field(v) + ",";
   s += csv_field(to_string(p.status)) + ",";
   if (p.status == PointStatus::invalid) return s + ",,,,,,,,,,,,,," + csv_field(p.reason) + "\n";
-  const Estimate& e = p.metrics;
+  const StepMetrics& e = p.metrics;
   const TrainingCost b = budgeted(p, budget);
   const bool run = fits(p), train = run && budget.tokens > 0;
   return s + fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_number(run, e.samples_per_s),

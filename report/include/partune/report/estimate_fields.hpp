@@ -1,6 +1,7 @@
 #pragma once
-// The numbers of an Estimate (costmodel/estimator.hpp) as the reports name them, one
-// table each for the headline figures, the step breakdown and the memory breakdown. A
+// The numbers of a StepMetrics (costmodel/estimator.hpp: the estimator's Estimate or a
+// simulation's figures) as the reports name them, one table each for the headline figures,
+// the step breakdown and the memory breakdown. A
 // row gives the key of `estimate --json` (the Python module's dict is that object too),
 // the text report's label where the text lists the number in a section, and how to read
 // it. estimate_json and the text's breakdown and memory sections iterate these tables: a
@@ -14,7 +15,7 @@ namespace partune::report {
 // A headline figure: a key of the top level of `estimate --json`.
 struct EstimateField {
   const char* key;  // "step_time_s"
-  double (*value)(const Estimate&);
+  double (*value)(const StepMetrics&);
 };
 const std::vector<EstimateField>& estimate_fields();
 

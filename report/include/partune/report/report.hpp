@@ -13,13 +13,13 @@ namespace partune::report {
 
 std::string describe_job(const Job& job);
 // The headroom is HBM less the memory breakdown's total.
-std::string estimate_text(const Job& job, const Estimate& e);
-nlohmann::json estimate_json(const Job& job, const Estimate& e);
+std::string estimate_text(const Job& job, const StepMetrics& e);
+nlohmann::json estimate_json(const Job& job, const StepMetrics& e);
 // What failures cost the run (goodput.hpp): the job's failure rate, its checkpoint, the
 // Young/Daly interval and the goodput; with `tokens` > 0 the time-to-train without and
 // with failures. estimate prints it after its report; the JSON is its "resilience" object.
-std::string resilience_text(const Job& job, const Estimate& e, double tokens = 0);
-nlohmann::json resilience_json(const Job& job, const Estimate& e, double tokens = 0);
+std::string resilience_text(const Job& job, const StepMetrics& e, double tokens = 0);
+nlohmann::json resilience_json(const Job& job, const StepMetrics& e, double tokens = 0);
 
 // simulate: the estimate's report and keys, plus what only the simulation shows.
 // `analytic` is the estimator's view of the same job: the report puts the two side by

@@ -68,8 +68,8 @@ struct ReproduceResult {
   std::vector<TableSummary> tables;  // one per table, in input order
 };
 
-// `evaluate` predicts one job (the estimator now; the simulator when it exists).
-using JobEvaluator = std::function<Estimate(const Job&)>;
+// `evaluate` predicts one job: the estimator's figures or a simulation's.
+using JobEvaluator = std::function<StepMetrics(const Job&)>;
 ReproduceResult reproduce(const std::vector<Table>& tables, const JobEvaluator& evaluate);
 
 }  // namespace partune
