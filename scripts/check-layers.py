@@ -5,8 +5,8 @@ The folders (README's layout table) and what each may include:
   costmodel  <  sim, kernels  <  search, backend  <  launch  <  validate  <  report  <  cli, python
 (launch: spawning processes, splitting search and sweep over MPI ranks; validate runs
 the backend in its own process, the job it runs costmodel's scaled job)
-and inside costmodel/ the rooms, lowest first (ROOMS below): a file in one room may
-include headers of its own room and of the rooms beneath it, never above. SimGrid is
+and inside costmodel/ and backend/ the rooms, lowest first (ROOMS below): a file in one
+room may include headers of its own room and of the rooms beneath it, never above. SimGrid is
 private to sim/ (and cli's --version), LibTorch to backend/ and kernels/ (and the runner's
 cli files, which link the backend).
 
@@ -17,8 +17,15 @@ import pathlib
 import re
 import sys
 
-# costmodel's rooms, lowest first: a reader guesses from the folder where a rule lives.
-ROOMS = ["base", "spec", "plan", "cost", "program", "estimate", "scenario"]
+# The rooms of costmodel/ and backend/, lowest first: a reader guesses from the folder
+# where a rule lives. backend/: the parallel layers and their groups, the model built from
+# them, and what runs it (executor, trainer, processes, checkpoints).
+ROOMS = {
+    "costmodel": ["base", "spec", "plan", "cost", "program", "estimate", "scenario"],
+    "backend": ["parallel", "model", "runtime"],
+}
+# What may stand beside a folder's rooms: backend/tools (programs over the library).
+BESIDE_ROOMS = {"backend": {"tools"}}
 
 # Which project folders each folder's sources may include (itself always).
 FOLDERS = {
@@ -49,27 +56,26 @@ def project_files(root, folder):
     return sorted(p for p in base.rglob("*") if p.suffix in SOURCES and p.is_file()) if base.is_dir() else []
 
 
-def costmodel_rooms(root):
-    """Every costmodel header's room, by file name (names are unique across rooms)."""
+def folder_rooms(root, folder):
+    """Every header's room in `folder`, by file name (names are unique across rooms)."""
     rooms, problems = {}, []
-    for room in ROOMS:
-        for p in project_files(root, f"costmodel/{room}"):
+    for room in ROOMS[folder]:
+        for p in project_files(root, f"{folder}/{room}"):
             if p.suffix in (".hpp", ".h"):
                 if p.name in rooms:
                     problems.append(f"{p}: header name also in room '{rooms[p.name]}'")
                 rooms[p.name] = room
-    for p in project_files(root, "costmodel"):
-        rel = p.relative_to(root / "costmodel")
-        if rel.parts[0] not in ROOMS:
-            problems.append(f"{p}: outside costmodel's rooms ({', '.join(ROOMS)})")
+    for p in project_files(root, folder):
+        rel = p.relative_to(root / folder)
+        if rel.parts[0] not in ROOMS[folder] and rel.parts[0] not in BESIDE_ROOMS.get(folder, set()):
+            problems.append(f"{p}: outside {folder}'s rooms ({', '.join(ROOMS[folder])})")
     return rooms, problems
 
 
 def check_file(root, folder, path, rooms):
     problems = []
-    room = None
-    if folder == "costmodel":
-        room = path.relative_to(root / "costmodel").parts[0]
+    order = ROOMS.get(folder, [])
+    room = path.relative_to(root / folder).parts[0] if order else None
     for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         m = INCLUDE.match(line)
         if not m:
@@ -85,24 +91,28 @@ def check_file(root, folder, path, rooms):
             if target.startswith(prefix) and folder not in allowed:
                 problems.append(f"{where}: {folder}/ includes {target}: private to {', '.join(sorted(allowed))}")
         name = parts[-1]
-        if room in ROOMS and name in rooms and (len(parts) == 1 or parts[:2] == ["partune", "costmodel"]):
-            if ROOMS.index(rooms[name]) > ROOMS.index(room):
+        if room in order and name in rooms and (len(parts) == 1 or parts[:2] == ["partune", folder]):
+            if order.index(rooms[name]) > order.index(room):
                 problems.append(f"{where}: room '{room}' includes {target} of the higher room '{rooms[name]}'")
     return problems
 
 
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
-    rooms, problems = costmodel_rooms(root)
+    rooms, problems = {}, []
+    for folder in ROOMS:
+        rooms[folder], found = folder_rooms(root, folder) if (root / folder).is_dir() else ({}, [])
+        problems += found
     for folder in FOLDERS:
         for path in project_files(root, folder):
-            problems += check_file(root, folder, path, rooms)
+            problems += check_file(root, folder, path, rooms.get(folder, {}))
     for p in problems:
         print(p)
     if problems:
         print(f"check-layers: {len(problems)} include(s) run upward or across")
         return 1
-    print(f"check-layers: {len(rooms)} costmodel headers in {len(ROOMS)} rooms; no include runs upward")
+    counts = "; ".join(f"{len(rooms[f])} {f} headers in {len(ROOMS[f])} rooms" for f in ROOMS)
+    print(f"check-layers: {counts}; no include runs upward")
     return 0
 
 

@@ -170,7 +170,7 @@ void add_link_comments(const Calibration& c, std::map<std::string, std::string>&
   k["collectives.ring.intra_efficiency"] = "the same ratio: the ranks share this one host's loopback";
   k["collectives.ring.reduce_scatter_as_all_reduce"] =
       "Gloo in LibTorch 1.13 has no reduce-scatter: the backend all-reduces and keeps its part\n"
-      "(backend/src/executor_collectives.cpp, tensor_parallel.cpp)";
+      "(backend/runtime/src/executor_collectives.cpp, tensor_parallel.cpp)";
   k["collectives.all_to_all.intra_efficiency"] = "the same ratio, on this host's loopback";
   k["collectives.ring.launch_us"] = "fitted: small (<= 64 KiB) all_reduce latency, 2 steps, beyond the link latency\n"
                                     "(ProcessGroupGloo hands each collective to a worker thread)";

@@ -48,7 +48,7 @@ double total(const KernelWork& w) { return w.total_bytes(); }
 
 // Megatron-core with Transformer Engine runs each of these as one kernel reading and
 // writing its tensors once (the fused plan, unchanged by the classes); PyTorch's eager
-// operators one by one (backend/src/transformer_layer.cpp), each its own pass.
+// operators one by one (backend/model/src/transformer_layer.cpp), each its own pass.
 TEST_CASE("eager kernels move more bytes in more launches than fused ones", "[kernels][eager]") {
   const ModelSpec m = llama(512, 1536);
   const LayerPlan fused = transformer_layer_plan(m, config(KernelFusion::fused));

@@ -1,6 +1,6 @@
 // What PyTorch's eager operators run for the ops between the GEMMs (kernel_fusion: eager),
 // written from partune's LibTorch backend, the eager stack the recorded GPU profiles ran
-// (backend/src/transformer_layer.cpp, parallel_linear.cpp): each operator one kernel that
+// (backend/model/src/transformer_layer.cpp, parallel_linear.cpp): each operator one kernel that
 // reads its inputs and writes its output once. The class says at what rate LibTorch runs
 // it (layer_plan.hpp's KernelClass): contiguous operands vectorised (elementwise); an
 // operand broadcast (a per-row factor, a table, a bias) or strided (a slice, a permuted

@@ -26,7 +26,7 @@ PassWork eager_attention_layout(double q, double kv, double eb);
 // The standard core's passes over its `scores` elements (q, kv as above).
 PassWork eager_score_passes(double scores, double q, double kv, double eb);
 // A GEMM Y[m x n] = X[m x k] W[k x n] in fp8 with per-tensor current scaling, as LibTorch's
-// operators run it (backend/src/fp8_linear.cpp).
+// operators run it (backend/parallel/src/fp8_linear.cpp).
 PassWork eager_fp8_gemm(double m, double n, double k);
 // The same GEMM's operand casts as Transformer Engine's fused kernels run them (fp8_casts.cpp):
 // one cast-transpose of X and of W forward and of dY backward (current scaling: each after

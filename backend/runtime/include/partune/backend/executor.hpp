@@ -95,7 +95,7 @@ class ProgramExecutor {
   void save(torch::serialize::OutputArchive& archive);
   void load(torch::serialize::InputArchive& archive);
 
-  // The executor's state and steps: backend/src/executor_state.hpp (not installed).
+  // The executor's state and steps: backend/runtime/src/executor_state.hpp (not installed).
   struct Impl;
 
  private:
