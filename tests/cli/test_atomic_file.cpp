@@ -13,25 +13,13 @@
 #include <string>
 
 #include "partune/costmodel/atomic_file.hpp"
+#include "scratch_dir.hpp"
 
 using namespace partune;
+using partune::testing::ScratchDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/partune-atomic-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::size_t entries() const { return std::distance(fs::directory_iterator(path), fs::directory_iterator()); }
-};
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -53,7 +41,7 @@ std::pair<std::string, bool> output_error(F make) {
 }  // namespace
 
 TEST_CASE("AtomicFile: the target appears whole at commit, and nothing else is left", "[atomic_file]") {
-  ScratchDir dir;
+  ScratchDir dir("partune-atomic");
   const fs::path target = dir.path / "out.yaml";
   {
     AtomicFile f(target.string());
@@ -71,7 +59,7 @@ TEST_CASE("AtomicFile: the target appears whole at commit, and nothing else is l
 }
 
 TEST_CASE("AtomicFile: abandoned before commit, the old file is untouched and no temporary is left", "[atomic_file]") {
-  ScratchDir dir;
+  ScratchDir dir("partune-atomic");
   const fs::path target = dir.path / "out.yaml";
   std::ofstream(target) << "old\n";
   ::chmod(target.c_str(), 0600);
@@ -90,7 +78,7 @@ TEST_CASE("AtomicFile: abandoned before commit, the old file is untouched and no
 }
 
 TEST_CASE("AtomicFile: a symbolic link is written through, the link stays", "[atomic_file]") {
-  ScratchDir dir;
+  ScratchDir dir("partune-atomic");
   fs::create_directory(dir.path / "real");
   const fs::path real = dir.path / "real" / "job.yaml";
   std::ofstream(real) << "old\n";
@@ -110,7 +98,7 @@ TEST_CASE("AtomicFile: a symbolic link is written through, the link stays", "[at
 
 TEST_CASE("AtomicFile: a directory, a device or a missing folder is refused at once, naming the user's path",
           "[atomic_file]") {
-  ScratchDir dir;
+  ScratchDir dir("partune-atomic");
   SECTION("a directory") {
     const auto [msg, bad] = output_error([&] { AtomicFile f(dir.path.string()); });
     CHECK(msg == dir.path.string() + ": is a directory");
@@ -137,7 +125,7 @@ TEST_CASE("AtomicFile: a directory, a device or a missing folder is refused at o
 // A full disk: the temporary file's descriptor is swapped for /dev/full, where every write
 // fails with ENOSPC, as on a full file system.
 TEST_CASE("AtomicFile: a write that fails leaves the target untouched and names it", "[atomic_file]") {
-  ScratchDir dir;
+  ScratchDir dir("partune-atomic");
   const fs::path target = dir.path / "big.yaml";
   std::ofstream(target) << "old\n";
   std::string msg;

@@ -9,25 +9,14 @@
 #include <vector>
 
 #include "partune/launch/chrome_trace.hpp"
+#include "scratch_dir.hpp"
 
 using namespace partune;
+using partune::testing::ScratchDir;
 using partune::launch::read_chrome_trace;
 using partune::launch::write_chrome_trace;
 
 namespace {
-
-struct ScratchDir {
-  std::filesystem::path path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/partune-trace-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 TraceEvent event(int rank, int stream, OpKind kind, CommGroup group, int mb, int chunk, int layer, int count,
                  double start, double end) {
@@ -53,7 +42,7 @@ TEST_CASE("cli: a Chrome trace written and read back gives the same events", "[c
       event(5, 3, OpKind::all_reduce, CommGroup::tensor, 2, 0, -1, 14, 0.25, 0.5),
       event(9, 1, OpKind::send_activation, CommGroup::none, -1, 0, -1, 1, 1.5, 2.0),
       event(12, 7, OpKind::all_reduce, CommGroup::embedding, -1, 0, -1, 1, 3.0, 3.0625)};
-  ScratchDir dir;
+  ScratchDir dir("partune-trace");
   const std::string file = (dir.path / "t.json").string();
   write_chrome_trace(file, events, 8);
   const std::vector<TraceEvent> back = read_chrome_trace(file);
@@ -74,7 +63,7 @@ TEST_CASE("cli: a Chrome trace written and read back gives the same events", "[c
 }
 
 TEST_CASE("cli: a trace event that is no instruction kind is an error naming file and event", "[cli][chrome_trace]") {
-  ScratchDir dir;
+  ScratchDir dir("partune-trace");
   const std::string file = (dir.path / "bad.json").string();
   std::ofstream(file) << R"({"traceEvents": [{"name": "thread_name", "ph": "M"},
       {"name": "fwd", "ph": "X", "ts": 0, "dur": 1, "args": {"rank": 0}}]})";

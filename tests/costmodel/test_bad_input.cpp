@@ -9,22 +9,14 @@
 
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "scenario_errors.hpp"
 
 using namespace partune;
+using partune::testing::expect_scenario_error;
 
 namespace {
 
 const std::string kOrigin = "bad-input.yaml";
-
-ScenarioError refused(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ScenarioError& e) {
-    return e;
-  }
-  FAIL("no ScenarioError");
-  return ScenarioError("", "", "");
-}
 
 // A valid job with `cluster_extra` and `model` spliced in.
 std::string job(const std::string& cluster_extra, const std::string& model = "gpt2-small",
@@ -37,18 +29,18 @@ std::string job(const std::string& cluster_extra, const std::string& model = "gp
 
 TEST_CASE("alias cycles are refused, naming the key", "[bad-input]") {
   SECTION("a mapping that merges itself") {
-    const ScenarioError e = refused([] { parse_job("kind: job\nmodel: &a\n  <<: *a\n", kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job("kind: job\nmodel: &a\n  <<: *a\n", kOrigin); });
     CHECK(e.file() == kOrigin);
     CHECK(e.key() == "model");
     CHECK_THAT(e.reason(), Catch::Contains("cycle"));
   }
   SECTION("a list that contains itself") {
-    const ScenarioError e = refused([] { parse_job("kind: job\nmodel: &a [*a]\n", kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job("kind: job\nmodel: &a [*a]\n", kOrigin); });
     CHECK(e.key() == "model[0]");
     CHECK_THAT(e.reason(), Catch::Contains("cycle"));
   }
   SECTION("in a --set value") {
-    const ScenarioError e = refused([] { parse_job(job("  nodes: 1\n"), kOrigin, {"model=&a [*a]"}); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job("  nodes: 1\n"), kOrigin, {"model=&a [*a]"}); });
     CHECK(e.key() == "--set model=&a [*a]");
     CHECK_THAT(e.reason(), Catch::Contains("cycle"));
   }
@@ -64,7 +56,7 @@ TEST_CASE("aliases that fan out past the budget are refused", "[bad-input]") {
     text += "]\n";
   }
   REQUIRE(text.size() < 1024);
-  const ScenarioError e = refused([&] { parse_job(text, kOrigin); });
+  const ScenarioError e = expect_scenario_error([&] { parse_job(text, kOrigin); });
   CHECK(e.file() == kOrigin);
   CHECK_THAT(e.key(), Catch::StartsWith("a"));
   CHECK_THAT(e.reason(), Catch::Contains("more than 20000 values"));
@@ -72,7 +64,7 @@ TEST_CASE("aliases that fan out past the budget are refused", "[bad-input]") {
 
 TEST_CASE("a directory given as the job file is reported as one", "[bad-input]") {
   const std::string dir = std::filesystem::temp_directory_path().string();
-  const ScenarioError e = refused([&] { load_job(dir); });
+  const ScenarioError e = expect_scenario_error([&] { load_job(dir); });
   CHECK(e.file() == dir);
   CHECK_THAT(e.reason(), Catch::Contains("is a directory"));
 }
@@ -87,20 +79,20 @@ TEST_CASE("preset names are checked as names before any file-system call", "[bad
   };
   for (const auto& [name, reason] : cases) {
     INFO(name.substr(0, 40));
-    const ScenarioError e = refused([&] { parse_job(job("  nodes: 1\n", name), kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(job("  nodes: 1\n", name), kOrigin); });
     CHECK(e.file() == kOrigin);
     CHECK(e.key() == "model");
     CHECK_THAT(e.reason(), Catch::Contains(reason));
   }
   SECTION("from the command line") {
-    const ScenarioError e = refused([] { load_instance_type(std::string(100000, 'x')); });
+    const ScenarioError e = expect_scenario_error([] { load_instance_type(std::string(100000, 'x')); });
     CHECK(e.key() == "instance_type");
-    const ScenarioError m = refused([] { load_model(std::string("gpt2\n")); });
+    const ScenarioError m = expect_scenario_error([] { load_model(std::string("gpt2\n")); });
     CHECK(m.key() == "model");
   }
   SECTION("a long path that looks like one is an error, not a file-system exception") {
     const ScenarioError e =
-        refused([] { parse_job(job("  nodes: 1\n", std::string(3000, 'a') + "/" + std::string(300, 'b') + ".yaml"), kOrigin); });
+        expect_scenario_error([] { parse_job(job("  nodes: 1\n", std::string(3000, 'a') + "/" + std::string(300, 'b') + ".yaml"), kOrigin); });
     CHECK(e.key() == "model");
   }
 }
@@ -122,7 +114,7 @@ TEST_CASE("numbers out of range are refused with the range in the message", "[ba
   };
   for (const Case& c : cases) {
     INFO(c.text);
-    const ScenarioError e = refused([&] { parse_job(c.text, kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(c.text, kOrigin); });
     CHECK(e.file() == kOrigin);
     CHECK(e.key() == c.key);
     CHECK_THAT(e.reason(), Catch::Contains(c.range));
@@ -131,7 +123,7 @@ TEST_CASE("numbers out of range are refused with the range in the message", "[ba
     const std::string text =
         "kind: job\nmodel: gpt2-small\ncluster:\n  nodes: 1\n"
         "  instance_type: {base: p4d.24xlarge, gpu: {peak_tflops: {fp16: 1e308}}}\ntraining: {global_batch: 64}\n";
-    const ScenarioError e = refused([&] { parse_job(text, kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(text, kOrigin); });
     CHECK(e.key() == "cluster.instance_type.gpu.peak_tflops.fp16");
     CHECK_THAT(e.reason(), Catch::Contains("(0, 1e+09]"));
   }
@@ -149,7 +141,7 @@ TEST_CASE("the largest cluster the ranges allow counts its GPUs without overflow
 }
 
 TEST_CASE("a --set value that is not YAML names the --set", "[bad-input]") {
-  const ScenarioError e = refused([] { parse_job(job("  nodes: 1\n"), kOrigin, {"microbatches=[1"}); });
+  const ScenarioError e = expect_scenario_error([] { parse_job(job("  nodes: 1\n"), kOrigin, {"microbatches=[1"}); });
   CHECK(e.file() == kOrigin);
   CHECK(e.key() == "--set microbatches=[1");
   CHECK_THAT(e.reason(), Catch::Contains("the value is not valid YAML"));
@@ -157,7 +149,7 @@ TEST_CASE("a --set value that is not YAML names the --set", "[bad-input]") {
 
 TEST_CASE("a model's kind is checked beside from_hf as without it", "[bad-input][hf]") {
   const std::string config = std::string(PARTUNE_SOURCE_DIR) + "/tests/costmodel/data/hf/llama-2-7b.json";
-  const ScenarioError e = refused([&] {
+  const ScenarioError e = expect_scenario_error([&] {
     parse_job(job("  nodes: 1\n", "\n  kind: cluster\n  from_hf: " + config), kOrigin);
   });
   CHECK(e.key() == "model.kind");
@@ -183,10 +175,10 @@ TEST_CASE("a collective's ctas set its compute_overlap as the SMs it leaves, bot
   CHECK(p5.cluster.instance.ring.compute_overlap == Approx(1.0 - 24.0 / 132.0).epsilon(1e-12));
   CHECK(p5.cluster.instance.tree.compute_overlap == Approx(1.0 - 24.0 / 132.0).epsilon(1e-12));
 
-  const ScenarioError both = refused([&] { parse_job(with("{ctas: 24, compute_overlap: 0.5}"), kOrigin); });
+  const ScenarioError both = expect_scenario_error([&] { parse_job(with("{ctas: 24, compute_overlap: 0.5}"), kOrigin); });
   CHECK(both.key() == "cluster.instance_type.collectives.ring.ctas");
   CHECK_THAT(both.reason(), Catch::Contains("not both"));
-  const ScenarioError many = refused([&] { parse_job(with("{ctas: 200}"), kOrigin); });
+  const ScenarioError many = expect_scenario_error([&] { parse_job(with("{ctas: 200}"), kOrigin); });
   CHECK(many.key() == "cluster.instance_type.collectives.ring.ctas");
   CHECK_THAT(many.reason(), Catch::Contains("132"));
 }

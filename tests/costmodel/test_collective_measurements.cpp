@@ -11,8 +11,10 @@
 #include "partune/costmodel/collective_comparison.hpp"
 #include "partune/costmodel/collective_measurements.hpp"
 #include "partune/costmodel/error.hpp"
+#include "scenario_errors.hpp"
 
 using namespace partune;
+using partune::testing::expect_scenario_error;
 
 namespace {
 
@@ -26,13 +28,7 @@ bool agrees(double published_GBps, double derived_GBps, double time_us) {
 }
 
 ScenarioError refusal(const std::string& yaml) {
-  try {
-    parse_measurements(yaml, "bad.yaml");
-  } catch (const ScenarioError& e) {
-    return e;
-  }
-  FAIL("the file was accepted");
-  return ScenarioError("", "", "");
+  return expect_scenario_error([&] { parse_measurements(yaml, "bad.yaml"); }, "the file");
 }
 
 const char* const kGood = R"(kind: collective_measurements

@@ -10,8 +10,10 @@
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
+#include "scenario_errors.hpp"
 
 using namespace partune;
+using partune::testing::expect_scenario_error;
 
 namespace {
 
@@ -23,13 +25,7 @@ std::string p4d_job(const std::string& cluster_extra) {
 }
 
 ScenarioError refused(const std::string& text) {
-  try {
-    parse_job(text, kOrigin);
-  } catch (const ScenarioError& e) {
-    return e;
-  }
-  FAIL("no ScenarioError");
-  return ScenarioError("", "", "");
+  return expect_scenario_error([&] { parse_job(text, kOrigin); });
 }
 
 }  // namespace

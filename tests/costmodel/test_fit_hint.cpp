@@ -14,8 +14,10 @@
 #include "partune/costmodel/memory.hpp"
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/units.hpp"
+#include "scratch_dir.hpp"
 
 using namespace partune;
+using partune::testing::ScratchDir;
 using partune::testing::p4d_job;
 using partune::testing::require_valid;
 using Catch::Contains;
@@ -23,19 +25,6 @@ using Catch::StartsWith;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/partune-fit-hint-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // LLaMA-3 8B's published config.json (no _name_or_path), `extra` lines added at its top.
 std::string llama3_config(const std::string& extra = "") {
@@ -68,7 +57,7 @@ Job llama3_job() {
 }  // namespace
 
 TEST_CASE("from_hf names the model after its files when config.json has no _name_or_path", "[model][hf]") {
-  ScratchDir dir;
+  ScratchDir dir("partune-fit-hint");
   // The folder holding config.json.
   CHECK(hf_model(dir.path / "llama-3-8b" / "config.json", llama3_config()).name == "llama-3-8b");
   // A file not called config.json: its stem.

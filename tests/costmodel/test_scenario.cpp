@@ -8,8 +8,10 @@
 
 #include "partune/costmodel/error.hpp"
 #include "partune/costmodel/scenario.hpp"
+#include "scenario_errors.hpp"
 
 using namespace partune;
+using partune::testing::expect_scenario_error;
 
 namespace {
 
@@ -29,19 +31,6 @@ std::string job_yaml(const std::string& parallel_extra = "", const std::string& 
          "  precision: fp16\n" + training_extra +
          "parallel:\n"
          "  tensor_parallel_degree: 2\n" + parallel_extra;
-}
-
-// Runs `f`, expects a ScenarioError and returns it (fails the test otherwise).
-ScenarioError expect_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ScenarioError& e) {
-    return e;
-  } catch (const std::exception& e) {
-    FAIL("expected ScenarioError, got another exception: " << e.what());
-  }
-  FAIL("expected ScenarioError, nothing was thrown");
-  return ScenarioError("", "", "");
 }
 
 }  // namespace
@@ -87,7 +76,7 @@ TEST_CASE("presets carry the published hardware and model numbers", "[scenario]"
 
 TEST_CASE("scenario errors name the file, the key and the reason", "[scenario]") {
   SECTION("unknown key") {
-    const ScenarioError e = expect_error([] {
+    const ScenarioError e = expect_scenario_error([] {
       parse_job(job_yaml("  tensor_paralel_degree: 4\n"), kOrigin);
     });
     CHECK(e.key() == "parallel.tensor_paralel_degree");
@@ -97,23 +86,23 @@ TEST_CASE("scenario errors name the file, the key and the reason", "[scenario]")
     CHECK_THAT(e.reason(), Catch::Contains("unknown key"));
   }
   SECTION("unknown top-level key") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml() + "paralel:\n  microbatches: 2\n", kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml() + "paralel:\n  microbatches: 2\n", kOrigin); });
     CHECK(e.key() == "paralel");
   }
   SECTION("wrong type") {
     const std::string text = "kind: job\nmodel: gpt2-small\ncluster:\n  instance_type: p4d.24xlarge\n"
                              "training:\n  global_batch: 64\nparallel:\n  tensor_parallel_degree: eight\n";
-    const ScenarioError e = expect_error([&] { parse_job(text, kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(text, kOrigin); });
     CHECK(e.key() == "parallel.tensor_parallel_degree");
     CHECK_THAT(e.what(), Catch::Contains("eight"));
     CHECK_THAT(e.what(), Catch::Contains(kOrigin));
   }
   SECTION("wrong type for a boolean") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml("  flash_attention: maybe\n"), kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml("  flash_attention: maybe\n"), kOrigin); });
     CHECK(e.key() == "parallel.flash_attention");
   }
   SECTION("pipeline x tensor does not divide the GPU count") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml("  pipeline_parallel_degree: 3\n"), kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml("  pipeline_parallel_degree: 3\n"), kOrigin); });
     CHECK_THAT(e.key(), Catch::StartsWith("parallel"));
     CHECK_THAT(e.reason(), Catch::Contains("does not divide"));
     CHECK_THAT(e.reason(), Catch::Contains("8"));  // the GPU count
@@ -121,57 +110,57 @@ TEST_CASE("scenario errors name the file, the key and the reason", "[scenario]")
   SECTION("tensor parallel larger than a node") {
     // 2 nodes = 16 GPUs; tp 16 divides the GPUs but spans two nodes.
     const std::string text = job_yaml("", "", "gpt2-small", 2) ;
-    const ScenarioError e = expect_error([&] { parse_job(text, kOrigin, {"tensor_parallel_degree=16"}); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(text, kOrigin, {"tensor_parallel_degree=16"}); });
     CHECK(e.key() == "parallel.tensor_parallel_degree");
     CHECK_THAT(e.reason(), Catch::Contains("node"));
   }
   SECTION("global batch not divisible by data-parallel degree x micro-batches") {
     // dp 4 x microbatches 3 = 12 does not divide 64.
-    const ScenarioError e = expect_error([] { parse_job(job_yaml("  microbatches: 3\n"), kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml("  microbatches: 3\n"), kOrigin); });
     CHECK(e.key() == "training.global_batch");
     CHECK_THAT(e.reason(), Catch::Contains("64"));
   }
   SECTION("unknown model preset") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml("", "", "gpt9-1t"), kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml("", "", "gpt9-1t"), kOrigin); });
     CHECK(e.key() == "model");
     CHECK_THAT(e.what(), Catch::Contains("gpt9-1t"));
     CHECK_THAT(e.reason(), Catch::Contains("gpt2-small"));  // lists the known presets
   }
   SECTION("unknown instance type preset") {
     const std::string text = "model: gpt2-small\ncluster:\n  instance_type: p9.huge\ntraining:\n  global_batch: 8\n";
-    const ScenarioError e = expect_error([&] { parse_job(text, kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(text, kOrigin); });
     CHECK(e.key() == "cluster.instance_type");
     CHECK_THAT(e.what(), Catch::Contains("p9.huge"));
   }
   SECTION("unknown placement string") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml("  placement_strategy: DPX\n"), kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml("  placement_strategy: DPX\n"), kOrigin); });
     CHECK(e.key() == "parallel.placement_strategy");
     CHECK_THAT(e.what(), Catch::Contains("DPX"));
   }
   SECTION("data_parallel_degree given but inconsistent with GPUs / (pp x tp)") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml("  data_parallel_degree: 8\n"), kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml("  data_parallel_degree: 8\n"), kOrigin); });
     CHECK(e.key() == "parallel.data_parallel_degree");
     CHECK_THAT(e.reason(), Catch::Contains("4"));  // the derived value
   }
   SECTION("unknown enum choice") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml("", "  optimizer: adamw\n"), kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml("", "  optimizer: adamw\n"), kOrigin); });
     CHECK(e.key() == "training.optimizer");
     CHECK_THAT(e.reason(), Catch::Contains("adamw"));
     CHECK_THAT(e.reason(), Catch::Contains("sgd"));  // lists the choices
   }
   SECTION("missing required section") {
-    const ScenarioError e = expect_error([] {
+    const ScenarioError e = expect_scenario_error([] {
       parse_job("model: gpt2-small\ncluster:\n  instance_type: p4d.24xlarge\n", kOrigin);
     });
     CHECK(e.key() == "training");
   }
   SECTION("invalid YAML") {
-    const ScenarioError e = expect_error([] { parse_job("model: [unclosed\n", kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job("model: [unclosed\n", kOrigin); });
     CHECK(e.file() == kOrigin);
     CHECK_THAT(e.reason(), Catch::Contains("invalid YAML"));
   }
   SECTION("a job that is not a mapping") {
-    const ScenarioError e = expect_error([] { parse_job("- a\n- b\n", kOrigin); });
+    const ScenarioError e = expect_scenario_error([] { parse_job("- a\n- b\n", kOrigin); });
     CHECK(e.file() == kOrigin);
   }
 }
@@ -210,16 +199,16 @@ TEST_CASE("overrides (CLI --set) apply before the job is checked", "[scenario]")
     CHECK(j.parallel.tensor_parallel_degree == 1);
   }
   SECTION("bad overrides are errors") {
-    CHECK(expect_error([] { parse_job(job_yaml(), kOrigin, {"tensor_parallel_degree=eight"}); }).key() ==
+    CHECK(expect_scenario_error([] { parse_job(job_yaml(), kOrigin, {"tensor_parallel_degree=eight"}); }).key() ==
           "parallel.tensor_parallel_degree");
-    CHECK(expect_error([] { parse_job(job_yaml(), kOrigin, {"tensor_paralel_degree=4"}); }).key() ==
+    CHECK(expect_scenario_error([] { parse_job(job_yaml(), kOrigin, {"tensor_paralel_degree=4"}); }).key() ==
           "parallel.tensor_paralel_degree");
-    CHECK(expect_error([] { parse_job(job_yaml(), kOrigin, {"tensor_parallel_degree=3"}); }).key() ==
+    CHECK(expect_scenario_error([] { parse_job(job_yaml(), kOrigin, {"tensor_parallel_degree=3"}); }).key() ==
           "parallel");
-    const ScenarioError no_eq = expect_error([] { parse_job(job_yaml(), kOrigin, {"tensor_parallel_degree"}); });
+    const ScenarioError no_eq = expect_scenario_error([] { parse_job(job_yaml(), kOrigin, {"tensor_parallel_degree"}); });
     CHECK_THAT(no_eq.what(), Catch::Contains(kOrigin));
     CHECK_THAT(no_eq.reason(), Catch::Contains("key=value"));
-    const ScenarioError section = expect_error([] { parse_job(job_yaml(), kOrigin, {"optimizer_state.foo=1"}); });
+    const ScenarioError section = expect_scenario_error([] { parse_job(job_yaml(), kOrigin, {"optimizer_state.foo=1"}); });
     CHECK_THAT(section.reason(), Catch::Contains("parallel"));
   }
 }
@@ -241,14 +230,14 @@ TEST_CASE("a bad placement is one error naming the file, the key and the value",
   const std::string reason = "'DDP' is not a placement: use cluster, spread or a permutation of D, P, T";
   SECTION("in a job file") {
     const TempFile file("bad-placement.yaml", job_yaml("  placement_strategy: DDP\n"));
-    const ScenarioError e = expect_error([&] { load_job(file.path); });
+    const ScenarioError e = expect_scenario_error([&] { load_job(file.path); });
     CHECK(e.file() == file.path);
     CHECK(e.key() == "parallel.placement_strategy");
     CHECK(e.reason() == reason);
     CHECK(std::string(e.what()) == file.path + ": parallel.placement_strategy: " + reason);
   }
   SECTION("in an override") {
-    const ScenarioError e = expect_error([] { parse_job(job_yaml(), kOrigin, {"placement_strategy=DDP"}); });
+    const ScenarioError e = expect_scenario_error([] { parse_job(job_yaml(), kOrigin, {"placement_strategy=DDP"}); });
     CHECK(e.key() == "parallel.placement_strategy");
     CHECK(e.reason() == reason);
   }
@@ -273,12 +262,12 @@ TEST_CASE("load_job reads a file the way parse_job reads the same text", "[scena
 TEST_CASE("a key given twice in one mapping is an error", "[scenario]") {
   const std::string text = job_yaml("  microbatches: 2\n  tensor_parallel_degree: 4\n");
   SECTION("parse_job") {
-    const ScenarioError e = expect_error([&] { parse_job(text, kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(text, kOrigin); });
     CHECK(e.key() == "parallel.tensor_parallel_degree");
   }
   SECTION("load_job") {
     const TempFile file("dup-key.yaml", text);
-    const ScenarioError e = expect_error([&] { load_job(file.path); });
+    const ScenarioError e = expect_scenario_error([&] { load_job(file.path); });
     CHECK(e.key() == "parallel.tensor_parallel_degree");
   }
 }
@@ -302,13 +291,13 @@ TEST_CASE("parse_job applies YAML merge keys like load_job", "[scenario]") {
 TEST_CASE("a cluster names an instance type and a node count, not an instance type alone", "[scenario]") {
   const std::string head = "model: gpt2-small\ntraining: {global_batch: 8}\n";
   SECTION("an instance type preset where a cluster belongs") {
-    const ScenarioError e = expect_error([&] { parse_job(head + "cluster: p4d.24xlarge\n", kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(head + "cluster: p4d.24xlarge\n", kOrigin); });
     CHECK(e.key() == "cluster");
     CHECK_THAT(e.reason(), Catch::Contains("instance_type: p4d.24xlarge"));
   }
   SECTION("base: an instance type") {
     const ScenarioError e =
-        expect_error([&] { parse_job(head + "cluster: {base: p4d.24xlarge, nodes: 1}\n", kOrigin); });
+        expect_scenario_error([&] { parse_job(head + "cluster: {base: p4d.24xlarge, nodes: 1}\n", kOrigin); });
     CHECK(e.key() == "cluster");
   }
   SECTION("the right way") {
@@ -328,7 +317,7 @@ TEST_CASE("instance-type quantities that cannot be negative are rejected", "[sce
     INFO(override_text);
     const std::string yaml = std::string("model: gpt2-small\ntraining: {global_batch: 8}\ncluster:\n  nodes: 1\n") +
                              "  instance_type: {base: p4d.24xlarge, " + override_text + "}\n";
-    const ScenarioError e = expect_error([&] { parse_job(yaml, kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(yaml, kOrigin); });
     CHECK(e.key() == std::string("cluster.") + key);
     CHECK_THAT(e.reason(), Catch::Contains("must be in [0, 1e+09]"));
   }
@@ -343,10 +332,10 @@ TEST_CASE("host.all_busy_speed is a fraction and needs host.cores", "[scenario]"
   CHECK(parse_job(yaml("{cores: 96}"), kOrigin).cluster.instance.host_all_busy_speed == 1.0);
   for (const char* host : {"{cores: 96, all_busy_speed: 1.5}", "{cores: 96, all_busy_speed: 0}"}) {
     INFO(host);
-    const ScenarioError e = expect_error([&] { parse_job(yaml(host), kOrigin); });
+    const ScenarioError e = expect_scenario_error([&] { parse_job(yaml(host), kOrigin); });
     CHECK(e.key() == "cluster.instance_type.host.all_busy_speed");
   }
-  const ScenarioError e = expect_error([&] { parse_job(yaml("{cores: 0, all_busy_speed: 0.5}"), kOrigin); });
+  const ScenarioError e = expect_scenario_error([&] { parse_job(yaml("{cores: 0, all_busy_speed: 0.5}"), kOrigin); });
   CHECK(e.key() == "cluster.instance_type.host.all_busy_speed");
   CHECK_THAT(e.reason(), Catch::Contains("host.cores"));
 }

@@ -11,28 +11,16 @@
 
 #include "partune/costmodel/scenario.hpp"
 #include "partune/costmodel/scenario_writer.hpp"
+#include "scratch_dir.hpp"
 
 using namespace partune;
+using partune::testing::ScratchDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A scratch directory removed with its contents.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/partune-writer-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 InstanceType load_written(const InstanceType& it, const YamlComments& comments = {}) {
-  ScratchDir dir;
+  ScratchDir dir("partune-writer");
   const fs::path file = dir.path / (it.name + ".yaml");
   std::ofstream(file) << instance_type_yaml(it, comments);
   return load_instance_type(file.string());

@@ -11,7 +11,11 @@
 #include "partune/costmodel/scenario.hpp"
 #include "partune/search/sweep.hpp"
 
-namespace partune::search::testing {
+// In partune::testing with the other shared test helpers (tests/support): one `testing`
+// namespace, so a unit using both partune and partune::search names it unambiguously.
+namespace partune::testing {
+
+using search::SweepJob;
 
 inline SweepJob file_sweep_job(const std::string& path, bool file_sets_microbatches,
                                const std::vector<std::string>& overrides = {}) {
@@ -38,4 +42,4 @@ inline SweepJob text_sweep_job(const std::string& text, const std::string& origi
   return job;
 }
 
-}  // namespace partune::search::testing
+}  // namespace partune::testing
