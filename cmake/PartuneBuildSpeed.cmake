@@ -1,17 +1,36 @@
 # A contributor's wait for the build (issue 54, "Habits"; docs/architecture.md, "Building:
 # options and what they save", has the figures):
-#   PARTUNE_CCACHE  compile through ccache when it is found
-#   PARTUNE_PCH     LibTorch's and Catch2's headers precompiled once per build instead of
-#                   parsed again in every translation unit (a backend unit spent most of
-#                   its time in torch/torch.h)
-#   PARTUNE_WERROR  warnings are errors (CI turns it on: .ci/run)
+#   PARTUNE_CCACHE    compile through ccache when it is found
+#   PARTUNE_PCH       LibTorch's and Catch2's headers precompiled once per build instead of
+#                     parsed again in every translation unit (a backend unit spent most of
+#                     its time in torch/torch.h)
+#   PARTUNE_UNITY     each target's units compiled in batches of PARTUNE_UNITY_BATCH (one
+#                     translation unit includes several .cpp files: headers parsed and inline
+#                     code generated once per batch); the units whose file-local names clash
+#                     compile alone (PARTUNE_UNITY_ALONE below)
+#   PARTUNE_TESTS_O1  the test executables' own units at -O1 (the libraries they test keep
+#                     the build type's -O3: the work is there)
+#   PARTUNE_WERROR    warnings are errors (CI turns it on: .ci/run)
 # Each can be turned off at configure time (-DPARTUNE_PCH=OFF ...) to bypass a compiler
 # or cache problem; the results are the same either way.
 include_guard(GLOBAL)
 
 option(PARTUNE_CCACHE "Compile through ccache when it is found" ON)
 option(PARTUNE_PCH "Precompile LibTorch's and Catch2's headers (cmake/PartuneBuildSpeed.cmake)" ON)
+option(PARTUNE_UNITY "Compile each target's units in batches (unity build; cmake/PartuneBuildSpeed.cmake)" ON)
+set(PARTUNE_UNITY_BATCH 8 CACHE STRING "Units per unity batch (PARTUNE_UNITY)")
+option(PARTUNE_TESTS_O1 "Compile the test executables' own units at -O1" ON)
 option(PARTUNE_WERROR "Treat compiler warnings as errors (C++ only)" OFF)
+
+# Unity batches for every target created from here on (C++ units; CUDA ones stay alone).
+# GCC's -Wsubobject-linkage is meant for headers: a class in an included file with a member
+# of an anonymous-namespace type. In a batch every .cpp is an included file, so a unit
+# whose class holds such a member (a memo's State) would warn only there.
+if(PARTUNE_UNITY)
+  set(CMAKE_UNITY_BUILD ON)
+  set(CMAKE_UNITY_BUILD_BATCH_SIZE ${PARTUNE_UNITY_BATCH})
+  add_compile_options($<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-subobject-linkage>)
+endif()
 
 if(PARTUNE_WERROR)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Werror>)
@@ -45,8 +64,11 @@ endif()
 #   (C++ only), nor a unit with compile options or definitions of its own.
 #   torch: torch/torch.h and the c10d headers the backend and its tests include
 #   catch: catch2/catch.hpp (never on tests/test_main.cpp: CATCH_CONFIG_MAIN before it)
+#   Under PARTUNE_UNITY the units left without the header also compile alone (outside the
+#   batches), with or without PARTUNE_PCH: in a batch they would see the others' headers and
+#   macros first.
 function(partune_precompile target group)
-  if(NOT PARTUNE_PCH)
+  if(NOT PARTUNE_PCH AND NOT PARTUNE_UNITY)
     return()
   endif()
   get_target_property(links ${target} LINK_LIBRARIES)
@@ -60,7 +82,7 @@ function(partune_precompile target group)
     message(FATAL_ERROR "partune_precompile: unknown group '${group}'")
   endif()
   set(host partune_${group}_pch)
-  if(NOT TARGET ${host})
+  if(PARTUNE_PCH AND NOT TARGET ${host})
     set(host_source ${CMAKE_BINARY_DIR}/pch/${group}_pch_host.cpp)
     file(CONFIGURE OUTPUT ${host_source} CONTENT "// The host of the ${group} precompiled header (cmake/PartuneBuildSpeed.cmake).\n")
     add_library(${host} OBJECT ${host_source})
@@ -83,7 +105,9 @@ function(partune_precompile target group)
   if(target STREQUAL host)
     return()
   endif()
-  target_precompile_headers(${target} REUSE_FROM ${host})
+  if(PARTUNE_PCH)
+    target_precompile_headers(${target} REUSE_FROM ${host})
+  endif()
   get_target_property(sources ${target} SOURCES)
   get_target_property(source_dir ${target} SOURCE_DIR)
   foreach(source IN LISTS sources)
@@ -100,9 +124,17 @@ function(partune_precompile target group)
     # before it includes catch.hpp (#undef CHECK, tests/backend/test_window_run.cpp) would
     # undefine Catch's own (the torch header leaves Catch out for that reason): those parse
     # the headers themselves.
+    # In a unity batch a unit that undefines a macro and then includes the header that
+    # defines it (#undef CHECK, then catch.hpp) finds the header already read by the unit
+    # before it, and the macro gone: those compile alone too.
+    set(alone OFF)
     if(NOT lines MATCHES "${match}" OR lines MATCHES "CATCH_CONFIG_MAIN" OR own_options OR own_definitions
        OR (group STREQUAL "catch" AND lines MATCHES "#undef"))
-      set_source_files_properties(${path} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+      set(alone ON)
+      set_source_files_properties(${path} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ${PARTUNE_PCH})
+    endif()
+    if(PARTUNE_UNITY AND (alone OR lines MATCHES "#undef"))
+      set_source_files_properties(${path} TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
     endif()
   endforeach()
 endfunction()
@@ -111,7 +143,7 @@ endfunction()
 # beneath it gets the torch header when it compiles against LibTorch (links
 # partune::backend), else the Catch2 one when it is a Catch2 test (links partune_test_main).
 function(partune_precompile_tests dir)
-  if(NOT PARTUNE_PCH)
+  if(NOT PARTUNE_PCH AND NOT PARTUNE_UNITY)
     return()
   endif()
   get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
@@ -135,4 +167,86 @@ function(partune_precompile_tests dir)
   foreach(subdir IN LISTS subdirs)
     partune_precompile_tests(${subdir})
   endforeach()
+endfunction()
+
+# PARTUNE_UNITY_ALONE: the units that compile alone under PARTUNE_UNITY, each because a name
+# it keeps to itself (anonymous namespace, static) is also defined, differently or as an
+# overload, by another unit of its target: a batch would refuse the second definition, or,
+# worse, let a call pick the other file's overload. Found by compiling every target as one
+# batch and by listing the file-local names shared within each batch (universal-ctags);
+# the first unit of each clash stays in its batch. Paths from the source root. A new unit
+# that clashes fails the unity build with "redefinition of ... {anonymous}::name": add it
+# here (or give the name to one place).
+set(PARTUNE_UNITY_ALONE
+  backend/model/src/gpt_model.cpp
+  backend/parallel/src/conjugates.cpp
+  backend/parallel/src/context_parallel.cpp
+  backend/parallel/src/expert_parallel.cpp
+  backend/parallel/src/overlapped_linear.cpp
+  backend/parallel/src/parallel_linear.cpp
+  costmodel/estimate/src/fit_hint.cpp
+  kernels/src/gpu_calibrate.cpp
+  kernels/src/gpu_profile_file.cpp
+  kernels/src/profile_file.cpp
+  report/src/html_sweep.cpp
+  tests/costmodel/test_bad_input.cpp
+  tests/costmodel/test_collective.cpp
+  tests/costmodel/test_collective_stack.cpp
+  tests/costmodel/test_context_parallel.cpp
+  tests/costmodel/test_estimator.cpp
+  tests/costmodel/test_gradient_sharding.cpp
+  tests/costmodel/test_layer_plan.cpp
+  tests/costmodel/test_models_2026.cpp
+  tests/costmodel/test_moe.cpp
+  tests/costmodel/test_mtp.cpp
+  tests/costmodel/test_offload.cpp
+  tests/costmodel/test_partial_checkpointing.cpp
+  tests/costmodel/test_program.cpp
+  tests/costmodel/test_schedule.cpp
+  tests/costmodel/test_uneven_chunks.cpp
+  tests/search/test_search_robustness.cpp
+  tests/search/test_tuner.cpp
+  tests/sim/test_overlap_p2p.cpp
+  tests/sim/test_own_links.cpp
+  tests/sim/test_stage_features.cpp
+  tests/sim/test_symmetry_blocks.cpp
+  validate/src/candidate_execution.cpp
+)
+
+# partune_build_speed_finish(): called by the top-level CMakeLists.txt after its last
+# add_subdirectory: the units above leave their batches, and the test executables' own
+# units get -O1 (PARTUNE_TESTS_O1; in Release, where the libraries are built at -O3).
+function(partune_build_speed_finish)
+  # An entry matches the unit of that name anywhere under its top-level folder, so a
+  # move within the folder (backend/src/x.cpp -> backend/parallel/src/x.cpp) keeps it.
+  set(alone_names)
+  foreach(relative IN LISTS PARTUNE_UNITY_ALONE)
+    string(REGEX REPLACE "/.*/" "/" short "${relative}")  # <top>/<name>
+    list(APPEND alone_names "${short}")
+  endforeach()
+  set(dirs ${CMAKE_SOURCE_DIR})
+  while(dirs)
+    list(POP_FRONT dirs dir)
+    get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    list(APPEND dirs ${subdirs})
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(target IN LISTS targets)
+      get_target_property(type ${target} TYPE)
+      if(type STREQUAL "INTERFACE_LIBRARY" OR type STREQUAL "UTILITY")
+        continue()
+      endif()
+      get_target_property(sources ${target} SOURCES)
+      foreach(source IN LISTS sources)
+        get_filename_component(path ${source} ABSOLUTE BASE_DIR ${dir})
+        file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${path})
+        string(REGEX REPLACE "/.*/" "/" short "${relative}")
+        if(PARTUNE_UNITY AND short IN_LIST alone_names)
+          set_source_files_properties(${path} TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+        endif()
+      endforeach()
+      if(PARTUNE_TESTS_O1 AND dir MATCHES "^${CMAKE_SOURCE_DIR}/tests(/|$)" AND NOT dir MATCHES "/tests/fuzz")
+        target_compile_options(${target} PRIVATE $<$<AND:$<CONFIG:Release>,$<COMPILE_LANGUAGE:CXX>>:-O1>)
+      endif()
+    endforeach()
+  endwhile()
 endfunction()
