@@ -271,12 +271,12 @@ HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, doubl
   return head_time(gpu, m, c);
 }
 
-double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_bytes) {
+double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_bytes, double moment_bytes) {
   const bool mixed = mixed_precision(p);
   // Adam reads the gradient, reads and writes the fp32 master weight and both moments,
   // and writes the 16-bit weight; SGD with momentum has one moment.
   const double grad = gradient_bytes >= 0 ? gradient_bytes : bytes_per_element(p);
-  const double state = (o == Optimizer::adam ? 3.0 : 2.0) * 4.0;
+  const double state = 4.0 + (o == Optimizer::adam ? 2.0 : 1.0) * moment_bytes;
   return params * (grad + 2.0 * state + (mixed ? 2.0 : 0.0));
 }
 
@@ -284,7 +284,9 @@ OptimizerTime optimizer_times(const GpuProfile& gpu, const TrainingConfig& t, do
                               double gradient_bytes) {
   const Precision p = t.precision;
   if (t.optimizer_impl == OptimizerImpl::fused || !mixed_precision(p))
-    return {memory_bound_time(gpu, optimizer_bytes(t.optimizer, p, params, gradient_bytes)) + 4 * gpu.kernel_overhead, 0};
+    return {memory_bound_time(gpu, optimizer_bytes(t.optimizer, p, params, gradient_bytes, t.moment_bytes())) +
+                4 * gpu.kernel_overhead,
+            0};
   // torch.optim's fused kernel reads fp32 gradients and steps the fp32 masters in place;
   // the conversions read one format and write the other, a copy a tensor each way.
   const double eb = bytes_per_element(p), state = (t.optimizer == Optimizer::adam ? 3.0 : 2.0) * 4.0;
@@ -312,10 +314,10 @@ double optimizer_time(const GpuProfile& gpu, const TrainingConfig& t, double par
   return o.step + o.conversions;
 }
 
-double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params,
-                           double gradient_bytes) {
+double host_optimizer_time(const InstanceType& inst, const TrainingConfig& t, double params, double gradient_bytes) {
   if (inst.host_memory_bw <= 0) return 0.0;  // check_job refuses offload_optimizer without it
-  return optimizer_bytes(o, p, params, gradient_bytes) * inst.gpus_per_node / inst.host_memory_bw;
+  return optimizer_bytes(t.optimizer, t.precision, params, gradient_bytes, t.moment_bytes()) * inst.gpus_per_node /
+         inst.host_memory_bw;
 }
 
 }  // namespace partune

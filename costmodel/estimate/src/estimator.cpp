@@ -411,7 +411,7 @@ double local_params(const Context& c) {
 double optimizer(const Context& c) {
   const TrainingConfig& t = c.job.training;
   const double params = local_params(c);
-  if (c.pc.offload_optimizer) return host_optimizer_time(c.inst, t.optimizer, t.precision, params, c.gb);
+  if (c.pc.offload_optimizer) return host_optimizer_time(c.inst, t, params, c.gb);
   return optimizer_time(c.inst.gpu, t, params, stage_parameter_tensors(c.job, c.rank, c.stages.largest_stage()), c.gb);
 }
 

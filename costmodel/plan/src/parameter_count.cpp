@@ -113,13 +113,13 @@ double stage_expert_parameter_count(const Job& job, int stage) {
 }
 
 ParameterBytes parameter_bytes(const Job& job) {
-  ParameterBytes b = parameter_bytes(job.training.precision, job.training.optimizer);
+  ParameterBytes b = parameter_bytes(job.training.precision, job.training.optimizer, job.training.moment_bytes());
   b.gradients = job.gradient_bytes_per_element();
   return b;
 }
 
-ParameterBytes parameter_bytes(Precision precision, Optimizer optimizer) {
-  const double moments = optimizer == Optimizer::adam ? 8.0 : 4.0;
+ParameterBytes parameter_bytes(Precision precision, Optimizer optimizer, double moment_bytes) {
+  const double moments = (optimizer == Optimizer::adam ? 2.0 : 1.0) * moment_bytes;
   if (mixed_precision(precision)) return {2.0, 2.0, 4.0 + moments};
   return {4.0, 4.0, moments};
 }

@@ -77,7 +77,7 @@ void ProgramBuilder::finish_step() {
     // 16-bit shard comes back (it stays there with offload_parameters: gathered from it).
     push(copy_of(OpKind::offload_gradients, local * gb_));
     push(compute(OpKind::optimizer_step, -1, 0, -1, 0,
-                 host_optimizer_time(job_.cluster.instance, t.optimizer, t.precision, local, gb_)));
+                 host_optimizer_time(job_.cluster.instance, t, local, gb_)));
     if (!pc_.offload_parameters) push(copy_of(OpKind::reload_parameters, local * eb_));
   } else {
     push(compute(OpKind::optimizer_step, -1, 0, -1, 0,

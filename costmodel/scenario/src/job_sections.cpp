@@ -97,7 +97,7 @@ void parse_pipeline_layout_key(const Reader& r, ParallelConfig& p) {
 
 void parse_training(const Reader& r, TrainingConfig& t) {
   r.allow_only({"global_batch", "precision", "optimizer", "gradient_accumulation", "loss_precision", "kernel_fusion",
-                "optimizer_impl", "cuda_graphs", "attention_impl", "fp8_recipe"});
+                "optimizer_impl", "cuda_graphs", "attention_impl", "fp8_recipe", "moment_precision"});
   t.global_batch = r.get_int("global_batch", 1, limits::kMaxGlobalBatch);
   t.precision = get_enum(r, "precision", Precision::fp16);
   t.optimizer = get_enum(r, "optimizer", Optimizer::adam);
@@ -107,6 +107,7 @@ void parse_training(const Reader& r, TrainingConfig& t) {
   t.optimizer_impl = get_enum(r, "optimizer_impl", OptimizerImpl::fused);
   t.cuda_graphs = r.get_bool("cuda_graphs", false);
   t.fp8_recipe = get_enum(r, "fp8_recipe", Fp8Recipe::delayed);
+  t.moment_precision = get_enum(r, "moment_precision", Precision::fp32);
   if (r.has("attention_impl")) t.attention_impl = get_enum(r, "attention_impl", AttentionKernel::flash2);
 }
 

@@ -285,7 +285,7 @@ std::pair<std::string, std::string> override_target(const std::string& assignmen
   if (const auto dot = key.find('.'); dot != std::string::npos) return {key.substr(0, dot), key.substr(dot + 1)};
   static const char* training_keys[] = {"global_batch",   "precision",     "optimizer",      "gradient_accumulation",
                                         "loss_precision", "kernel_fusion", "optimizer_impl", "cuda_graphs",
-                                        "attention_impl", "fp8_recipe"};
+                                        "attention_impl", "fp8_recipe",    "moment_precision"};
   static const char* cluster_keys[] = {"nodes", "oversubscription", "instance_type", "collective_stack",
                                        "nccl_protocol", "domain_nodes"};
   std::string section = "parallel";

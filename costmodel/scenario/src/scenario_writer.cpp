@@ -288,6 +288,8 @@ std::string job_yaml(const Job& job, const std::string& origin_note) {
     root["training"]["optimizer_impl"] = enum_name(job.training.optimizer_impl);
   if (job.training.cuda_graphs) root["training"]["cuda_graphs"] = true;
   if (job.training.fp8_recipe != Fp8Recipe::delayed) root["training"]["fp8_recipe"] = enum_name(job.training.fp8_recipe);
+  if (job.training.moment_precision != Precision::fp32)
+    root["training"]["moment_precision"] = enum_name(job.training.moment_precision);
   if (job.training.attention_impl) root["training"]["attention_impl"] = enum_name(*job.training.attention_impl);
   root["parallel"] = parallel_node(job.parallel);
   YAML::Emitter out;

@@ -519,6 +519,11 @@ JobViolation check_training(const Job& job) {
                                                   to_string(tc.precision),
                                                   low_precision_gemms(tc.precision) ? "block scales, computed in its cast"
                                                                                     : "no fp8 GEMMs"));
+  const bool half_moments = tc.moment_precision == Precision::bf16 || tc.moment_precision == Precision::fp16;
+  if (tc.moment_precision != Precision::fp32 && (!half_moments || tc.optimizer_impl != OptimizerImpl::fused))
+    return bad("training.moment_precision", fmt::format("{} moments with optimizer_impl {}: fp32, or bf16/fp16 with a "
+                                                        "fused (precision-aware) step", to_string(tc.moment_precision),
+                                                        enum_name(tc.optimizer_impl)));
   if (tc.attention_impl && !(job.cluster.instance.gpu.attention.curve(*tc.attention_impl).max_efficiency > 0))
     return bad("training.attention_impl",
                fmt::format("{} has no measured {} curve in its instance type (gpu.attention: kernel {}{})",

@@ -106,9 +106,10 @@ HeadTime head_time(const GpuProfile& gpu, const ModelSpec& m, Precision p, doubl
 
 // Memory traffic of an optimizer step over `params` parameters: the gradient read (at
 // `gradient_bytes` an element: Job::gradient_bytes_per_element, 4 under
-// grad_reduce_in_fp32; < 0 = the training precision's), the fp32 master weight and
-// moments read and written, the 16-bit weight written.
-double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_bytes = -1);
+// grad_reduce_in_fp32; < 0 = the training precision's), the fp32 master weight and the
+// moments (`moment_bytes` an element: TrainingConfig::moment_bytes) read and written, the
+// 16-bit weight written.
+double optimizer_bytes(Optimizer o, Precision p, double params, double gradient_bytes = -1, double moment_bytes = 4.0);
 // Optimizer step over `params` local parameters (memory-bound), as the stack runs it
 // (TrainingConfig::optimizer_impl): `fused`, one pass over optimizer_bytes; `torch` with
 // mixed precision, the 16-bit gradients converted to fp32 first and the fp32 masters copied
@@ -125,7 +126,7 @@ OptimizerTime optimizer_times(const GpuProfile& gpu, const TrainingConfig& t, do
                               double gradient_bytes = -1);
 // The same step offloaded to the host (offload_optimizer): every rank of the node steps
 // at once over the host's memory, host.memory_bw_GBps shared by gpus_per_node ranks.
-double host_optimizer_time(const InstanceType& inst, Optimizer o, Precision p, double params,
+double host_optimizer_time(const InstanceType& inst, const TrainingConfig& t, double params,
                            double gradient_bytes = -1);
 
 }  // namespace partune

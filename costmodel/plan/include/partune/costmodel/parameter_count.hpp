@@ -71,12 +71,13 @@ double stage_expert_parameter_count(const Job& job, int stage);
 // --- Bytes a parameter keeps for training. Mixed precision keeps 16-bit weights and
 // gradients plus fp32 master weights; Adam adds two fp32 moments, SGD one momentum
 // (mixed Adam: 2 + 2 + 12 = 16; mixed SGD: 2 + 2 + 8; fp32 Adam: 4 + 4 + 8; fp32 SGD:
-// 4 + 4 + 4).
+// 4 + 4 + 4). `moment_bytes`: a moment element's (TrainingConfig::moment_bytes: 2 for
+// Megatron's bf16 moments, mixed Adam then 2 + 2 + 8 = 12).
 struct ParameterBytes {
   double weights = 0, gradients = 0, optimizer = 0;
   double total() const { return weights + gradients + optimizer; }
 };
-ParameterBytes parameter_bytes(Precision precision, Optimizer optimizer);
+ParameterBytes parameter_bytes(Precision precision, Optimizer optimizer, double moment_bytes = 4.0);
 // The job's: its precision and optimizer, with fp32 gradients under grad_reduce_in_fp32
 // (Megatron's 18 bytes a parameter for mixed Adam).
 ParameterBytes parameter_bytes(const Job& job);

@@ -154,6 +154,14 @@ struct TrainingConfig {
   // AttentionKernel: flash1, flash2, flash3, cudnn, partune); unset: the GPU profile's own
   // (gpu.attention.kernel). A kernel the profile has no curve for is refused.
   std::optional<AttentionKernel> attention_impl;
+  // The optimizer's moments (Adam's two, SGD's momentum) in this format: Megatron's
+  // precision-aware optimizer (--use-precision-aware-optimizer with --exp-avg-dtype and
+  // --exp-avg-sq-dtype; its model zoo's fp8 and mxfp8 recipes set both to bf16), DeepSeek-V3's
+  // BF16 moments (arXiv:2412.19437 §3.3.3). fp32 (the default), bf16 or fp16; the master
+  // weights stay fp32.
+  Precision moment_precision = Precision::fp32;
+  // Bytes of one moment element (4, or 2 in bf16/fp16).
+  double moment_bytes() const { return moment_precision == Precision::fp32 ? 4.0 : 2.0; }
 };
 
 struct ParallelConfig {
