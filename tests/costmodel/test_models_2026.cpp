@@ -213,6 +213,11 @@ TEST_CASE("DeepSeek-V3: multi-head latent attention, shared experts and dense fi
   CHECK(active_parameters(hf) == active_parameters(m));
   CHECK(hf.first_dense_layers == 3);
   CHECK(hf.shared_expert_ffn_hidden == 2048);
+  // Its node-limited routing: n_group 8, topk_group 4, as the preset writes it.
+  CHECK(hf.router_groups == 8);
+  CHECK(hf.router_group_topk == 4);
+  CHECK(m.router_groups == hf.router_groups);
+  CHECK(m.router_group_topk == hf.router_group_topk);
   // With it (num_nextn_predict_layers 1, the config's default reading): one depth of two
   // norms, the 2h x h projection, a layer with experts and its final norm; the embedding
   // and the output head shared. The released checkpoint's 685B less its copies of those two

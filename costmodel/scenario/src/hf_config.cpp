@@ -105,8 +105,9 @@ void read_qwen3_moe(const Reader& r, ModelSpec& m) {
 // DeepSeek-V2/V3: multi-head latent attention, the first first_k_dense_replace layers
 // dense (SwiGLU of intermediate_size), then every moe_layer_freq-th layer n_routed_experts
 // SwiGLU experts of moe_intermediate_size (num_experts_per_tok a token) beside
-// n_shared_experts shared ones of the same width. The routing's groups, scoring and
-// correction bias change no GEMM and are not read. Multi-token prediction modules
+// n_shared_experts shared ones of the same width; the routing's groups (n_group,
+// topk_group) bound the nodes a token reaches; its scoring and correction bias change no
+// GEMM and are not read. Multi-token prediction modules
 // (num_nextn_predict_layers) are the model's mtp_layers unless the model file leaves them
 // out (multi_token_prediction: false).
 void read_deepseek(const Reader& r, ModelSpec& m, const HfOptions& options) {
@@ -126,6 +127,7 @@ void read_deepseek(const Reader& r, ModelSpec& m, const HfOptions& options) {
   m.shared_expert_ffn_hidden = r.get_int("n_shared_experts", 0, limits::kMaxExperts, 0) * m.expert_ffn_hidden;
   m.first_dense_layers = r.get_int("first_k_dense_replace", 0, limits::kMaxLayers, 0);
   m.moe_every = r.get_int("moe_layer_freq", 1, limits::kMaxLayers, 1);
+  parse_router_groups(r, m, "n_group", "topk_group");
   const int mtp = r.get_int("num_nextn_predict_layers", 0, limits::kMaxLayers, 0);
   m.mtp_layers = options.without_mtp ? 0 : mtp;
 }

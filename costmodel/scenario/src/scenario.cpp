@@ -165,7 +165,8 @@ void parse_experts(const Reader& r, ModelSpec& m) {
   if (m.experts == 1) r.fail("experts", "one expert is a dense MLP: use 0 (no experts) or 2 and more");
   if (m.experts == 0) {
     for (const char* key : {"experts_per_token", "moe_every", "expert_ffn_hidden", "capacity_factor",
-                            "shared_expert_ffn_hidden", "first_dense_layers", "expert_load_skew"})
+                            "shared_expert_ffn_hidden", "first_dense_layers", "expert_load_skew", "router_groups",
+                            "router_group_topk"})
       if (r.has(key)) r.fail(key, "applies to a mixture of experts: set model.experts");
     return;
   }
@@ -176,6 +177,21 @@ void parse_experts(const Reader& r, ModelSpec& m) {
   m.shared_expert_ffn_hidden = r.get_int("shared_expert_ffn_hidden", 0, limits::kMaxFfnHidden, 0);
   m.first_dense_layers = r.get_int("first_dense_layers", 0, limits::kMaxLayers, 0);
   m.expert_load_skew = r.get_in_range("expert_load_skew", 0.0, 4.0, 0.0);
+  parse_router_groups(r, m, "router_groups", "router_group_topk");
+}
+
+void parse_router_groups(const Reader& r, ModelSpec& m, const char* groups_key, const char* topk_key) {
+  if (!r.has(groups_key) && !r.has(topk_key)) return;
+  if (!r.has(groups_key) || !r.has(topk_key))
+    r.fail(r.has(groups_key) ? topk_key : groups_key, fmt::format("group-limited routing needs both {} and {}",
+                                                                  groups_key, topk_key));
+  m.router_groups = r.get_int(groups_key, 1, m.experts);
+  m.router_group_topk = r.get_int(topk_key, 1, m.router_groups);
+  if (m.experts % m.router_groups != 0)
+    r.fail(groups_key, fmt::format("{} groups do not split the {} experts evenly", m.router_groups, m.experts));
+  if (m.router_group_topk * (m.experts / m.router_groups) < m.experts_per_token)
+    r.fail(topk_key, fmt::format("{} groups of {} experts hold fewer than the {} experts a token picks",
+                                 m.router_group_topk, m.experts / m.router_groups, m.experts_per_token));
 }
 
 // attention: mla (DeepSeek-V2/V3): every head has its own keys and values (kv_heads =
@@ -206,7 +222,7 @@ ModelSpec parse_model(const Reader& r) {
                 "ffn_hidden", "vocab", "seq_len", "tied_embeddings", "attention", "dropout", "mlp", "norm",
                 "positions", "bias", "experts", "experts_per_token", "moe_every", "expert_ffn_hidden",
                 "shared_expert_ffn_hidden", "first_dense_layers",
-                "capacity_factor", "expert_load_skew", "mtp_layers"});
+                "capacity_factor", "expert_load_skew", "router_groups", "router_group_topk", "mtp_layers"});
   ModelSpec m;
   m.name = r.get_string("name", "model");
   m.layers = r.get_int("layers", 1, limits::kMaxLayers);

@@ -55,6 +55,10 @@ E get_enum(const Reader& r, const std::string& key, E fallback) {
 }
 
 ModelSpec parse_model(const Reader& r);
+// Group-limited routing read from `groups_key` and `topk_key` (the model file's
+// router_groups / router_group_topk, or HF's n_group / topk_group): both or neither; the
+// groups divide the experts and a token's groups hold its experts_per_token.
+void parse_router_groups(const Reader& r, ModelSpec& m, const char* groups_key, const char* topk_key);
 // The job's training and parallel sections (job_sections.cpp).
 void parse_training(const Reader& r, TrainingConfig& t);
 void parse_parallel(const Reader& r, ParallelConfig& p);

@@ -169,6 +169,10 @@ YAML::Node model_node(const ModelSpec& m) {
     if (m.shared_expert_ffn_hidden > 0) model["shared_expert_ffn_hidden"] = m.shared_expert_ffn_hidden;
     if (m.first_dense_layers > 0) model["first_dense_layers"] = m.first_dense_layers;
     if (m.expert_load_skew > 0) model["expert_load_skew"] = m.expert_load_skew;
+    if (m.router_groups > 0) {
+      model["router_groups"] = m.router_groups;
+      model["router_group_topk"] = m.router_group_topk;
+    }
   }
   if (m.mtp_layers > 0) model["mtp_layers"] = m.mtp_layers;
   return model;

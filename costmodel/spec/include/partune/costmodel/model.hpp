@@ -57,6 +57,13 @@ struct ModelSpec {
   // DeepSeek's first_k_dense_replace: the first this many layers are dense (a dense MLP of
   // ffn_hidden) whatever moe_every says.
   int first_dense_layers = 0;
+  // Group-limited routing (DeepSeek-V3's node-limited routing, arXiv:2412.19437 §2.1.2; HF
+  // n_group / topk_group, Megatron --moe-router-num-groups / --moe-router-group-topk): the
+  // experts fall into router_groups groups of consecutive experts and each token picks its
+  // experts_per_token among the experts of its router_group_topk best groups. Changes no
+  // GEMM; it bounds the nodes a token's copies reach (expert_routing.hpp). 0: no groups.
+  int router_groups = 0;
+  int router_group_topk = 0;
   // Routing imbalance, as a stated distribution of the experts' loads: expert i (0-based)
   // receives a share proportional to (i + 1)^(-expert_load_skew) of the routed tokens
   // (Zipf; 0 = balanced, every expert 1 / experts). Each expert computes its padded
