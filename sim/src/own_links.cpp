@@ -70,8 +70,8 @@ void World::mark_own_links(const Platform& platform) {
 // The collective's cost on idle links (collective.hpp): what its flows take alone on the
 // members' ports (the estimator's figure; test_collective_agreement ties the two).
 double World::own_links_seconds(const GroupView& gv, const Instruction& in) const {
-  return collective_cost(*collective_of(in.kind), collective_algorithm(job_.parallel, gv.kind, in.kind), in.bytes, gv.span,
-                         job_.cluster.instance)
+  return phases_cost(program_collective_phases(job_, gv.kind, in.kind, in.bytes, gv.span), gv.span,
+                     job_.cluster.instance)
              .total() *
          in.count;
 }

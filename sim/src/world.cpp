@@ -119,8 +119,7 @@ void World::execute_collective(RankState& rs, CommGroup group, CollectiveRequest
     gv.meetings->gate->wait();  // a collective starts when every member has called it
   }
   req.mark_started();
-  const CollectiveTraffic t = collective_traffic(*collective_of(in.kind), collective_algorithm(job_.parallel, group, in.kind),
-                                                 in.bytes, gv.span, job_.cluster.instance);
+  const CollectiveTraffic t = phases_traffic(program_collective_phases(job_, group, in.kind, in.bytes, gv.span));
   activities_ += send_collective_phases(rs.host, gv.to, t, in.count, rs.nic_share);
   // The slowest member decides when the collective ends, its latency after that: the
   // last member to arrive waits it out for all (one timer, not one a member).

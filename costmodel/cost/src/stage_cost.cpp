@@ -3,6 +3,7 @@
 #include "partune/costmodel/stage_cost.hpp"
 
 #include "partune/costmodel/collective.hpp"
+#include "partune/costmodel/expert_exchange.hpp"
 #include "partune/costmodel/job_costs.hpp"
 
 #include <optional>
@@ -59,10 +60,11 @@ double JobCosts::tensor_collective_time(const TensorCollective& c, int stage) co
                           : c.group == PlanGroup::context     ? context_span_
                           : c.group == PlanGroup::context_a2a ? context_a2a_span_
                                                               : tensor_span_[stage];
-  return c.count *
-         collective_cost(c.kind, CollectiveAlgorithm::ring, c.bytes, span, job_.cluster.instance,
-                         job_.cluster.oversubscription)
-             .total();
+  const CollectivePhases phases = c.group == PlanGroup::expert && c.kind == CollectiveKind::all_to_all
+                                      ? expert_exchange_phases(job_, c.bytes, span)
+                                      : collective_phases(c.kind, CollectiveAlgorithm::ring, c.bytes, span,
+                                                          job_.cluster.instance);
+  return c.count * phases_cost(phases, span, job_.cluster.instance, job_.cluster.oversubscription).total();
 }
 
 // The stage's collectives: the embedding's on the first stage, each layer's (and each

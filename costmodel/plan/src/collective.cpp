@@ -135,8 +135,8 @@ void set_link_latencies(CollectivePhases& p, const InstanceType& inst) {
 
 // The phases on idle links: per phase the slower of the member's NVSwitch port and its NIC
 // share for that phase's bytes, plus the latencies.
-CollectiveCost phases_cost(const CollectivePhases& p, const GroupSpan& span, const InstanceType& inst,
-                           double oversubscription) {
+CollectiveCost idle_links_cost(const CollectivePhases& p, const GroupSpan& span, const InstanceType& inst,
+                               double oversubscription) {
   // A member's links when the whole node communicates: its own NVSwitch port, and its
   // share of the node's NICs (and of the uplink, when the fabric is over-subscribed).
   const double intra_bw = group_intra_bw(inst) * p.intra_efficiency;
@@ -187,7 +187,7 @@ double apply_nccl_protocol(CollectivePhases& p, double simple_seconds, NcclAlgor
 // NCCL's protocol choice over `base`: the job's NCCL_PROTO, or the fastest on idle links.
 CollectivePhases with_nccl_protocol(const CollectivePhases& base, NcclAlgorithm algo, double halves, double bytes,
                                     const GroupSpan& span, const InstanceType& inst) {
-  const double simple_seconds = phases_cost(base, span, inst, 1.0).bandwidth_time;
+  const double simple_seconds = idle_links_cost(base, span, inst, 1.0).bandwidth_time;
   CollectivePhases best, q;
   double best_time = -1;
   for (NcclProtocol proto : {NcclProtocol::simple, NcclProtocol::ll128, NcclProtocol::ll}) {
@@ -283,12 +283,36 @@ CollectiveAlgorithm resolved_algorithm(CollectiveKind kind, CollectiveAlgorithm 
 
 CollectiveCost collective_cost(CollectiveKind kind, CollectiveAlgorithm algo, double bytes, const GroupSpan& span,
                                const InstanceType& inst, double oversubscription) {
-  return phases_cost(collective_phases(kind, algo, bytes, span, inst), span, inst, oversubscription);
+  return idle_links_cost(collective_phases(kind, algo, bytes, span, inst), span, inst, oversubscription);
 }
 
 CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
                                      const GroupSpan& span, const InstanceType& inst) {
-  const CollectivePhases p = collective_phases(kind, algo, bytes, span, inst);
+  return phases_traffic(collective_phases(kind, algo, bytes, span, inst));
+}
+
+CollectivePhases node_aware_exchange_phases(double bytes, double copies, double remote_nodes, const GroupSpan& span,
+                                            const InstanceType& inst) {
+  if (span.nodes <= 1 || copies <= 0) return collective_phases(CollectiveKind::all_to_all, CollectiveAlgorithm::ring,
+                                                               bytes, span, inst);
+  CollectivePhases p;
+  if (span.size <= 1 || bytes <= 0) return p;
+  p.net_efficiency = inst.ring.net_efficiency;
+  p.intra_efficiency = inst.ring.intra_efficiency;
+  p.launch_latency = inst.ring.launch_latency;
+  const double g = span.per_node;
+  p.add((g - 1) / g * bytes, bytes * remote_nodes / copies, 0, 1);
+  if (inst.nccl.arch == NcclArch::none) set_link_latencies(p, inst);
+  else set_nccl_p2p_latencies(p, inst);
+  return p;
+}
+
+CollectiveCost phases_cost(const CollectivePhases& p, const GroupSpan& span, const InstanceType& inst,
+                           double oversubscription) {
+  return idle_links_cost(p, span, inst, oversubscription);
+}
+
+CollectiveTraffic phases_traffic(const CollectivePhases& p) {
   CollectiveTraffic t;
   for (int i = 0; i < p.phase_count; ++i) {
     const CollectivePhase& ph = p.phases[i];

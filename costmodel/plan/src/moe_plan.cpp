@@ -156,7 +156,7 @@ LayerPlan replicated_moe_plan(const ModelSpec& m, const PlanConfig& c) {
 
 LayerPlan build_moe_layer_plan(const ModelSpec& m, const PlanConfig& c) {
   const bool megatron = c.sequence_parallel || c.tensor_degree <= 1 || c.experts_tensor_degree() != c.tensor_degree ||
-                        c.moe_dispatcher == MoeDispatcher::allgather;
+                        c.moe_dispatcher != MoeDispatcher::alltoall;
   return megatron ? megatron_moe_plan(m, c) : replicated_moe_plan(m, c);
 }
 

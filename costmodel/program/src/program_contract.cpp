@@ -6,6 +6,7 @@
 
 #include "partune/costmodel/placement.hpp"
 #include "partune/costmodel/program.hpp"
+#include "partune/costmodel/expert_exchange.hpp"
 #include "partune/costmodel/expert_grid.hpp"
 #include "partune/costmodel/program_builder.hpp"
 #include "partune/costmodel/sharding.hpp"
@@ -141,6 +142,15 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup kind) {
     case CommGroup::none: break;
   }
   return {rank};
+}
+
+CollectivePhases program_collective_phases(const Job& job, CommGroup group, OpKind kind, double bytes,
+                                           const GroupSpan& span) {
+  const CollectiveKind collective = *collective_of(kind);
+  if (group == CommGroup::expert && collective == CollectiveKind::all_to_all)
+    return expert_exchange_phases(job, bytes, span);
+  return collective_phases(collective, collective_algorithm(job.parallel, group, kind), bytes, span,
+                           job.cluster.instance);
 }
 
 CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup group, OpKind kind) {

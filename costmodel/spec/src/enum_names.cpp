@@ -164,7 +164,8 @@ const std::vector<EnumName<OptimizerImpl>>& enum_names<OptimizerImpl>() {
 template <>
 const std::vector<EnumName<MoeDispatcher>>& enum_names<MoeDispatcher>() {
   static const std::vector<EnumName<MoeDispatcher>> table = {{MoeDispatcher::alltoall, "alltoall"},
-                                                             {MoeDispatcher::allgather, "allgather"}};
+                                                             {MoeDispatcher::allgather, "allgather"},
+                                                             {MoeDispatcher::deepep, "deepep"}};
   return table;
 }
 

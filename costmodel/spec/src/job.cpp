@@ -196,6 +196,9 @@ JobViolation check_experts(const Job& job) {
   if (pc.moe_token_dispatcher == MoeDispatcher::allgather && tp > 1 && !pc.sequence_parallel)
     return bad("parallel.moe_token_dispatcher",
                "allgather is Megatron-Core's dispatcher: it needs sequence_parallel: true with tensor parallelism");
+  if (pc.moe_token_dispatcher == MoeDispatcher::deepep && etp > 1)
+    return bad("parallel.moe_token_dispatcher", fmt::format("deepep is modelled with expert tensor degree 1 (as the "
+                                                            "recipes run it), not {}", etp));
   if (folded && ep <= 1)
     return bad("parallel.expert_tensor_parallel_degree",
                fmt::format("{} differs from the tensor degree {} without expert parallelism: set "

@@ -96,6 +96,24 @@ struct CollectiveTraffic {
 CollectiveTraffic collective_traffic(CollectiveKind kind, CollectiveAlgorithm algo, double bytes,
                                      const GroupSpan& span, const InstanceType& inst);
 
+// A node-aware token exchange (DeepEP's normal kernels, DeepSeek-V3's IB-then-NVLink
+// all-to-all, arXiv:2412.19437 §3.2.2): a member's S bytes are `copies` rows a token (S /
+// copies a token); each token crosses the network once to each of the `remote_nodes` other
+// nodes its copies reach (expert_routing.hpp), landing on the GPU of the sender's local
+// index there, which forwards the copies to their experts' GPUs over NVSwitch; the copies
+// for the sender's own node go over NVSwitch too. Both ride at once (DeepEP pipelines the
+// RDMA and NVLink chunks): one phase of S (remote_nodes / copies) network bytes and
+// S (g - 1) / g NVSwitch bytes, at the instance's ring efficiencies and NCCL's send/receive
+// latencies as the plain exchange (the measured rates, DeepEP's README: 43-58 GB/s of a
+// 50 GB/s CX7 NIC, 153-158 of 160 GB/s NVLink on H800, are near the links' own). Inside one
+// node, the plain exchange.
+CollectivePhases node_aware_exchange_phases(double bytes, double copies, double remote_nodes, const GroupSpan& span,
+                                            const InstanceType& inst);
+// collective_cost and collective_traffic of phases already made.
+CollectiveCost phases_cost(const CollectivePhases& p, const GroupSpan& span, const InstanceType& inst,
+                           double oversubscription = 1.0);
+CollectiveTraffic phases_traffic(const CollectivePhases& p);
+
 // The bytes/s a group of this span can push per node onto the network (its NIC share).
 double group_network_bw(const GroupSpan& span, const InstanceType& inst,
                         double oversubscription = 1.0);

@@ -102,6 +102,11 @@ std::vector<int> comm_group_members(const Job& job, int rank, CommGroup group);
 // an AllGather only: its reduce-scatter stays a ring), the tensor and embedding groups a
 // ring. The estimator and the simulator both ask this.
 CollectiveAlgorithm collective_algorithm(const ParallelConfig& pc, CommGroup group, OpKind kind);
+// The phases of collective instruction `kind` (collective_of(kind) set) over `group` of
+// `span`, as the job runs it: collective_algorithm's, the expert group's all-to-all as its
+// dispatcher sends it (expert_exchange.hpp). The simulator's traffic and own-links times.
+CollectivePhases program_collective_phases(const Job& job, CommGroup group, OpKind kind, double bytes,
+                                           const GroupSpan& span);
 
 struct Instruction {
   OpKind kind = OpKind::forward;

@@ -109,8 +109,11 @@ enum class ContextComm { p2p, a2a, allgather, a2a_p2p };
 // `alltoall` sends each rank's routed token copies over the expert group and gathers them
 // over the experts' tensor group; `allgather` (Megatron's default) all-gathers every
 // rank's tokens over the expert-tensor x expert block, each rank keeping the rows of its
-// experts, and reduce-scatters the results back.
-enum class MoeDispatcher { alltoall, allgather };
+// experts, and reduce-scatters the results back; `deepep` (Megatron's flex dispatcher with
+// DeepEP, --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep) sends a
+// token once to each other node its experts are on and forwards the copies inside the node
+// (collective.hpp's node_aware_exchange_phases), expert tensor degree 1.
+enum class MoeDispatcher { alltoall, allgather, deepep };
 
 const char* to_string(Optimizer o);
 const char* to_string(PipelineSchedule s);
