@@ -115,9 +115,10 @@ TEST_CASE("the corpus's accuracy does not regress (estimator)", "[corpus]") {
                       << 100 * c.all.within15 << "%, predicted not to fit " << c.all.not_fit);
   // The issue's goal: MAPE <= 10%, >= 70% of rows within 15%, mean signed error within 3%,
   // no run that ran predicted not to fit. Not reached: these bound the last measured values
-  // (docs/corpus.md, 2026-11-29 after DeepEP's exchange and bf16 moments on DeepSeek-V3's row,
-  // -53.0% -> -30.8%: 26.4%, 44% within 15%, signed +20.9% (the row's error, negative, shrank:
-  // the mean signed error rose by 0.14); after FSDP2's copies on torchtitan's rows: 26.5%, 44%
+  // (docs/corpus.md, 2026-11-29 after DualPipe's all-to-all overlap on DeepSeek-V3's row
+  // (moe_a2a_overlap), -30.8% -> +2.4%: 26.2%, 44% within 15%, signed +21.1%; before it, after
+  // DeepEP's exchange and bf16 moments there, -53.0% -> -30.8%: 26.4%, 44% within 15%, signed
+  // +20.9% (the row's error, negative, shrank: the mean signed error rose); after FSDP2's copies on torchtitan's rows: 26.5%, 44%
   // within 15%, signed +20.8%; after issue 52's Megatron-Core token dispatcher: 26.7%, 44%
   // within 15%, signed +21.0%, 4 not fit; its rows of the MoE Parallel Folding paper went
   // from 26.4% to 9.8%, MegaScale-MoE's Megatron-LM rows from 18.6% to 106%. Before it,
@@ -129,8 +130,8 @@ TEST_CASE("the corpus's accuracy does not regress (estimator)", "[corpus]") {
   // mid-size tensor and expert collectives of rows already too fast), to catch a
   // regression; none is a row's own. The signed bound was 11.7 before the overlap, which
   // moved MLPerf v3.0 from +3% to +14% while bringing v3.1-v5.0 closer (docs/gpu-step.md).
-  CHECK(c.all.mape_pct <= 26.45);
+  CHECK(c.all.mape_pct <= 26.25);
   CHECK(c.all.within15 >= 0.4375);
-  CHECK(std::abs(c.all.mean_signed_pct) <= 20.95);
+  CHECK(std::abs(c.all.mean_signed_pct) <= 21.15);
   CHECK(c.all.not_fit <= 4);
 }
