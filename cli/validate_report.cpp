@@ -36,7 +36,7 @@ std::string layout(const Job& job) {
   const ParallelConfig& pc = job.parallel;
   std::string s = fmt::format("tp{} pp{}", pc.tensor_parallel_degree, pc.pipeline_parallel_degree);
   if (pc.pipeline_parallel_degree > 1)
-    s += pc.pipeline == PipelineSchedule::simple        ? " gpipe"
+    s += pc.pipeline == PipelineSchedule::gpipe        ? " gpipe"
          : pc.pipeline == PipelineSchedule::zb_h1     ? " zb-h1"
          : pc.pipeline == PipelineSchedule::zbv       ? " zbv"
          : pc.pipeline == PipelineSchedule::dualpipev ? " dualpipev"

@@ -103,7 +103,7 @@ std::string describe_job(const Job& job) {
                    job.training.gradient_accumulation);
   s += fmt::format("  schedule {}{}, checkpointing {}, offload {}, optimizer sharding {}, "
                    "FlashAttention {}, sharded collective {}, {} {}\n",
-                   pc.pipeline == PipelineSchedule::simple        ? "GPipe"
+                   pc.pipeline == PipelineSchedule::gpipe        ? "GPipe"
                    : pc.pipeline == PipelineSchedule::zb_h1     ? "ZB-H1"
                    : pc.pipeline == PipelineSchedule::zbv       ? "ZBV"
                    : pc.pipeline == PipelineSchedule::dualpipev ? "DualPipeV"

@@ -170,8 +170,8 @@ void add_split_knobs(std::vector<Knob>& k) {
       [](J j) {
         if (j.parallel.pipeline_parallel_degree <= 1) return std::string();
         const PipelineSchedule sc = j.parallel.pipeline;
-        if (sc == PipelineSchedule::simple) return std::string(" gpipe");
-        if (sc == PipelineSchedule::interleaved) return std::string(" 1f1b");
+        if (sc == PipelineSchedule::gpipe) return std::string(" gpipe");
+        if (sc == PipelineSchedule::one_f_one_b) return std::string(" 1f1b");
         return " " + std::string(to_string(sc));
       }));
   k.push_back(make_knob(
@@ -179,7 +179,7 @@ void add_split_knobs(std::vector<Knob>& k) {
       [](P p, Job& j) { j.parallel.virtual_stages = p.virtual_stages; },
       [](J j) {
         const ParallelConfig& pc = j.parallel;
-        const bool shown = pc.pipeline_parallel_degree > 1 && pc.pipeline == PipelineSchedule::interleaved &&
+        const bool shown = pc.pipeline_parallel_degree > 1 && pc.pipeline == PipelineSchedule::one_f_one_b &&
                            pc.virtual_stages > 1;
         return shown ? fmt::format("-v{}", pc.virtual_stages) : std::string();
       }));

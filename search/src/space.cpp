@@ -218,15 +218,15 @@ class Enumerator {
 
   std::vector<std::pair<PipelineSchedule, int>> schedules(int pp) const {
     std::vector<std::pair<PipelineSchedule, int>> out;
-    const auto kinds = or_default(space_.schedules, pp > 1 ? std::vector<PipelineSchedule>{PipelineSchedule::simple,
-                                                                                           PipelineSchedule::interleaved,
+    const auto kinds = or_default(space_.schedules, pp > 1 ? std::vector<PipelineSchedule>{PipelineSchedule::gpipe,
+                                                                                           PipelineSchedule::one_f_one_b,
                                                                                            PipelineSchedule::zb_h1,
                                                                                            PipelineSchedule::zbv}
-                                                           : std::vector<PipelineSchedule>{PipelineSchedule::interleaved});
+                                                           : std::vector<PipelineSchedule>{PipelineSchedule::one_f_one_b});
     for (PipelineSchedule sc : kinds) {
       // A V runs two chunks a stage, whatever virtual_stages the space lists.
       const auto vs = v_shaped(sc) ? std::vector<int>{2}
-                                   : or_default(space_.virtual_stages, sc == PipelineSchedule::interleaved && pp > 1
+                                   : or_default(space_.virtual_stages, sc == PipelineSchedule::one_f_one_b && pp > 1
                                                                            ? std::vector<int>{1, 2, 4}
                                                                            : std::vector<int>{1});
       for (int v : vs) out.push_back({sc, v});

@@ -57,7 +57,7 @@ TEST_CASE("every enum value has one name, shared by to_string, the loader and th
   const std::vector<std::pair<Precision, std::string>> precision_on_a100(precision.begin(), precision.end() - 3);
   const std::vector<std::pair<Optimizer, std::string>> optimizer = {{Optimizer::adam, "adam"}, {Optimizer::sgd, "sgd"}};
   const std::vector<std::pair<PipelineSchedule, std::string>> pipeline = {
-      {PipelineSchedule::simple, "simple"}, {PipelineSchedule::interleaved, "interleaved"},
+      {PipelineSchedule::gpipe, "simple"}, {PipelineSchedule::one_f_one_b, "interleaved"},
       {PipelineSchedule::zb_h1, "zb-h1"},   {PipelineSchedule::zbv, "zbv"},
       {PipelineSchedule::dualpipev, "dualpipev"}};
   const std::vector<std::pair<Checkpointing, std::string>> checkpointing = {

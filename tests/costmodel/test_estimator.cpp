@@ -124,12 +124,12 @@ TEST_CASE("the pipeline bubble is (p-1)/(v m) of the busy time", "[estimator]") 
     PipelineSchedule schedule;
   };
   const Case cases[] = {
-      {"GPipe p4 m8", 4, 1, 8, 1, 1, PipelineSchedule::simple},
-      {"1F1B p4 m8", 4, 1, 8, 1, 1, PipelineSchedule::interleaved},
-      {"1F1B p2 tp2 m16 ga2", 2, 2, 16, 1, 2, PipelineSchedule::interleaved},
-      {"interleaved p4 v3 m8", 4, 1, 8, 3, 1, PipelineSchedule::interleaved},
-      {"1F1B p4 m2 (fewer micro-batches than stages)", 4, 1, 2, 1, 1, PipelineSchedule::interleaved},
-      {"GPipe p2 tp4 m5", 2, 4, 5, 1, 1, PipelineSchedule::simple},
+      {"GPipe p4 m8", 4, 1, 8, 1, 1, PipelineSchedule::gpipe},
+      {"1F1B p4 m8", 4, 1, 8, 1, 1, PipelineSchedule::one_f_one_b},
+      {"1F1B p2 tp2 m16 ga2", 2, 2, 16, 1, 2, PipelineSchedule::one_f_one_b},
+      {"interleaved p4 v3 m8", 4, 1, 8, 3, 1, PipelineSchedule::one_f_one_b},
+      {"1F1B p4 m2 (fewer micro-batches than stages)", 4, 1, 2, 1, 1, PipelineSchedule::one_f_one_b},
+      {"GPipe p2 tp4 m5", 2, 4, 5, 1, 1, PipelineSchedule::gpipe},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -158,7 +158,7 @@ TEST_CASE("the pipeline bubble is (p-1)/(v m) of the busy time", "[estimator]") 
     j.training.global_batch = 2 * 8 * 2;  // dp 2, m 8, b 2
     j.parallel.pipeline_parallel_degree = 4;
     j.parallel.microbatches = 8;
-    j.parallel.pipeline = PipelineSchedule::simple;
+    j.parallel.pipeline = PipelineSchedule::gpipe;
     j.parallel.active_microbatches = 4;  // two windows of 4
     require_valid(j);
     const StepBreakdown b = estimate(j).breakdown;

@@ -37,7 +37,7 @@ Job zero_job(bool shard_gradients) {
   Job j = p4d_job("gpt2-small", 1, 32);
   j.parallel.pipeline_parallel_degree = 2;
   j.parallel.microbatches = 4;
-  j.parallel.pipeline = PipelineSchedule::interleaved;
+  j.parallel.pipeline = PipelineSchedule::one_f_one_b;
   j.training.gradient_accumulation = 2;
   j.parallel.shard_optimizer_state = true;
   j.parallel.shard_gradients = shard_gradients;

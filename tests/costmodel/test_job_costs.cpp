@@ -37,7 +37,7 @@ std::vector<Knobs> configurations() {
     for (int pp : {8, 16})
       for (int m : {16, 32})
         for (bool sp : {false, true})
-          for (PipelineSchedule s : {PipelineSchedule::interleaved, PipelineSchedule::zb_h1, PipelineSchedule::zbv})
+          for (PipelineSchedule s : {PipelineSchedule::one_f_one_b, PipelineSchedule::zb_h1, PipelineSchedule::zbv})
             if (s != PipelineSchedule::zbv || m >= 2 * pp)  // a V needs two micro-batches a stage
               out.push_back({tp, pp, m, sp, m == 32, s, sp ? Checkpointing::selective : Checkpointing::full});
   return out;
@@ -128,7 +128,7 @@ TEST_CASE("a model's costs build a configuration's plans once and serve only the
 
 TEST_CASE("a job's stage costs are the same whichever order the stages are asked in", "[job_costs]") {
   Job job = testing::p4d_job("gpt3-175b", 64, 512);
-  apply({8, 16, 32, true, true, PipelineSchedule::interleaved, Checkpointing::selective}, job);
+  apply({8, 16, 32, true, true, PipelineSchedule::one_f_one_b, Checkpointing::selective}, job);
   job.parallel.stage_layers.clear();
   REQUIRE_FALSE(check_job(job));
   const JobCosts forward(job), backward(job);

@@ -79,7 +79,7 @@ TEST_CASE("lm_head_stage loads and is checked", "[lm_head][scenario]") {
 }
 
 TEST_CASE("head on stage 0: stage 0 holds the logits and the only copy of the tied weight", "[lm_head][memory]") {
-  for (const PipelineSchedule sched : {PipelineSchedule::interleaved, PipelineSchedule::simple}) {
+  for (const PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe}) {
     Job j = head_job(2, 4, LmHeadStage::first);
     j.parallel.pipeline = sched;
     require_valid(j);
@@ -94,7 +94,7 @@ TEST_CASE("head on stage 0: stage 0 holds the logits and the only copy of the ti
     // The head on the last stage, for comparison: logits there, plus the embedding copy.
     j.parallel.lm_head_stage = LmHeadStage::last;
     CHECK(stage_memory(j, 0).logits == 0);
-    CHECK(stage_memory(j, 1).logits == Approx(kLogits * (sched == PipelineSchedule::simple ? 4 : 1)).epsilon(1e-12));
+    CHECK(stage_memory(j, 1).logits == Approx(kLogits * (sched == PipelineSchedule::gpipe ? 4 : 1)).epsilon(1e-12));
     CHECK(stage_parameter_count(j, 1) == Approx(6 * kLayerParams + kHeadParams + kTiedCopy).epsilon(1e-12));
   }
 }
@@ -152,11 +152,11 @@ TEST_CASE("head on stage 0: the estimator moves the head's slot and adds two hop
 TEST_CASE("head on stage 0: the last stage sends its output to stage 0 and gets the gradient back",
           "[lm_head][program]") {
   for (const Granularity gran : {Granularity::chunk, Granularity::layer}) {
-    for (const PipelineSchedule sched : {PipelineSchedule::interleaved, PipelineSchedule::simple}) {
+    for (const PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe}) {
       for (int pp : {2, 4}) {
         Job j = head_job(pp, 8, LmHeadStage::first);
         j.parallel.pipeline = sched;
-        if (sched == PipelineSchedule::simple) j.parallel.active_microbatches = 3;  // windows of 3
+        if (sched == PipelineSchedule::gpipe) j.parallel.active_microbatches = 3;  // windows of 3
         require_valid(j);
         INFO("pp " << pp << " " << to_string(sched) << (gran == Granularity::layer ? " layer" : " chunk"));
         const GpuProfile& gpu = j.cluster.instance.gpu;
@@ -230,7 +230,7 @@ TEST_CASE("head on stage 0: the last stage sends its output to stage 0 and gets 
 }
 
 TEST_CASE("head on stage 0: each head step sits between its forward and its backward", "[lm_head][program]") {
-  for (const PipelineSchedule sched : {PipelineSchedule::interleaved, PipelineSchedule::simple}) {
+  for (const PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe}) {
     for (int pp : {2, 3, 4}) {
       for (int active : {0, 1}) {
         Job j = head_job(pp, 6, LmHeadStage::first);

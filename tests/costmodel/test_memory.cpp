@@ -46,7 +46,7 @@ TEST_CASE("micro-batches in flight per pipeline schedule", "[memory]") {
   ParallelConfig pc;
   pc.pipeline_parallel_degree = 4;
   SECTION("1F1B holds min(p, m) on stage 0 and p - s on stage s") {
-    pc.pipeline = PipelineSchedule::interleaved;
+    pc.pipeline = PipelineSchedule::one_f_one_b;
     pc.microbatches = 16;
     CHECK(in_flight_microbatches(pc, 0) == 4);
     CHECK(in_flight_microbatches(pc, 1) == 3);
@@ -56,7 +56,7 @@ TEST_CASE("micro-batches in flight per pipeline schedule", "[memory]") {
     CHECK(in_flight_microbatches(pc, 3) == 1);
   }
   SECTION("GPipe holds every micro-batch") {
-    pc.pipeline = PipelineSchedule::simple;
+    pc.pipeline = PipelineSchedule::gpipe;
     pc.microbatches = 16;
     pc.active_microbatches = 1000;
     CHECK(in_flight_microbatches(pc, 0) == 16);
@@ -69,7 +69,7 @@ TEST_CASE("micro-batches in flight per pipeline schedule", "[memory]") {
     }
   }
   SECTION("interleaved 1F1B with v virtual stages holds p + (p-1)/v on stage 0") {
-    pc.pipeline = PipelineSchedule::interleaved;
+    pc.pipeline = PipelineSchedule::one_f_one_b;
     pc.microbatches = 64;
     pc.active_microbatches = 1000;
     pc.virtual_stages = 2;

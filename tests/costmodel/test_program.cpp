@@ -55,7 +55,7 @@ double embedding_on_rank(int t) { return kTiedCopy / t + kPositions; }
 struct Shape {
   std::string name;
   int nodes = 1, pp = 1, tp = 1, micro = 1, v = 1, ga = 1, global_batch = 0;
-  PipelineSchedule sched = PipelineSchedule::interleaved;
+  PipelineSchedule sched = PipelineSchedule::one_f_one_b;
   Checkpointing ckpt = Checkpointing::none;
   bool offload = false, shard_optimizer = false;
   int sdp = 1;
@@ -89,7 +89,7 @@ std::vector<Shape> shapes() {
   out.push_back(b);
   Shape c = a;  // GPipe
   c.name = "pp2 tp2 dp2 GPipe";
-  c.sched = PipelineSchedule::simple;
+  c.sched = PipelineSchedule::gpipe;
   out.push_back(c);
   Shape d;  // pp 4 x tp 2 x dp 1, v 3 (one layer per chunk), two accumulation passes
   d.name = "pp4 tp2 dp1 interleaved v3 ga2";
@@ -660,7 +660,7 @@ TEST_CASE("gradient buckets carry the embedding and head where Megatron's stages
   Job job = p4d_job("gpt2-small", 1, 64);
   job.parallel.pipeline_parallel_degree = 2;
   job.parallel.virtual_stages = 2;
-  job.parallel.pipeline = PipelineSchedule::interleaved;
+  job.parallel.pipeline = PipelineSchedule::one_f_one_b;
   job.parallel.microbatches = 4;
   require_valid(job);
   int embeddings = 0, heads = 0;

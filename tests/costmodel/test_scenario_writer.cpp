@@ -167,7 +167,7 @@ TEST_CASE("a job written by job_yaml parses back to the same job", "[scenario_wr
   CHECK(a.pipeline_parallel_degree == 8);
   CHECK(a.tensor_parallel_degree == 4);
   CHECK(a.microbatches == 16);
-  CHECK(a.pipeline == PipelineSchedule::simple);
+  CHECK(a.pipeline == PipelineSchedule::gpipe);
   CHECK(a.activation_checkpointing == Checkpointing::selective);
   CHECK(a.data_parallel_collective == CollectiveAlgorithm::hierarchical);
   CHECK(a.lm_head_stage == LmHeadStage::first);

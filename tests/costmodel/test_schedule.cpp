@@ -262,7 +262,7 @@ TEST_CASE("schedule_steps dispatches on the job's pipeline setting", "[schedule]
   pc.pipeline_parallel_degree = 2;
   pc.microbatches = 8;
   SECTION("simple = GPipe, windows of active_microbatches (default p + 2 = 4)") {
-    pc.pipeline = PipelineSchedule::simple;
+    pc.pipeline = PipelineSchedule::gpipe;
     const auto steps = schedule_steps(pc, 0);
     CHECK(peak_in_flight(steps, 1) == 4);
     CHECK(steps == schedule_gpipe(2, 8, 0, 4));
@@ -270,13 +270,13 @@ TEST_CASE("schedule_steps dispatches on the job's pipeline setting", "[schedule]
     CHECK(peak_in_flight(schedule_steps(pc, 1), 1) == 8);
   }
   SECTION("interleaved with one chunk = 1F1B") {
-    pc.pipeline = PipelineSchedule::interleaved;
+    pc.pipeline = PipelineSchedule::one_f_one_b;
     CHECK(schedule_steps(pc, 0) == schedule_1f1b(2, 8, 0, 0));
     CHECK(peak_in_flight(schedule_steps(pc, 0), 1) == 2);
     CHECK(peak_in_flight(schedule_steps(pc, 1), 1) == 1);
   }
   SECTION("interleaved with virtual stages") {
-    pc.pipeline = PipelineSchedule::interleaved;
+    pc.pipeline = PipelineSchedule::one_f_one_b;
     pc.virtual_stages = 2;
     CHECK(schedule_steps(pc, 0) == schedule_interleaved(2, 8, 2, 0, 0));
   }
@@ -288,9 +288,9 @@ TEST_CASE("the memory model's in-flight count is the schedule's peak", "[schedul
   const int p = GENERATE(1, 2, 4, 8);
   const int groups = GENERATE(1, 2, 4);
   const int m = groups * p;
-  for (PipelineSchedule sched : {PipelineSchedule::simple, PipelineSchedule::interleaved}) {
+  for (PipelineSchedule sched : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
     for (int v : {1, 2}) {
-      if (v > 1 && (sched == PipelineSchedule::simple || p == 1)) continue;
+      if (v > 1 && (sched == PipelineSchedule::gpipe || p == 1)) continue;
       for (int active : {0, 1, 3, 100}) {
         if (v > 1 && active != 0) continue;
         ParallelConfig pc;
@@ -372,7 +372,7 @@ TEST_CASE("all stages together: no deadlock, and the classic makespan", "[schedu
 // thread) gives the schedule schedule_steps builds.
 TEST_CASE("a remembered schedule is the one built afresh") {
   ParallelConfig pc;
-  for (PipelineSchedule s : {PipelineSchedule::simple, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
+  for (PipelineSchedule s : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::zb_h1,
                              PipelineSchedule::zbv, PipelineSchedule::dualpipev})
     for (int p : {2, 4})
       for (int m : {8, 12}) {

@@ -36,7 +36,7 @@ Job chunk_job(std::vector<int> chunk_layers) {
   j.model.layers = 8;
   j.parallel.pipeline_parallel_degree = 2;
   j.parallel.virtual_stages = 2;
-  j.parallel.pipeline = PipelineSchedule::interleaved;
+  j.parallel.pipeline = PipelineSchedule::one_f_one_b;
   j.parallel.microbatches = 4;
   j.parallel.stage_layers = std::move(chunk_layers);
   return j;
@@ -195,9 +195,9 @@ TEST_CASE("Llama 3's stages: the peak over every stage, read from one middle sta
   sixteen.front() = sixteen.back() = 0;
   eight.front() = eight.back() = 1;
   four.front() = four.back() = 3;
-  const Layout layouts[] = {{8, 2, PipelineSchedule::interleaved, sixteen}, {4, 2, PipelineSchedule::interleaved, eight},
-                            {8, 1, PipelineSchedule::interleaved, eight},   {8, 1, PipelineSchedule::simple, eight},
-                            {8, 1, PipelineSchedule::zb_h1, eight},         {4, 1, PipelineSchedule::interleaved, four},
+  const Layout layouts[] = {{8, 2, PipelineSchedule::one_f_one_b, sixteen}, {4, 2, PipelineSchedule::one_f_one_b, eight},
+                            {8, 1, PipelineSchedule::one_f_one_b, eight},   {8, 1, PipelineSchedule::gpipe, eight},
+                            {8, 1, PipelineSchedule::zb_h1, eight},         {4, 1, PipelineSchedule::one_f_one_b, four},
                             {4, 2, PipelineSchedule::zbv, eight}};
   for (const Layout& l : layouts) {
     Job j = p4d_job("gpt2-small", 2, 64);

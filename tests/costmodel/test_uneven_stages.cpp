@@ -280,7 +280,7 @@ TEST_CASE("uneven stages under sharded data parallelism gather each of the stage
 TEST_CASE("uneven stages: sends and receives pair up", "[uneven][program]") {
   // Four stages [1, 3, 2, 2], GPipe and 1F1B: the n-th send from A to B of a kind matches
   // the n-th receive on B from A, micro-batch by micro-batch.
-  for (const PipelineSchedule sched : {PipelineSchedule::simple, PipelineSchedule::interleaved}) {
+  for (const PipelineSchedule sched : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
     Job j = uneven_job({1, 3, 2, 2}, 4, 1, 8);
     j.parallel.pipeline = sched;
     require_valid(j);

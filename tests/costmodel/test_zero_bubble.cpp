@@ -134,7 +134,7 @@ TEST_CASE("ZB-H1 holds (p - s) activations and s W's at its peak", "[schedule][z
 TEST_CASE("zb-h1 is a pipeline schedule by name, what it cannot run is refused", "[schedule][zb]") {
   CHECK(std::string(to_string(PipelineSchedule::zb_h1)) == "zb-h1");
   CHECK(splits_backward(PipelineSchedule::zb_h1));
-  CHECK_FALSE(splits_backward(PipelineSchedule::interleaved));
+  CHECK_FALSE(splits_backward(PipelineSchedule::one_f_one_b));
   const std::string job =
       "kind: job\nname: t\nmodel: gpt2-small\ncluster: {instance_type: p4d.24xlarge, nodes: 1}\n"
       "training: {global_batch: 64}\nparallel: {pipeline_parallel_degree: 4, microbatches: 8, pipeline: zb-h1";
@@ -197,7 +197,7 @@ TEST_CASE("schedule_makespan runs the stages as the harness above does, m < p to
         const std::vector<ChunkTimes> times(p, ChunkTimes{t.f, t.b, t.w});
         CHECK(schedule_makespan(pc, times) == Approx(execute(zb_h1(p, m), t.f, t.b, t.w)));
         // 1F1B folds W into its backward: the classic (m + p - 1)(F + B + W).
-        pc.pipeline = PipelineSchedule::interleaved;
+        pc.pipeline = PipelineSchedule::one_f_one_b;
         CHECK(schedule_makespan(pc, times) == Approx((m + p - 1) * (t.f + t.b + t.w)));
       }
 }

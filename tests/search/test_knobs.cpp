@@ -28,7 +28,7 @@ Job unusual_job() {
   pc.sharded_data_parallel_degree = 2;
   pc.sharded_collective = CollectiveAlgorithm::all_to_all;
   pc.microbatches = 4;  // 32 / (dp 4 x 4) = 2 sequences each
-  pc.pipeline = PipelineSchedule::interleaved;
+  pc.pipeline = PipelineSchedule::one_f_one_b;
   pc.virtual_stages = 2;
   pc.placement_strategy = PlacementOrder::parse("PDT");
   pc.activation_checkpointing = Checkpointing::selective;
@@ -67,7 +67,7 @@ Job changed(Job j, const std::string& key) {
   else if (key == "expert_tensor_parallel_degree") pc.expert_tensor_parallel_degree = 1;  // (refused too)
   else if (key == "sharded_collective") pc.sharded_collective = CollectiveAlgorithm::ring;
   else if (key == "microbatch_size") pc.microbatches = 8;
-  else if (key == "pipeline") pc.pipeline = PipelineSchedule::simple;
+  else if (key == "pipeline") pc.pipeline = PipelineSchedule::gpipe;
   else if (key == "virtual_stages") pc.virtual_stages = 1;
   else if (key == "placement_strategy") pc.placement_strategy = PlacementOrder::parse("TDP");
   else if (key == "activation_checkpointing") pc.activation_checkpointing = Checkpointing::full;
@@ -135,7 +135,7 @@ TEST_CASE("apply writes every knob of a point into the job", "[search][knobs]") 
   const Job base = p4d_job("gpt2-small", 2, 32);
   Point p;
   p.pipeline = 2, p.tensor = 2, p.sharded = 2, p.sharded_collective = CollectiveAlgorithm::all_to_all;
-  p.microbatch_size = 2, p.microbatches = 4, p.schedule = PipelineSchedule::interleaved, p.virtual_stages = 2;
+  p.microbatch_size = 2, p.microbatches = 4, p.schedule = PipelineSchedule::one_f_one_b, p.virtual_stages = 2;
   p.placement = PlacementOrder::parse("PDT");
   p.checkpointing = Checkpointing::selective, p.checkpointed_layers = 2;
   p.offload = true, p.shard_optimizer = false, p.flash = true, p.sequence_parallel = true;
@@ -158,7 +158,7 @@ TEST_CASE("describe: a candidate's description, written out by hand", "[search][
   CHECK(describe(plain) == "pp1 tp1 dp8 mb2x1 DPT");
   Job gpipe = plain;
   gpipe.parallel.pipeline_parallel_degree = 2;
-  gpipe.parallel.pipeline = PipelineSchedule::simple;
+  gpipe.parallel.pipeline = PipelineSchedule::gpipe;
   gpipe.parallel.stage_layers = {5, 7};
   gpipe.parallel.activation_checkpointing = Checkpointing::full;
   CHECK(describe(gpipe) == "pp2 tp1 dp4 mb2x2 gpipe DPT ckpt-full stages[5,7]");

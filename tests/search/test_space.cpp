@@ -308,7 +308,7 @@ TEST_CASE("restrict_space parses key=v1,v2 and rejects what it cannot use", "[se
   restrict_space(s, "virtual_stages=2");
   CHECK(s.virtual_stages == std::vector<int>{2});
   restrict_space(s, "pipeline=simple,interleaved");
-  CHECK(s.schedules == std::vector<PipelineSchedule>{PipelineSchedule::simple, PipelineSchedule::interleaved});
+  CHECK(s.schedules == std::vector<PipelineSchedule>{PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b});
   restrict_space(s, "placement_strategy=cluster,spread,PDT");
   REQUIRE(s.placements.size() == 3);
   CHECK(s.placements[0].name() == "DPT");
@@ -373,7 +373,7 @@ TEST_CASE("a restricted space visits only the allowed values", "[search][space]"
     CHECK(p.checkpointing == Checkpointing::full);
     CHECK(p.flash);
     CHECK(p.microbatch_size == 2);
-    if (p.pipeline > 1) CHECK(p.schedule == PipelineSchedule::simple);
+    if (p.pipeline > 1) CHECK(p.schedule == PipelineSchedule::gpipe);
     CHECK(p.virtual_stages == 1);
   }
   CHECK(tps == std::set<int>{2, 4});

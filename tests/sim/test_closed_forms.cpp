@@ -49,7 +49,7 @@ Job pipeline_job(int p, int m, int v, PipelineSchedule sched, int vocab = 8) {
   j.parallel.microbatches = m;
   j.parallel.virtual_stages = v;
   j.parallel.pipeline = sched;
-  j.parallel.active_microbatches = sched == PipelineSchedule::simple ? m : 0;  // GPipe: one window
+  j.parallel.active_microbatches = sched == PipelineSchedule::gpipe ? m : 0;  // GPipe: one window
   return j;
 }
 
@@ -73,10 +73,10 @@ TEST_CASE("simulated pipeline bubble matches (p - 1) / (v m + p - 1)", "[sim][bu
   // both far inside what a wrong schedule would give (p 4, m 8: 3/11 = 0.273 vs 3/12).
   struct Case { int p, m, v; PipelineSchedule sched; };
   const std::vector<Case> cases{
-      {2, 4, 1, PipelineSchedule::simple},      {4, 8, 1, PipelineSchedule::simple},
-      {2, 4, 1, PipelineSchedule::interleaved}, {4, 8, 1, PipelineSchedule::interleaved},
-      {4, 16, 1, PipelineSchedule::interleaved}, {4, 8, 2, PipelineSchedule::interleaved},
-      {2, 4, 4, PipelineSchedule::interleaved}, {8, 8, 2, PipelineSchedule::interleaved}};
+      {2, 4, 1, PipelineSchedule::gpipe},      {4, 8, 1, PipelineSchedule::gpipe},
+      {2, 4, 1, PipelineSchedule::one_f_one_b}, {4, 8, 1, PipelineSchedule::one_f_one_b},
+      {4, 16, 1, PipelineSchedule::one_f_one_b}, {4, 8, 2, PipelineSchedule::one_f_one_b},
+      {2, 4, 4, PipelineSchedule::one_f_one_b}, {8, 8, 2, PipelineSchedule::one_f_one_b}};
   for (const Case& c : cases) {
     const Job job = pipeline_job(c.p, c.m, c.v, c.sched);
     require_valid(job);
@@ -101,7 +101,7 @@ TEST_CASE("GPipe in windows of active_microbatches: bubble (p - 1) / (a + p - 1)
   // Each window of a micro-batches fills and drains the pipeline on its own.
   const int p = 4, m = 8;
   for (int a : {1, 2, 4}) {
-    Job job = pipeline_job(p, m, 1, PipelineSchedule::simple);
+    Job job = pipeline_job(p, m, 1, PipelineSchedule::gpipe);
     job.parallel.active_microbatches = a;
     INFO("active " << a);
     const sim::SimResult r = sim::simulate(job, full_sim());
@@ -253,9 +253,9 @@ TEST_CASE("stage 0 peak memory: 1F1B holds p micro-batches, GPipe m, interleaved
   // Korthikanti: s b h (34 + 5 a s / h) = 65,536 x 44 = 2,883,584 bytes.
   const double per_layer = 2883584.0;
   const int p = 4, m = 8;
-  const Job f1b = pipeline_job(p, m, 1, PipelineSchedule::interleaved);
-  const Job gpipe = pipeline_job(p, m, 1, PipelineSchedule::simple);
-  const Job inter = pipeline_job(p, m, 2, PipelineSchedule::interleaved);
+  const Job f1b = pipeline_job(p, m, 1, PipelineSchedule::one_f_one_b);
+  const Job gpipe = pipeline_job(p, m, 1, PipelineSchedule::gpipe);
+  const Job inter = pipeline_job(p, m, 2, PipelineSchedule::one_f_one_b);
   REQUIRE(stored_layer_bytes(f1b, 1) == per_layer);
   const MemoryBreakdown mb = stage_memory(f1b, 0);
   const double static_bytes = mb.parameters + mb.gradients + mb.optimizer_states + mb.gathered_parameters +
@@ -284,7 +284,7 @@ TEST_CASE("interleaved: only the last model chunk holds logits on the last stage
   // peaks at 3 chunks in flight, one of them chunk 1: 3 x 2,883,584 activation bytes plus
   // one micro-batch of logits, 6 b s V / t = 6 x 128 x 50,000 = 38,400,000 bytes.
   // world.cpp adds the logits on every forward of the last pipeline rank, chunk 0 too.
-  Job job = pipeline_job(2, 4, 2, PipelineSchedule::interleaved, 50000);
+  Job job = pipeline_job(2, 4, 2, PipelineSchedule::one_f_one_b, 50000);
   job.model.layers = 4;
   require_valid(job);
   const MemoryBreakdown last = stage_memory(job, 1);
@@ -303,7 +303,7 @@ TEST_CASE("offloaded activations leave the GPU in the simulated peak memory", "[
   // device peak must drop. The programs move whole chunks (4 layers here), so at the peak
   // the device holds at most the chunk being offloaded and the chunk reloaded for the next
   // backward: 8 of the 16 layers (memory.cpp's layer-by-layer horizon keeps 5).
-  Job plain = pipeline_job(4, 8, 1, PipelineSchedule::interleaved);
+  Job plain = pipeline_job(4, 8, 1, PipelineSchedule::one_f_one_b);
   plain.parallel.activation_checkpointing = Checkpointing::full;
   Job offload = plain;
   offload.parallel.offload_activations = true;
@@ -354,16 +354,16 @@ std::vector<SymCase> sym_cases() {
   using CK = Checkpointing;
   using CA = CollectiveAlgorithm;
   return {
-      {"2 nodes pp2 tp4 1F1B", 12, 2, 2, 4, 4, 1, PS::interleaved, CK::none, false, CA::ring},
-      {"4 nodes pp4 tp2 interleaved v3", 12, 4, 4, 2, 4, 3, PS::interleaved, CK::selective, false, CA::ring},
-      {"2 nodes pp8 tp1, 16 layers", 16, 2, 8, 1, 8, 1, PS::interleaved, CK::full, false, CA::ring},
-      {"3 nodes pp2 tp4 GPipe, sharded optimizer", 12, 3, 2, 4, 4, 1, PS::simple, CK::none, true, CA::ring},
-      {"2 nodes pp4 tp2 tree all-reduce", 12, 2, 4, 2, 4, 1, PS::interleaved, CK::none, false, CA::tree},
-      {"4 nodes pp2 tp4 hierarchical", 12, 4, 2, 4, 2, 1, PS::interleaved, CK::none, false, CA::hierarchical},
+      {"2 nodes pp2 tp4 1F1B", 12, 2, 2, 4, 4, 1, PS::one_f_one_b, CK::none, false, CA::ring},
+      {"4 nodes pp4 tp2 interleaved v3", 12, 4, 4, 2, 4, 3, PS::one_f_one_b, CK::selective, false, CA::ring},
+      {"2 nodes pp8 tp1, 16 layers", 16, 2, 8, 1, 8, 1, PS::one_f_one_b, CK::full, false, CA::ring},
+      {"3 nodes pp2 tp4 GPipe, sharded optimizer", 12, 3, 2, 4, 4, 1, PS::gpipe, CK::none, true, CA::ring},
+      {"2 nodes pp4 tp2 tree all-reduce", 12, 2, 4, 2, 4, 1, PS::one_f_one_b, CK::none, false, CA::tree},
+      {"4 nodes pp2 tp4 hierarchical", 12, 4, 2, 4, 2, 1, PS::one_f_one_b, CK::none, false, CA::hierarchical},
       // A replica spans two nodes (pp 4 x tp 4 = 16 GPUs): pipeline transfers cross the
       // network too, and share each NIC's receive side with the mirrored gradient traffic.
-      {"4 nodes pp4 tp4, replicas of two nodes", 12, 4, 4, 4, 4, 1, PS::interleaved, CK::none, false, CA::ring},
-      {"4 nodes pp8 tp2 interleaved v2, replicas of two nodes", 16, 4, 8, 2, 8, 2, PS::interleaved, CK::none, false,
+      {"4 nodes pp4 tp4, replicas of two nodes", 12, 4, 4, 4, 4, 1, PS::one_f_one_b, CK::none, false, CA::ring},
+      {"4 nodes pp8 tp2 interleaved v2, replicas of two nodes", 16, 4, 8, 2, 8, 2, PS::one_f_one_b, CK::none, false,
        CA::ring},
   };
 }
@@ -536,7 +536,7 @@ TEST_CASE("simulate() does not replay the caller's buffered stdout", "[sim]") {
   // fork() copies the parent's unflushed stdio buffers into the child; unless they are
   // flushed before the fork, the child writes them again. `partune reproduce --explain A B`
   // piped into a file repeats A's report once per later simulation.
-  Job job = pipeline_job(2, 2, 1, PipelineSchedule::interleaved);
+  Job job = pipeline_job(2, 2, 1, PipelineSchedule::one_f_one_b);
   char path[] = "/tmp/partune_test_stdout_XXXXXX";
   const int fd = ::mkstemp(path);
   REQUIRE(fd >= 0);

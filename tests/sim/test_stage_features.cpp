@@ -44,7 +44,7 @@ Job ideal_pipeline(int layers, std::vector<int> stage_layers, int m, PipelineSch
   j.parallel.pipeline_parallel_degree = p;
   j.parallel.microbatches = m;
   j.parallel.pipeline = sched;
-  j.parallel.active_microbatches = sched == PipelineSchedule::simple ? m : 0;  // GPipe: one window
+  j.parallel.active_microbatches = sched == PipelineSchedule::gpipe ? m : 0;  // GPipe: one window
   j.parallel.stage_layers = std::move(stage_layers);
   return j;
 }
@@ -82,9 +82,9 @@ TEST_CASE("uneven stages, free links: the heaviest last stage paces, the others 
   // which is the estimator's formula (no transfers, no tensor all-reduces, dp 1), for
   // GPipe (one window) and 1F1B alike.
   struct Case { std::vector<int> split; int m; PipelineSchedule sched; };
-  for (const Case& c : {Case{{2, 6}, 4, PipelineSchedule::interleaved}, Case{{2, 6}, 4, PipelineSchedule::simple},
-                        Case{{1, 2, 5}, 6, PipelineSchedule::interleaved}, Case{{1, 2, 5}, 6, PipelineSchedule::simple},
-                        Case{{3, 5}, 8, PipelineSchedule::interleaved}}) {
+  for (const Case& c : {Case{{2, 6}, 4, PipelineSchedule::one_f_one_b}, Case{{2, 6}, 4, PipelineSchedule::gpipe},
+                        Case{{1, 2, 5}, 6, PipelineSchedule::one_f_one_b}, Case{{1, 2, 5}, 6, PipelineSchedule::gpipe},
+                        Case{{3, 5}, 8, PipelineSchedule::one_f_one_b}}) {
     const Job job = ideal_pipeline(8, c.split, c.m, c.sched);
     require_valid(job);
     INFO(to_string(c.sched) << " split of " << c.split.size() << " stages, last " << c.split.back() << ", m " << c.m);
@@ -116,7 +116,7 @@ TEST_CASE("uneven interleaved chunks: each rank computes its chunks, the step ag
   // agrees with the estimator within 5% (the estimator's uneven-stage slots; the same
   // bound as its uniform interleaved agreement).
   const std::vector<int> chunks = {0, 2, 2, 2, 2, 2, 2, 0};
-  Job job = ideal_pipeline(12, {3, 3, 3, 3}, 8, PipelineSchedule::interleaved);
+  Job job = ideal_pipeline(12, {3, 3, 3, 3}, 8, PipelineSchedule::one_f_one_b);
   job.parallel.virtual_stages = 2;
   job.parallel.stage_layers = chunks;
   require_valid(job);
@@ -144,7 +144,7 @@ TEST_CASE("uneven interleaved chunks: each rank computes its chunks, the step ag
 TEST_CASE("uneven stages: simulated memory holds each stage's own layers", "[sim][uneven][memory]") {
   // 1F1B, p 2, [4, 12] of 16 layers: stage 0 holds 2 micro-batches of 4 layers, stage 1
   // one of 12 plus one micro-batch of logits (6 b s V = 6 x 128 x 8 bytes).
-  const Job job = ideal_pipeline(16, {4, 12}, 4, PipelineSchedule::interleaved);
+  const Job job = ideal_pipeline(16, {4, 12}, 4, PipelineSchedule::one_f_one_b);
   require_valid(job);
   const sim::SimResult r = sim::simulate(job, full_sim());
   CHECK(stage_rank(r, 0).peak_memory - static_bytes(stage_memory(job, 0)) ==
@@ -186,7 +186,7 @@ TEST_CASE("head on stage 0, free links: closed form for two stages", "[sim][lm_h
   //   step = f0 + m (f1 + b1) + b0.
   // (The estimator charges m (f1 + b1) + (f0 + b0 + h): it puts the head in the fill.)
   for (int m : {3, 6}) {
-    for (const PipelineSchedule sched : {PipelineSchedule::interleaved}) {
+    for (const PipelineSchedule sched : {PipelineSchedule::one_f_one_b}) {
       Job job = ideal_pipeline(8, {1, 7}, m, sched, 4096);
       job.parallel.lm_head_stage = LmHeadStage::first;
       require_valid(job);
@@ -214,7 +214,7 @@ TEST_CASE("head on stage 0: stage 0 holds the logits, the last stage none", "[si
   // The simulated peaks against a walk over each stage's own program: stored layers come
   // with a forward and go with its backward, the logits live from the head's forward to
   // its backward (stage 0 only).
-  for (const PipelineSchedule sched : {PipelineSchedule::interleaved, PipelineSchedule::simple}) {
+  for (const PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe}) {
     Job job = ideal_pipeline(16, {2, 6, 8}, 6, sched, 4096);
     job.parallel.lm_head_stage = LmHeadStage::first;
     require_valid(job);
@@ -233,7 +233,7 @@ TEST_CASE("head on stage 0: stage 0 holds the logits, the last stage none", "[si
       }
       INFO("stage " << s);
       CHECK(stage_rank(r, s).peak_memory - static_bytes(stage_memory(job, s)) == Approx(peak).epsilon(1e-12));
-      if (s == 2) CHECK(peak == Approx((sched == PipelineSchedule::simple ? 6 : 2) * 8 * kLayerBytes).epsilon(1e-12));
+      if (s == 2) CHECK(peak == Approx((sched == PipelineSchedule::gpipe ? 6 : 2) * 8 * kLayerBytes).epsilon(1e-12));
     }
     CHECK(stage_memory(job, 0).logits == logits);
     CHECK(stage_memory(job, 2).logits == 0);
@@ -277,7 +277,7 @@ TEST_CASE("partial checkpointing: simulated memory and recompute scale with K", 
   // m (4 F + 4 B + K F).
   const double input = 131072.0;
   for (int K : {0, 1, 3, 4}) {
-    Job job = ideal_pipeline(16, {4, 4, 4, 4}, 8, PipelineSchedule::interleaved);
+    Job job = ideal_pipeline(16, {4, 4, 4, 4}, 8, PipelineSchedule::one_f_one_b);
     job.parallel.stage_layers.clear();  // uniform: the same as [4, 4, 4, 4]
     job.parallel.activation_checkpointing = Checkpointing::full;
     job.parallel.checkpointed_layers = K;
@@ -303,7 +303,7 @@ TEST_CASE("data-parallel gradient buckets are held from their issue to their com
   // bucket is still held through layer 0's recompute: with layer 0's input
   // (2 s b h = 131,072 bytes) and the recompute's full layer (Korthikanti, 2,883,584
   // bytes) that is the peak, larger than layer 0's bucket alone (with the embedding).
-  Job j = ideal_pipeline(2, {}, 1, PipelineSchedule::interleaved);
+  Job j = ideal_pipeline(2, {}, 1, PipelineSchedule::one_f_one_b);
   j.cluster.instance = ideal_instance(2, 1e12);
   j.parallel.pipeline_parallel_degree = 1;
   j.training.global_batch = 2;

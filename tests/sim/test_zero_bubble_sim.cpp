@@ -48,7 +48,7 @@ sim::SimResult simulate(const Job& job) {
 TEST_CASE("simulated 1F1B and ZB-H1 steps are the published formulas", "[sim][bubble][zb]") {
   const int p = 4;
   for (int m : {4, 8, 16}) {
-    const Job one = pipeline_job(p, m, PipelineSchedule::interleaved), zb = pipeline_job(p, m, PipelineSchedule::zb_h1);
+    const Job one = pipeline_job(p, m, PipelineSchedule::one_f_one_b), zb = pipeline_job(p, m, PipelineSchedule::zb_h1);
     require_valid(one);
     require_valid(zb);
     const LayerTime lt = layer_time(zb.cluster.instance.gpu, zb.model, Precision::fp16, 1, 1, false);
@@ -69,7 +69,7 @@ TEST_CASE("simulated 1F1B and ZB-H1 steps are the published formulas", "[sim][bu
 
 TEST_CASE("ZB-H1's memory: stage 0 as 1F1B, the last stage p - 1 deferred W's more", "[sim][memory][zb]") {
   const int p = 4, m = 8;
-  const Job one = pipeline_job(p, m, PipelineSchedule::interleaved), zb = pipeline_job(p, m, PipelineSchedule::zb_h1);
+  const Job one = pipeline_job(p, m, PipelineSchedule::one_f_one_b), zb = pipeline_job(p, m, PipelineSchedule::zb_h1);
   const sim::SimResult r1 = simulate(one), rz = simulate(zb);
   REQUIRE(r1.ranks.size() == static_cast<std::size_t>(p));
   REQUIRE(rz.ranks.size() == static_cast<std::size_t>(p));
@@ -96,7 +96,7 @@ TEST_CASE("simulated bubble rates at F = B = W: 1F1B (p-1)/m, ZB-H1 (p-1)/(3m), 
     PipelineSchedule schedule;
     double rate;
   };
-  for (const Case c : {Case{PipelineSchedule::interleaved, (p - 1.0) / m}, Case{PipelineSchedule::zb_h1, (p - 1.0) / (3 * m)},
+  for (const Case c : {Case{PipelineSchedule::one_f_one_b, (p - 1.0) / m}, Case{PipelineSchedule::zb_h1, (p - 1.0) / (3 * m)},
                        Case{PipelineSchedule::zbv, (p - 1.0) / (6 * m)}}) {
     Job job = ideal_job(make_model(kLayers, 512, 8, 2048, 8, 16), ideal_instance(p, 1e12), 1, m);
     job.model.tied_embeddings = false;

@@ -157,7 +157,7 @@ PerMicrobatch sharded(const Context& c, const Slots& slots) {
                 checkpointed * backward(lt.backward() + recompute) + (layers - checkpointed) * backward(lt.backward()) +
                 ag;
   // Embedding and head weights are gathered and reduced the same way, one call more with
-  // the layer beside them (program.cpp's extra unit): the embedding with the first layer,
+  // the layer beside them (program_builder.cpp's extra unit): the embedding with the first layer,
   // the head with the last, or both with the first when the head is on stage 0, which
   // also gathers them once more for the head's own forward and backward.
   const bool head_first = c.job.lm_head_on_first_stage();
@@ -210,7 +210,7 @@ PipelinePass pipeline(const Context& c, const Slots& slots, double exposed_per_m
   const double m = c.pc.microbatches, v = c.pc.virtual_stages;
   const int active = active_microbatches(c.job.parallel);
   const double windows =
-      c.pc.pipeline == PipelineSchedule::simple ? std::ceil(m / std::min<double>(active, m)) : 1.0;
+      c.pc.pipeline == PipelineSchedule::gpipe ? std::ceil(m / std::min<double>(active, m)) : 1.0;
   PipelinePass out;
   // Fill and drain pass through every other stage's slot, stretched as the critical one
   // is by its exposed sharded gathers and offload copies.
@@ -415,7 +415,7 @@ double optimizer(const Context& c) {
   return optimizer_time(c.inst.gpu, t, params, stage_parameter_tensors(c.job, c.rank, c.stages.largest_stage()), c.gb);
 }
 
-// 6b. State offload's blocking copies over the rank's PCIe share (program.cpp): per step
+// 6b. State offload's blocking copies over the rank's PCIe share (program_builder.cpp): per step
 // the gradient shard down and (unless the parameters live on the host) the updated
 // shard up; with offload_parameters, per micro-batch each gather's shard up first (every
 // layer twice, the embedding and head with the layers beside them).

@@ -101,7 +101,7 @@ std::vector<std::string> logit_knobs(const Job& job) {
   if (job.microbatch_size() > 1) k.push_back(smaller_microbatch(job));
   if (mixed_precision(job.training.precision) && job.training.loss_precision == LossPrecision::fp32)
     k.push_back("loss_precision: training (2 bytes a logit instead of 6)");
-  if (pc.pipeline == PipelineSchedule::simple && pc.pipeline_parallel_degree > 1 && !job.lm_head_on_first_stage())
+  if (pc.pipeline == PipelineSchedule::gpipe && pc.pipeline_parallel_degree > 1 && !job.lm_head_on_first_stage())
     k.push_back("pipeline: interleaved (1F1B keeps one micro-batch's logits)");
   if (k.empty()) k.push_back("a shorter seq_len");
   return k;

@@ -137,7 +137,7 @@ MemoryBreakdown stage_memory(const JobCosts& costs, int stage) {
     // GPipe holds every in-flight micro-batch's; 1F1B runs the last stage's forward and
     // backward back to back, and interleaving keeps the head on one chunk. A head on the
     // first stage runs its forward and backward back to back under every schedule.
-    const bool gpipe = pc.pipeline == PipelineSchedule::simple && !job.lm_head_on_first_stage();
+    const bool gpipe = pc.pipeline == PipelineSchedule::gpipe && !job.lm_head_on_first_stage();
     mb.logits_one_microbatch = logits_bytes(plans.head);
     mb.logits = mb.logits_one_microbatch * (gpipe ? in_flight : 1.0);
   }

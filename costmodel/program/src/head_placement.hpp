@@ -1,5 +1,5 @@
 #pragma once
-// Private to program.cpp: where stage 0 runs the LM head steps when lm_head_stage is
+// Private to program_builder.cpp: where stage 0 runs the LM head steps when lm_head_stage is
 // first (list scheduling over the cost model's per-stage times).
 #include <cstdint>
 #include <vector>

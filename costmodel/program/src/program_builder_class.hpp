@@ -1,6 +1,6 @@
 #pragma once
 // The builder of one rank's program (program_builder.hpp's build_program), as one class
-// whose parts live in their own files: program.cpp (set-up, the schedule's walk, sends,
+// whose parts live in their own files: program_builder.cpp (set-up, the schedule's walk, sends,
 // forwards and the head), program_collectives.cpp (the layer plan's tensor collectives
 // and sharded data parallelism's gathers and reduce-scatters), program_backward.cpp
 // (backward, recompute, activation offload and reload) and program_step_end.cpp (the

@@ -16,7 +16,7 @@ namespace partune {
 
 std::vector<ScheduleStep> schedule_1f1b(int stages, int microbatches, int stage, int active) {
   return detail::one_forward_one_backward(
-      microbatches, warmup_steps(PipelineSchedule::interleaved, stages, microbatches, 1, stage, active), [](int k) { return ScheduleStep{true, k, 0}; },
+      microbatches, warmup_steps(PipelineSchedule::one_f_one_b, stages, microbatches, 1, stage, active), [](int k) { return ScheduleStep{true, k, 0}; },
       [](int k) { return ScheduleStep{false, k, 0}; });
 }
 
@@ -25,12 +25,12 @@ int active_microbatches(const ParallelConfig& pc) {
 }
 
 int schedule_stages(const ParallelConfig& pc) {
-  const bool one_f_one_b = pc.pipeline == PipelineSchedule::interleaved && pc.virtual_stages == 1;
+  const bool one_f_one_b = pc.pipeline == PipelineSchedule::one_f_one_b && pc.virtual_stages == 1;
   return pc.pipeline_parallel_degree + (one_f_one_b && pc.lm_head_stage == LmHeadStage::first ? 1 : 0);
 }
 
 int warmup_steps(PipelineSchedule schedule, int stages, int microbatches, int chunks, int stage, int active) {
-  if (schedule == PipelineSchedule::simple) return active > 0 ? std::min(active, microbatches) : microbatches;
+  if (schedule == PipelineSchedule::gpipe) return active > 0 ? std::min(active, microbatches) : microbatches;
   if (schedule == PipelineSchedule::zb_h1) return stages - stage - 1;
   if (chunks > 1) return (stages - stage - 1) * 2 + (chunks - 1) * stages;
   const int warmup = stages - stage - 1;
@@ -39,7 +39,7 @@ int warmup_steps(PipelineSchedule schedule, int stages, int microbatches, int ch
 
 std::vector<ScheduleStep> schedule_steps(const ParallelConfig& pc, int stage) {
   const int p = schedule_stages(pc), m = pc.microbatches, active = active_microbatches(pc);
-  if (pc.pipeline == PipelineSchedule::simple) return schedule_gpipe(p, m, stage, active);
+  if (pc.pipeline == PipelineSchedule::gpipe) return schedule_gpipe(p, m, stage, active);
   if (pc.pipeline == PipelineSchedule::zb_h1) return schedule_zb_h1(p, m, stage);
   if (pc.pipeline == PipelineSchedule::zbv) return schedule_zbv(p, m, stage);
   if (pc.pipeline == PipelineSchedule::dualpipev) return schedule_dualpipev(p, m, stage);
@@ -65,7 +65,7 @@ double in_flight_microbatches(const ParallelConfig& pc, int stage) {
   if (v_shaped(pc.pipeline)) return peak_in_flight(remembered_schedule_steps(pc, stage), v);  // no warm-up rule: walk it
   const int warmup = warmup_steps(pc.pipeline, schedule_stages(pc), m, v, stage, active_microbatches(pc));
   // GPipe holds its window; 1F1B its warm-up and the forward of its first steady step.
-  if (pc.pipeline == PipelineSchedule::simple) return std::max(1, warmup);
+  if (pc.pipeline == PipelineSchedule::gpipe) return std::max(1, warmup);
   return std::max(1.0, static_cast<double>(std::min(warmup + 1, m * v)) / v);
 }
 

@@ -10,7 +10,7 @@ namespace partune {
 std::vector<ScheduleStep> schedule_gpipe(int stages, int microbatches, int stage, int active) {
   std::vector<ScheduleStep> steps;
   steps.reserve(2 * microbatches);
-  const int window = warmup_steps(PipelineSchedule::simple, stages, microbatches, 1, stage, active);
+  const int window = warmup_steps(PipelineSchedule::gpipe, stages, microbatches, 1, stage, active);
   for (int start = 0; start < microbatches; start += window) {
     const int end = std::min(microbatches, start + window);
     for (int mb = start; mb < end; ++mb) steps.push_back({true, mb, 0});

@@ -11,7 +11,7 @@ namespace partune {
 std::vector<ScheduleStep> schedule_interleaved(int stages, int microbatches, int chunks, int stage,
                                                int active) {
   const int total = microbatches * chunks;
-  const int warmup = warmup_steps(PipelineSchedule::interleaved, stages, microbatches, chunks, stage, active);
+  const int warmup = warmup_steps(PipelineSchedule::one_f_one_b, stages, microbatches, chunks, stage, active);
   auto microbatch_of = [=](int k) { return (k / (stages * chunks)) * stages + k % stages; };
   auto chunk_of = [=](int k) { return (k / stages) % chunks; };
   return detail::one_forward_one_backward(

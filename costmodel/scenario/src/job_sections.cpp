@@ -135,7 +135,7 @@ void parse_parallel(const Reader& r, ParallelConfig& p) {
   p.context_a2a_degree = r.get_int("context_a2a_degree", 0, limits::kMaxRanks, 0);
   p.microbatches = r.get_int("microbatches", 1, limits::kMaxMicrobatches, 1);
   p.active_microbatches = r.get_int("active_microbatches", 0, limits::kMaxMicrobatches, 0);
-  p.pipeline = get_enum(r, "pipeline", PipelineSchedule::interleaved);
+  p.pipeline = get_enum(r, "pipeline", PipelineSchedule::one_f_one_b);
   // A V (zbv, dualpipev) runs two chunks a stage: its default.
   p.virtual_stages = r.get_int("virtual_stages", 1, limits::kMaxVirtualStages, v_shaped(p.pipeline) ? 2 : 1);
   try {

@@ -47,8 +47,8 @@ const std::vector<EnumName<Optimizer>>& enum_names<Optimizer>() {
 // zero-bubble schedule's name in its paper.
 template <>
 const std::vector<EnumName<PipelineSchedule>>& enum_names<PipelineSchedule>() {
-  static const std::vector<EnumName<PipelineSchedule>> table = {{PipelineSchedule::simple, "simple"},
-                                                                {PipelineSchedule::interleaved, "interleaved"},
+  static const std::vector<EnumName<PipelineSchedule>> table = {{PipelineSchedule::gpipe, "simple"},
+                                                                {PipelineSchedule::one_f_one_b, "interleaved"},
                                                                 {PipelineSchedule::zb_h1, "zb-h1"},
                                                                 {PipelineSchedule::zbv, "zbv"},
                                                                 {PipelineSchedule::dualpipev, "dualpipev"}};

@@ -434,7 +434,7 @@ JobViolation check_pipeline(const Job& job) {
     return bad("parallel.virtual_stages",
                fmt::format("pipeline: {} runs two chunks a stage: virtual_stages 2 (got {})", to_string(pc.pipeline),
                            pc.virtual_stages));
-  if (pc.virtual_stages > 1 && pc.pipeline != PipelineSchedule::interleaved && !v_shaped(pc.pipeline))
+  if (pc.virtual_stages > 1 && pc.pipeline != PipelineSchedule::one_f_one_b && !v_shaped(pc.pipeline))
     return bad("parallel.virtual_stages", "virtual stages need pipeline: interleaved (or zbv, dualpipev)");
   if (pc.virtual_stages > 1 && pp == 1)
     return bad("parallel.virtual_stages", "virtual stages need pipeline_parallel_degree > 1");

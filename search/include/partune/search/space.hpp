@@ -97,7 +97,7 @@ struct Point {
   int expert_tensor = 0;
   ContextComm context_comm = ContextComm::p2p;
   int microbatch_size = 1, microbatches = 1, virtual_stages = 1;
-  PipelineSchedule schedule = PipelineSchedule::interleaved;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   PlacementOrder placement;
   Checkpointing checkpointing = Checkpointing::none;
   bool offload = false, shard_optimizer = false, shard_gradients = false, flash = false, sequence_parallel = false;

@@ -2,7 +2,7 @@
 // Sharded data parallelism as each system runs it, from the layer plan: which parameters
 // are gathered together (one all-gather call each), which stay whole on every rank, how
 // far ahead the next gather is issued, and how gradients are cut into reduce-scatter
-// calls. The estimator (its sharded step) and the per-rank programs (program.cpp) read
+// calls. The estimator (its sharded step) and the per-rank programs (program_builder.cpp) read
 // the same plan, so both pay the same calls.
 //
 // Flavours and their public defaults (parallel.sharding_flavor, parallel.sharding):

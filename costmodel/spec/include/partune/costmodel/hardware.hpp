@@ -146,7 +146,7 @@ struct CollectiveProfile {
   // loopback: its all-reduce / all-gather rate against a plain send/recv).
   double intra_efficiency = 1.0;
   // The stack has no reduce-scatter and runs an all-reduce, keeping its own part (Gloo in
-  // LibTorch 1.13: backend/src/executor_collectives.cpp, tensor_parallel.cpp).
+  // LibTorch 1.13: backend/runtime/src/executor_collectives.cpp, backend/parallel/src/tensor_parallel.cpp).
   bool reduce_scatter_as_all_reduce = false;
 };
 

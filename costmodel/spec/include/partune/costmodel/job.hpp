@@ -13,11 +13,12 @@
 namespace partune {
 
 enum class Optimizer { adam, sgd };
-// simple = GPipe, interleaved = 1F1B (interleaved with virtual_stages > 1), zb_h1 = the
+// gpipe = GPipe (job files: `simple`), one_f_one_b = 1F1B, interleaved when virtual_stages > 1
+// (job files: `interleaved`, SageMaker model parallel's names, kept), zb_h1 = the
 // zero-bubble ZB-H1 schedule (Qi et al. 2023): backward split into input gradients (B)
 // and weight gradients (W), W deferred into the drain's bubbles; zbv and dualpipev: two
 // chunks a stage placed in a V (model_chunk), backward split as ZB-H1 (schedule.hpp).
-enum class PipelineSchedule { simple, interleaved, zb_h1, zbv, dualpipev };
+enum class PipelineSchedule { gpipe, one_f_one_b, zb_h1, zbv, dualpipev };
 // The V-shaped schedules: chunk 0 of stage s runs model chunk s, chunk 1 model chunk
 // 2p - 1 - s.
 inline bool v_shaped(PipelineSchedule s) { return s == PipelineSchedule::zbv || s == PipelineSchedule::dualpipev; }
@@ -209,7 +210,7 @@ struct ParallelConfig {
   int context_a2a_degree = 0;
   int microbatches = 1;          // per pipeline pass (per accumulation step)
   int active_microbatches = 0;   // 0 = pipeline_parallel_degree + 2 (SMP's default)
-  PipelineSchedule pipeline = PipelineSchedule::interleaved;
+  PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;        // model chunks per rank (interleaved 1F1B when > 1)
   PlacementOrder placement_strategy;  // default DPT (SMP's "cluster")
   Checkpointing activation_checkpointing = Checkpointing::none;
