@@ -213,6 +213,13 @@ TEST_CASE("backend: multi-token prediction is refused by name before anything ru
   REQUIRE_THROWS_WITH(Trainer(mtp, RunOptions{}), Catch::Contains("mtp_layers"));
 }
 
+TEST_CASE("backend: bf16 moments are refused by name (its Adam keeps fp32 ones)", "[backend]") {
+  Job half = tiny_job(4, "adam", "none", 8, /*gpus=*/1);
+  half.training.precision = Precision::bf16;
+  half.training.moment_precision = Precision::bf16;
+  CHECK_THAT(why_not_runnable(half, RunOptions{}), Catch::Contains("moment_precision"));
+}
+
 TEST_CASE("backend: the model-size scaling rule", "[backend]") {
   const ModelSpec gpt2 = load_model("gpt2-small");
   const ModelSpec d = scaled_model(gpt2, {});

@@ -103,6 +103,7 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
   if (original.model.has_mtp())
     return "multi-token prediction (model.mtp_layers) is priced by the cost model and the simulator but not run by "
            "the LibTorch backend: set mtp_layers: 0 (and leave the 'm' out of parallel.pipeline_layout)";
+  if (job.training.moment_precision != Precision::fp32) return "moment_precision: the LibTorch backend keeps fp32 moments";
   const int t = job.parallel.tensor_parallel_degree;
   for (const auto& [name, n] : {std::pair<const char*, int>{"heads", ran.heads}, {"hidden", ran.hidden},
                                 {"ffn_hidden", ran.ffn_hidden}, {"vocab", ran.vocab}})
@@ -144,7 +145,8 @@ std::string why_not_runnable(const Job& original, const RunOptions& options) {
   if (job.model.is_moe() && job.parallel.moe_a2a_overlap)
     return "moe_a2a_overlap (Megatron's overlapped expert exchanges) is not run by the LibTorch backend";
   if (job.model.is_moe() && job.parallel.moe_token_dispatcher != MoeDispatcher::alltoall)
-    return "moe_token_dispatcher allgather (Megatron-Core's) is not run by the LibTorch backend";
+    return fmt::format("moe_token_dispatcher {} is not run by the LibTorch backend",
+                       enum_name(job.parallel.moe_token_dispatcher));
   if (job.model.is_moe() && job.parallel.expert_parallel_degree > 1 && job.parallel.shard_optimizer_state)
     return "optimizer-state sharding with expert parallelism is not run by the LibTorch backend";
   const int m = job.parallel.microbatches * job.training.gradient_accumulation;
